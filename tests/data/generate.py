@@ -1,0 +1,313 @@
+"""Generate the real TORCH_TRACE fixtures in tests/data/ with real PyTorch.
+
+Each scenario is a small torch program. It is written into a fresh temporary
+directory and run there with TORCH_TRACE pointing at a temporary trace dir, so
+the logs carry no path of this checkout. The resulting log files are copied,
+unchanged and with their torch-chosen names, into tests/data/<scenario>/.
+
+Usage (with a Python that has torch 2.13.0 CPU installed):
+
+    python tests/data/generate.py --python /path/to/venv/bin/python [SCENARIO ...]
+
+The tests state what each scenario provokes (see tests/data/README.md); change
+a program here and those expectations must change with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+COMMON = """
+import os, torch
+torch.manual_seed(0)
+torch.set_num_threads(1)
+"""
+
+SCENARIOS: dict[str, str] = {}
+
+# A training step (forward + backward through inductor), then a no_grad call
+# that recompiles on grad mode.
+SCENARIOS["train_step"] = """
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16)
+        self.fc2 = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+model = MLP()
+cmodel = torch.compile(model)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x, y = torch.randn(4, 8), torch.randn(4, 4)
+loss = torch.nn.functional.mse_loss(cmodel(x), y)
+loss.backward()
+opt.step()
+with torch.no_grad():
+    cmodel(x)
+"""
+
+# Graph breaks: print, an explicit graph_break, a data-dependent branch, and the
+# same print break reached from two compiled functions (a duplicate reason).
+SCENARIOS["graph_breaks"] = """
+def noisy(x):
+    print("side effect")
+    return x + 1
+
+@torch.compile(backend="eager")
+def with_print(x):
+    x = x * 2
+    x = noisy(x)
+    return x.sin()
+
+@torch.compile(backend="eager")
+def with_explicit_break(x):
+    x = x.cos()
+    torch._dynamo.graph_break()
+    return x + 3
+
+@torch.compile(backend="eager")
+def with_branch(x):
+    if x.sum() > 0:
+        return x - 1
+    return x + 1
+
+@torch.compile(backend="eager")
+def also_noisy(x):
+    return noisy(x.exp())
+
+x = torch.ones(3)
+with_print(x)
+with_explicit_break(x)
+with_branch(x)
+also_noisy(x)
+"""
+
+# Recompiles: a shape change, a dtype change and a python int change on f; g
+# hits the recompile limit (set to 4) with a new dtype on every call.
+SCENARIOS["recompiles"] = """
+torch._dynamo.config.recompile_limit = 4
+
+@torch.compile(backend="aot_eager")
+def f(x, n):
+    return x * n
+
+f(torch.ones(4), 2)
+f(torch.ones(8), 2)                          # size mismatch
+f(torch.ones(8, dtype=torch.float64), 2)     # dtype mismatch
+f(torch.ones(8, dtype=torch.float64), 3)     # python int n changed
+
+@torch.compile(backend="eager")
+def g(x):
+    return x + 1
+
+for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32, torch.int64):
+    g(torch.ones(2, dtype=dtype))            # the 5th compile exceeds the limit
+"""
+
+# Dynamic shapes: mark_dynamic, unbacked symbols from .item() and nonzero().
+SCENARIOS["dynamic"] = """
+torch._dynamo.config.capture_scalar_outputs = True
+torch._dynamo.config.capture_dynamic_output_shape_ops = True
+
+@torch.compile(backend="aot_eager", dynamic=True)
+def scale(x):
+    return x * x.shape[0]
+
+scale(torch.ones(5))
+
+@torch.compile(backend="aot_eager")
+def item_use(x):
+    n = x.sum().item()
+    return torch.ones(3) * n
+
+item_use(torch.ones(3))
+
+@torch.compile(backend="aot_eager")
+def nz(x):
+    return x.nonzero().sum()
+
+nz(torch.tensor([0.0, 1.0, 2.0]))
+
+@torch.compile(backend="aot_eager")
+def guarded(x):
+    if x.shape[0] > 4:
+        return x * 2
+    return x
+
+y = torch.ones(8)
+torch._dynamo.mark_dynamic(y, 0)
+guarded(y)
+"""
+
+# Compile errors: fullgraph=True over a print (Unsupported), a backend that
+# raises (BackendCompilerFailed), the same under suppress_errors, and
+# torch._dynamo.reset() between them so compile ids repeat within the process.
+SCENARIOS["compile_errors"] = """
+def broken_backend(gm, example_inputs):
+    raise RuntimeError("injected backend failure")
+
+@torch.compile(fullgraph=True, backend="eager")
+def strict_print(x):
+    print("no graph breaks allowed")
+    return x + 1
+
+try:
+    strict_print(torch.ones(2))
+except Exception as e:
+    print("expected:", type(e).__name__)
+
+torch._dynamo.reset()
+
+@torch.compile(backend=broken_backend)
+def uses_broken(x):
+    return x * 3
+
+try:
+    uses_broken(torch.ones(2))
+except Exception as e:
+    print("expected:", type(e).__name__)
+
+torch._dynamo.reset()
+torch._dynamo.config.suppress_errors = True
+
+@torch.compile(backend=broken_backend)
+def suppressed(x):
+    return x - 3
+
+suppressed(torch.ones(2))
+"""
+
+# FX-graph and AOTAutograd caches: the same program run twice in two processes
+# sharing one TORCHINDUCTOR_CACHE_DIR (cold: misses, warm: hits).
+SCENARIOS["cache"] = """
+@torch.compile
+def f(x, w):
+    return (x @ w).relu().sum()
+
+x = torch.randn(4, 4)
+w = torch.randn(4, 4, requires_grad=True)
+f(x, w).backward()
+"""
+
+# Compiled autograd: the backward graph is captured and compiled by dynamo.
+SCENARIOS["compiled_autograd"] = """
+torch._dynamo.config.compiled_autograd = True
+model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 1))
+
+@torch.compile(backend="aot_eager")
+def step(x):
+    loss = model(x).sum()
+    loss.backward()
+    return loss
+
+step(torch.randn(2, 4))
+"""
+
+# torch.export: non-strict with a dynamic Dim, and strict (traced by dynamo).
+SCENARIOS["export"] = """
+from torch.export import Dim, export
+
+class M(torch.nn.Module):
+    def forward(self, x, y):
+        return (x + 1) @ y
+
+batch = Dim("batch", min=2, max=64)
+args = (torch.randn(4, 3), torch.randn(3, 5))
+export(M(), args, dynamic_shapes={"x": {0: batch}, "y": None}, strict=False)
+export(M(), args, strict=True)
+"""
+
+# Distributed data parallel over gloo; `diverge` makes one rank recompile alone.
+DDP_TEMPLATE = """
+import sys
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+WORLD = {world}
+DIVERGE = {diverge}
+
+def work(rank):
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str({port})
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+    ddp = DDP(model)
+    cmodel = torch.compile(ddp, backend="{backend}")
+    for step in range(2):
+        batch = 6 if (DIVERGE and rank == 1 and step == 1) else 4
+        cmodel(torch.randn(batch, 8)).sum().backward()
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    mp.spawn(work, nprocs=WORLD, join=True)
+"""
+SCENARIOS["ddp_2ranks"] = DDP_TEMPLATE.format(world=2, diverge=False, port=29511, backend="inductor")
+SCENARIOS["ddp_4ranks_diverge"] = DDP_TEMPLATE.format(
+    world=4, diverge=True, port=29512, backend="aot_eager"
+)
+
+# Scenarios whose program runs more than once into the same trace dir.
+RUNS = {"cache": 2}
+
+
+def run_scenario(name: str, python: str, out_root: Path) -> list[Path]:
+    """Run one scenario in a temporary directory; copy its logs to out_root/name."""
+    program = textwrap.dedent(COMMON) + textwrap.dedent(SCENARIOS[name])
+    with tempfile.TemporaryDirectory(prefix="tlindex-gen-") as tmp:
+        tmp_path = Path(tmp)
+        script = tmp_path / f"{name}.py"
+        script.write_text(program)
+        trace_dir = tmp_path / "trace"
+        env = dict(os.environ)
+        env.update(
+            TORCH_TRACE=str(trace_dir),
+            TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor_cache"),
+            TORCHINDUCTOR_FX_GRAPH_CACHE="1",
+            TORCHINDUCTOR_AUTOGRAD_CACHE="1",
+            OMP_NUM_THREADS="1",
+            PYTHONDONTWRITEBYTECODE="1",
+        )
+        for _ in range(RUNS.get(name, 1)):
+            proc = subprocess.run(
+                [python, script.name], cwd=tmp_path, env=env, capture_output=True, text=True,
+                timeout=900,
+            )
+            if proc.returncode != 0:
+                raise SystemExit(f"{name} failed:\n{proc.stdout}\n{proc.stderr}")
+        dest = out_root / name
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest.mkdir(parents=True)
+        logs = sorted(trace_dir.iterdir())
+        for log in logs:
+            shutil.copy2(log, dest / log.name)
+        return [dest / log.name for log in logs]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenarios", nargs="*", help="default: all")
+    parser.add_argument("--python", default=sys.executable, help="a Python with torch 2.13.0")
+    parser.add_argument("--out", type=Path, default=HERE)
+    args = parser.parse_args()
+    for name in args.scenarios or list(SCENARIOS):
+        for log in run_scenario(name, args.python, args.out):
+            print(f"{log.relative_to(args.out)}\t{log.stat().st_size}")
+
+
+if __name__ == "__main__":
+    main()

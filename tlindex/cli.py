@@ -1,0 +1,79 @@
+"""The tlindex command line: a thin click layer over the library."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from . import __version__
+
+DEFAULT_DB = "traces.db"
+
+
+def db_option(fn):
+    return click.option("--db", "db_path", default=DEFAULT_DB, show_default=True, envvar="TLINDEX_DB",
+                        type=click.Path(dir_okay=False), help="SQLite database (env TLINDEX_DB)")(fn)
+
+
+@click.group()
+@click.version_option(__version__, prog_name="tlindex")
+def cli() -> None:
+    """Index torch.compile TORCH_TRACE logs into SQLite and browse them with Datasette."""
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True)
+@db_option
+@click.option("--run", "run_label", help="Put every file given into the run of this label")
+@click.option("--replace", is_flag=True, help="Re-ingest files ingested before")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Files parsed in parallel [default: all cores]")
+@click.option("--silent", is_flag=True, help="No progress bar")
+def ingest(paths: tuple[str, ...], db_path: str, run_label: str | None, replace: bool,
+           jobs: int | None, silent: bool) -> None:
+    """Ingest log files, TORCH_TRACE directories, globs and .gz files into the database."""
+    from .ingest import ingest as run_ingest
+
+    show = not silent and sys.stderr.isatty()
+    bar = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal bar
+        if not show or total == 0:
+            return
+        if bar is None:
+            bar = click.progressbar(length=total, label="Ingesting", file=sys.stderr,
+                                    show_eta=True, show_percent=True,
+                                    item_show_func=lambda _: None)
+            bar.__enter__()
+            bar.started = __import__("time").perf_counter()
+        bar.update(done - bar.pos)
+        elapsed = max(__import__("time").perf_counter() - bar.started, 1e-6)
+        bar.label = f"Ingesting {done / 1e6:,.0f}/{total / 1e6:,.0f} MB {done / 1e6 / elapsed:,.1f} MB/s"
+
+    summary = run_ingest(db_path, list(paths), run_label=run_label, replace=replace, jobs=jobs,
+                         progress=progress)
+    if bar is not None:
+        bar.__exit__(None, None, None)
+    for problem in summary.problems:
+        click.echo(f"error: {problem}", err=True)
+    if not silent:
+        click.echo(summary.line(), err=True)
+    if summary.problems:
+        sys.exit(1)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.argument("db", required=False)
+@click.pass_context
+def serve(ctx: click.Context, db: str | None) -> None:
+    """Browse the database with Datasette (extra options go to `datasette serve`)."""
+    from datasette.cli import serve as datasette_serve
+
+    path = db or os.environ.get("TLINDEX_DB", DEFAULT_DB)
+    datasette_serve.main([path, *ctx.args], prog_name="tlindex serve", standalone_mode=True)
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,39 @@
+"""Expand the PATH arguments of `tlindex ingest` into log files."""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+LOG_SUFFIXES = (".log", ".log.gz", ".txt", ".txt.gz")
+
+
+def is_log_name(name: str) -> bool:
+    """Whether a file found inside a directory looks like a trace log."""
+    return name.startswith("dedicated_log_torch_trace") or name.endswith(LOG_SUFFIXES)
+
+
+def discover(paths: list[str]) -> tuple[list[Path], list[str]]:
+    """Return the log files named by files, directories (walked) and globs, and the problems met.
+
+    A file named explicitly is always taken; inside a directory only files that
+    look like trace logs are (dedicated_log_torch_trace*, *.log, *.log.gz, ...).
+    """
+    found: dict[Path, None] = {}
+    problems: list[str] = []
+    for arg in paths:
+        candidates = [Path(match) for match in sorted(glob.glob(arg, recursive=True))] \
+            if glob.has_magic(arg) else [Path(arg)]
+        if not candidates:
+            problems.append(f"{arg}: no file matches")
+        for path in candidates:
+            if path.is_dir():
+                logs = sorted(p for p in path.rglob("*") if p.is_file() and is_log_name(p.name))
+                if not logs:
+                    problems.append(f"{path}: directory holds no trace logs")
+                found.update(dict.fromkeys(p.resolve() for p in logs))
+            elif path.is_file():
+                found[path.resolve()] = None
+            else:
+                problems.append(f"{path}: no such file or directory")
+    return list(found), problems

@@ -1,0 +1,227 @@
+"""Ingest logs into a tlindex database: plan, parse in parallel, merge, group runs.
+
+Workers (one per --jobs) each parse one file at a time into a private staging
+database (tlindex.task); the main process merges each finished staging
+database in one transaction (tlindex.merge) while the workers go on, then
+groups the new sources into runs (tlindex.runs). Only the main process ever
+writes traces.db.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import shutil
+import tempfile
+import time
+from datetime import datetime
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import orjson
+
+from .db import open_db
+from .discover import discover
+from .merge import merge
+from .normalize import Compile, Process
+from .runs import assign_runs
+from .task import Resume, Task, TaskResult, run_task
+
+
+@dataclass
+class IngestSummary:
+    files: int = 0          # files ingested (new or continued)
+    continued: int = 0      # of which continued from an earlier ingest
+    skipped: int = 0        # already ingested, unchanged
+    envelopes: int = 0
+    compiles: int = 0
+    errors: int = 0
+    md5_failures: int = 0
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)  # paths that could not be read
+
+    def line(self) -> str:
+        parts = [f"{self.files} file{'s' * (self.files != 1)} ingested"]
+        if self.continued:
+            parts.append(f"{self.continued} continued")
+        if self.skipped:
+            parts.append(f"{self.skipped} already ingested")
+        return (f"{', '.join(parts)}: {self.envelopes:,} envelopes, {self.compiles:,} compiles, "
+                f"{self.errors:,} ingest errors, {self.md5_failures:,} md5 failures "
+                f"in {self.seconds:.1f} s")
+
+
+@dataclass
+class Planned:
+    task: Task
+    size: int
+    replace_file: int | None = None
+
+
+_progress = None  # a multiprocessing.Value in workers
+
+
+def _init_worker(counter) -> None:
+    global _progress
+    _progress = counter
+
+
+def _report(n: int) -> None:
+    with _progress.get_lock():
+        _progress.value += n
+
+
+def _run_in_worker(task: Task) -> TaskResult:
+    return run_task(task, _report)
+
+
+def restore_state(conn, file_id: int) -> dict[int, Process]:
+    """The normalizer state of a file ingested before, to continue a grown log."""
+    processes: dict[int, Process] = {}
+    for source_id, pid, rank, file_rank, first, last, count, size, version, commit in conn.execute(
+            "SELECT id, pid, rank, file_rank, first_time, last_time, envelope_count, bytes, torch_version,"
+            " torch_commit FROM sources WHERE file_id = ?", (file_id,)).fetchall():
+        proc = Process(-source_id, pid, file_rank)
+        proc.rank, proc.first_time, proc.last_time = rank, first, last
+        proc.envelope_count, proc.bytes = count, size
+        proc.torch_version, proc.torch_commit = version, commit
+        proc.strings = dict(conn.execute("SELECT string_id, value FROM strings WHERE source_id = ?",
+                                         (source_id,)).fetchall())
+        rows = conn.execute("SELECT * FROM compiles WHERE source_id = ? ORDER BY id", (source_id,))
+        columns = [d[0] for d in rows.description]
+        for values in rows.fetchall():
+            row = dict(zip(columns, values))
+            compile = Compile(-row["id"], -source_id, row["rank"], row["generation"],
+                              (row["compiled_autograd_id"], row["frame_id"], row["frame_compile_id"]))
+            for name in ("co_name", "co_filename", "co_firstlineno", "fail_type", "fail_reason",
+                         "fail_user_frame_filename", "fail_user_frame_lineno", "recompile_reason",
+                         "graph_breaks", "start_time", "end_time", "duration_s", "dynamo_start",
+                         "envelope_count", "envelope_bytes", "payload_bytes"):
+                setattr(compile, name, row[name])
+            if compile.dynamo_start is not None:
+                compile.dynamo_start = -compile.dynamo_start
+            compile.max_attempt = row["attempts"] - 1
+            compile.started_attempts = set(range(row["attempts"])) if row["dynamo_start"] else set()
+            for kind, metrics_json in conn.execute(
+                    "SELECT m.kind, json_object('fail_type', fail_type, 'graph_op_count', graph_op_count,"
+                    " 'restart_reasons', json(restart_reasons)) FROM metrics m WHERE m.compile = ?",
+                    (row["id"],)).fetchall():
+                compile.add_metrics(kind, orjson.loads(metrics_json))
+            proc.all_compiles.append(compile)
+        proc.generation = max((c.generation for c in proc.all_compiles), default=0)
+        proc.compiles = {c.key: c for c in proc.all_compiles if c.generation == proc.generation}
+        processes[pid] = proc
+    return processes
+
+
+def plan(conn, files: list[Path], staging_dir: Path, replace: bool, summary: IngestSummary) -> list[Planned]:
+    """Decide, per file, to skip it, continue it or ingest it (afresh)."""
+    planned = []
+    for number, path in enumerate(files):
+        try:
+            stat = path.stat()
+        except OSError as error:
+            summary.problems.append(f"{path}: {error.strerror}")
+            continue
+        staging = str(staging_dir / f"{number}.db")
+        known = conn.execute(
+            "SELECT id, size, mtime, bytes_ingested, lines_ingested, sha256, compressed FROM files "
+            "WHERE path = ? ORDER BY id DESC LIMIT 1", (str(path),)).fetchone()
+        if known is None:
+            planned.append(Planned(Task(str(path), staging), stat.st_size))
+            continue
+        file_id, size, mtime, consumed, lines, sha256, compressed = known
+        unchanged = stat.st_size == size and mtime == datetime.fromtimestamp(stat.st_mtime).isoformat(
+            timespec="seconds")
+        if replace:
+            planned.append(Planned(Task(str(path), staging), stat.st_size, replace_file=file_id))
+        elif unchanged:
+            summary.skipped += 1
+        elif not compressed and stat.st_size > consumed:
+            resume = Resume(-file_id, lines, consumed, sha256, restore_state(conn, file_id))
+            planned.append(Planned(Task(str(path), staging, resume), stat.st_size - consumed))
+        else:  # rewritten: ingested as a new file unless its content is known (see merge_result)
+            planned.append(Planned(Task(str(path), staging), stat.st_size))
+    return planned
+
+
+def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = None,
+           replace: bool = False, jobs: int | None = None,
+           progress: Callable[[int, int], None] | None = None) -> IngestSummary:
+    """Ingest the logs named by `paths` into the database at `db_path`.
+
+    `progress(done_bytes, total_bytes)` is called as work advances.
+    """
+    started = time.perf_counter()
+    summary = IngestSummary()
+    files, summary.problems = discover(paths)
+    db = open_db(db_path)
+    conn = db.conn
+    conn.isolation_level = None  # transactions are explicit (BEGIN IMMEDIATE ... COMMIT)
+    assign_runs(conn, run_label)  # sources left without a run by an interrupted ingest
+    staging_dir = Path(tempfile.mkdtemp(prefix=f".{Path(db_path).name}.staging-",
+                                        dir=Path(db_path).resolve().parent))
+    try:
+        planned = plan(conn, files, staging_dir, replace, summary)
+        total = sum(p.size for p in planned)
+        by_staging = {p.task.staging: p for p in planned}
+
+        def merge_result(result: TaskResult) -> None:
+            item = by_staging[result.staging]
+            duplicate = conn.execute("SELECT path FROM files WHERE sha256 = ? AND id IS NOT ?",
+                                     (result.sha256, item.replace_file)).fetchone()
+            if duplicate and not result.resumed:
+                summary.skipped += 1  # the same content was ingested from another path
+            else:
+                merge(conn, result.staging, replace_file=item.replace_file,
+                      resumed_file=-item.task.resume.file_id if result.resumed else None)
+                summary.files += 1
+                summary.continued += int(result.resumed)
+                summary.envelopes += result.envelopes
+                summary.compiles += result.compiles
+                summary.errors += result.errors
+                summary.md5_failures += result.md5_failures
+            os.unlink(result.staging)
+
+        jobs = max(1, min(jobs or os.cpu_count() or 1, len(planned)))
+        if jobs == 1:
+            done = 0
+            for item in planned:
+                def report(n: int) -> None:
+                    nonlocal done
+                    done += n
+                    if progress:
+                        progress(done, total)
+                try:
+                    result = run_task(item.task, report)
+                except OSError as error:
+                    summary.problems.append(f"{item.task.path}: {error}")
+                    continue
+                merge_result(result)
+        else:
+            counter = multiprocessing.get_context("spawn").Value("q", 0)
+            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                                     initializer=_init_worker, initargs=(counter,)) as pool:
+                futures: dict[Future, Planned] = {pool.submit(_run_in_worker, p.task): p for p in planned}
+                pending = set(futures)
+                while pending:
+                    finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                    if progress:
+                        progress(counter.value, total)
+                    for future in finished:
+                        try:
+                            result = future.result()
+                        except OSError as error:
+                            summary.problems.append(f"{futures[future].task.path}: {error}")
+                            continue
+                        merge_result(result)
+        assign_runs(conn, run_label)
+        if progress:
+            progress(total, total)
+    finally:
+        shutil.rmtree(staging_dir, ignore_errors=True)
+        db.close()
+    summary.seconds = time.perf_counter() - started
+    return summary

@@ -1,0 +1,133 @@
+"""What the normalizer remembers per process and per compilation."""
+
+from __future__ import annotations
+
+import orjson
+
+CompileKey = tuple  # (compiled_autograd_id, frame_id, frame_compile_id)
+
+
+def compile_id_text(ca: int | None, frame: int | None, frame_compile: int | None) -> str:
+    """The compile id as torch prints it (torch/_guards.py CompileId.__str__): 0/1, !0/1/2, !0."""
+    frame_part = f"{frame if frame is not None else '-'}/{frame_compile if frame_compile is not None else '-'}"
+    if ca is None:
+        return frame_part
+    if frame is None and frame_compile is None:
+        return f"!{ca}"
+    return f"!{ca}/{frame_part}"
+
+
+class Compile:
+    """One compilation of one process, accumulated while its records stream by."""
+
+    __slots__ = ("id", "source_id", "rank", "generation", "key", "compile_id", "max_attempt",
+                 "started_attempts", "co_name", "co_filename", "co_firstlineno", "fail_type",
+                 "fail_reason", "fail_user_frame_filename", "fail_user_frame_lineno",
+                 "recompile_reason", "restart_reasons", "graph_breaks", "start_time", "end_time",
+                 "duration_s", "dynamo_start", "envelope_count", "envelope_bytes", "payload_bytes",
+                 "metrics_seen", "any_fail", "any_empty", "any_restart", "finished")
+
+    def __init__(self, id: int, source_id: int, rank: int | None, generation: int, key: CompileKey):
+        self.id = id
+        self.source_id = source_id
+        self.rank = rank
+        self.generation = generation
+        self.key = key
+        self.compile_id = compile_id_text(*key)
+        self.max_attempt = 0
+        self.started_attempts: set[int] = set()
+        self.co_name = self.co_filename = self.co_firstlineno = None
+        self.fail_type = self.fail_reason = None
+        self.fail_user_frame_filename = self.fail_user_frame_lineno = None
+        self.recompile_reason = None
+        self.restart_reasons: list | None = None
+        self.graph_breaks = 0
+        self.start_time = self.end_time = None
+        self.duration_s = None
+        self.dynamo_start = None
+        self.envelope_count = self.envelope_bytes = self.payload_bytes = 0
+        self.metrics_seen = self.any_fail = self.any_empty = self.any_restart = False
+        self.finished = False  # a forward compilation_metrics record closed it
+
+    def starts_again(self, attempt: int) -> bool:
+        """Whether a dynamo_start for this id and attempt means the ids restarted (a reset)."""
+        return self.finished or attempt in self.started_attempts
+
+    def add_metrics(self, kind: str, metrics: dict) -> None:
+        """Fold one compilation_metrics record in (status follows tlparse, without its bug)."""
+        for field in ("co_name", "co_filename", "co_firstlineno", "fail_type", "fail_reason",
+                      "fail_user_frame_filename", "fail_user_frame_lineno", "recompile_reason"):
+            value = metrics.get(field)
+            if value is not None and getattr(self, field) is None:
+                setattr(self, field, value)
+        if kind != "compilation_metrics":
+            return
+        self.metrics_seen = True
+        self.finished = True
+        if self.duration_s is None:
+            self.duration_s = metrics.get("entire_frame_compile_time_s")
+        if metrics.get("fail_type"):
+            self.any_fail = True
+        if not metrics.get("graph_op_count"):
+            self.any_empty = True
+        restarts = metrics.get("restart_reasons")
+        if restarts:  # tlparse paints an absent key as a restart; an absent key is no restart
+            self.any_restart = True
+            self.restart_reasons = (self.restart_reasons or []) + list(restarts)
+
+    @property
+    def status(self) -> str:
+        if not self.metrics_seen:
+            return "missing"
+        if self.any_fail:
+            return "error"
+        if self.any_empty:
+            return "empty"
+        if self.any_restart:
+            return "break"
+        return "ok"
+
+    def row(self) -> tuple:
+        ca, frame, frame_compile = self.key
+        restarts = orjson.dumps(self.restart_reasons).decode() if self.restart_reasons else None
+        return (self.id, self.source_id, self.rank, self.generation, self.compile_id, ca, frame,
+                frame_compile, self.max_attempt + 1, self.co_name, self.co_filename,
+                self.co_firstlineno, self.status, self.fail_type, self.fail_reason,
+                self.fail_user_frame_filename, self.fail_user_frame_lineno, self.recompile_reason,
+                restarts, self.graph_breaks, self.start_time, self.end_time, self.duration_s,
+                self.dynamo_start, self.envelope_count, self.envelope_bytes, self.payload_bytes)
+
+
+class Process:
+    """One process's stream within a file: its source row, string table and compiles."""
+
+    __slots__ = ("source_id", "pid", "rank", "file_rank", "strings", "compiles", "all_compiles",
+                 "generation", "open_spans", "first_time", "last_time", "envelope_count", "bytes",
+                 "torch_version", "torch_commit", "rank_conflict_reported")
+
+    def __init__(self, source_id: int, pid: int, file_rank: int | None):
+        self.source_id = source_id
+        self.pid = pid
+        self.rank: int | None = None
+        self.file_rank = file_rank
+        self.strings: dict[int, str] = {}
+        self.compiles: dict[CompileKey, Compile] = {}   # current generation
+        self.all_compiles: list[Compile] = []
+        self.generation = 0
+        self.open_spans: dict[str, list[tuple]] = {}
+        self.first_time: str | None = None
+        self.last_time: str | None = None
+        self.envelope_count = 0
+        self.bytes = 0
+        self.torch_version: str | None = None
+        self.torch_commit: str | None = None
+        self.rank_conflict_reported = False
+
+    def reset_compile_ids(self) -> None:
+        """torch._dynamo.reset() happened: the same ids now name new compiles."""
+        self.generation += 1
+        self.compiles = {}
+
+    def row(self, file_id: int) -> tuple:
+        return (self.source_id, file_id, self.pid, self.rank, self.file_rank, self.first_time,
+                self.last_time, self.envelope_count, self.bytes, self.torch_version, self.torch_commit)

@@ -1,0 +1,252 @@
+"""Turn the bytes of a TORCH_TRACE log into records and read errors, streaming.
+
+The grammar (shared/research/torch_trace_format.md, 1.3): a glog envelope line
+`V<MMDD> <HH:MM:SS.us> <pid> <path>:<line>] <json>` optionally followed by
+payload lines, each prefixed by one TAB; `has_payload` is the md5 of the
+de-tabbed payload lines joined with "\n". The reader also accepts what real
+logs contain: CRLF endings, a launcher prefix such as torchrun's `[rank0]:`,
+blank lines, very long lines and bytes that are not UTF-8. It knows nothing of
+SQL: it yields `Record`s and `ReadError`s and tracks how far it has consumed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import BinaryIO, Iterator
+
+import orjson
+
+ENVELOPE_RE = re.compile(rb"([VIWEC])(\d\d)(\d\d) (\d\d:\d\d:\d\d\.\d+) +(\d+) (.+?):(\d+)\] ")
+LAUNCHER_PREFIX_RE = re.compile(rb"\[[^\]\t]{1,64}\]:")
+EXCERPT_BYTES = 200
+
+
+@dataclass(slots=True)
+class Record:
+    """One envelope line and its payload."""
+
+    line: int                 # 1-based line number of the envelope line
+    offset: int               # byte offset of the envelope line
+    time: str                 # ISO 8601 local time, year inferred
+    pid: int
+    emitter_file: str
+    emitter_line: int
+    data: dict                # the parsed JSON envelope
+    envelope_bytes: int
+    payload: bytes | None = None   # de-tabbed payload lines joined with \n
+    payload_hash: str | None = None  # md5 hex of payload
+    payload_bytes: int = 0    # bytes of the payload lines as written
+    payload_lines: int = 0
+    md5_ok: bool | None = None
+    invalid_utf8: bool = False  # the envelope line needed lossy decoding
+
+
+@dataclass(slots=True)
+class ReadError:
+    """Lines that could not be read as a record, or a problem with one."""
+
+    line: int
+    offset: int
+    lines: int                # number of lines concerned
+    bytes: int                # bytes of those lines that are not indexed as a record
+    kind: str
+    message: str
+    excerpt: str | None = None
+    pid: int | None = None    # the process, when known
+
+
+def excerpt(raw: bytes) -> str:
+    """A short printable start of a line."""
+    return raw[:EXCERPT_BYTES].rstrip(b"\r\n").decode("utf-8", "backslashreplace")
+
+
+class Clock:
+    """Give glog's month-day-time stamps a year, from the file's mtime.
+
+    A record dated later in the calendar than the file's last modification
+    (more than two days, to absorb time zones) was written the year before:
+    this also handles a log that crosses New Year.
+    """
+
+    def __init__(self, mtime: float):
+        self.last = datetime.fromtimestamp(mtime).date() + timedelta(days=2)
+        self._years: dict[bytes, int] = {}
+
+    def year(self, mmdd: bytes) -> int:
+        year = self._years.get(mmdd)
+        if year is None:
+            month, day = int(mmdd[:2]), int(mmdd[2:])
+            year = self.last.year
+            for candidate in range(self.last.year, self.last.year - 5, -1):
+                try:
+                    if date(candidate, month, day) <= self.last:
+                        year = candidate
+                        break
+                except ValueError:  # Feb 29 of a non-leap year, or a bad date
+                    continue
+            self._years[mmdd] = year
+        return year
+
+
+class LogReader:
+    """Stream records out of one log; `consumed_*` say how far it got.
+
+    A record that is cut off at the end of the input (an unterminated last
+    line, or a payload whose md5 fails at end of file: a live log still being
+    written) is reported as an `incomplete_record` error and not counted as
+    consumed, so a later ingest of the grown file reads it again in full.
+    """
+
+    def __init__(self, stream: BinaryIO, clock: Clock, line: int = 0, offset: int = 0):
+        self.stream = stream
+        self.clock = clock
+        self.consumed_lines = line
+        self.consumed_offset = offset
+
+    def __iter__(self) -> Iterator[Record | ReadError]:
+        line_no = self.consumed_lines
+        offset = self.consumed_offset
+        pending: Record | None = None      # a record collecting payload lines
+        parts: list[bytes] = []
+        had_cr = False
+        orphan: ReadError | None = None     # a run of payload lines with no record
+        for raw in self.stream:
+            line_no += 1
+            start = offset
+            offset += len(raw)
+            terminated = raw.endswith(b"\n")
+            if not terminated:
+                # Only the last line of the input lacks its newline: whatever
+                # record it belongs to is still being written.
+                if pending is not None and raw[:1] == b"\t":
+                    pending.payload_lines += 1
+                    pending.payload_bytes += len(raw)
+                    yield self._incomplete(pending, "its last payload line is unterminated")
+                    return
+                if pending is not None:
+                    self._finish(pending, parts, had_cr)
+                    yield pending
+                if orphan is not None:
+                    yield orphan
+                self._consume(line_no - 1, start)
+                yield ReadError(line_no, start, 1, len(raw), "incomplete_record",
+                                "the last line is unterminated (a log still being written?)",
+                                excerpt(raw))
+                return
+            if raw[:1] != b"\t" and raw[:1] == b"[":
+                prefix = LAUNCHER_PREFIX_RE.match(raw)
+                if prefix and raw[prefix.end():prefix.end() + 1] == b"\t":
+                    raw = raw[prefix.end():]
+            if raw[:1] == b"\t":
+                if pending is not None:
+                    body = raw[1:-1]
+                    if body[-1:] == b"\r":
+                        body = body[:-1]
+                        had_cr = True
+                    parts.append(body)
+                    pending.payload_lines += 1
+                    pending.payload_bytes += offset - start
+                elif orphan is not None:
+                    orphan.lines += 1
+                    orphan.bytes += offset - start
+                else:
+                    orphan = ReadError(line_no, start, 1, offset - start, "orphan_payload",
+                                       "payload lines follow a record that declares no payload",
+                                       excerpt(raw))
+                continue
+            # A new record (or a non-record line) ends the pending one.
+            if pending is not None:
+                self._finish(pending, parts, had_cr)
+                yield pending
+                pending, parts, had_cr = None, [], False
+            if orphan is not None:
+                yield orphan
+                orphan = None
+            self._consume(line_no - 1, start)
+            item = self._parse_envelope(raw, line_no, start, offset - start)
+            if isinstance(item, Record) and "has_payload" in item.data:
+                pending = item
+                continue
+            yield item
+            self._consume(line_no, offset)
+        if pending is not None:
+            if self._finish(pending, parts, had_cr):
+                yield pending
+                self._consume(line_no, offset)
+            else:
+                yield self._incomplete(pending, "the payload's md5 fails at end of file (cut off?)")
+        elif orphan is not None:
+            yield orphan
+            self._consume(line_no, offset)
+        else:
+            self._consume(line_no, offset)
+
+    def _consume(self, line_no: int, offset: int) -> None:
+        self.consumed_lines = line_no
+        self.consumed_offset = offset
+
+    @staticmethod
+    def _incomplete(record: Record, why: str) -> ReadError:
+        return ReadError(record.line, record.offset, 1 + record.payload_lines,
+                         record.envelope_bytes + record.payload_bytes, "incomplete_record",
+                         f"{record.data and next(iter(record.data))} record: {why}", None, record.pid)
+
+    @staticmethod
+    def _finish(record: Record, parts: list[bytes], had_cr: bool) -> bool:
+        """Join and verify the payload; return whether its md5 matches."""
+        payload = b"\n".join(parts)
+        digest = hashlib.md5(payload).hexdigest()
+        claimed = record.data.get("has_payload")
+        if digest != claimed and had_cr:
+            # The file was converted to CRLF after writing, or the payload
+            # itself ends lines with \r: accept whichever the md5 confirms.
+            raw_payload = b"\n".join(p + b"\r" for p in parts)
+            raw_digest = hashlib.md5(raw_payload).hexdigest()
+            if raw_digest == claimed:
+                payload, digest = raw_payload, raw_digest
+        record.payload = payload
+        record.payload_hash = digest
+        record.md5_ok = digest == claimed
+        return record.md5_ok
+
+    def _parse_envelope(self, raw: bytes, line_no: int, start: int, size: int) -> Record | ReadError:
+        line = raw.rstrip(b"\r\n")
+        if not line.strip():
+            return ReadError(line_no, start, 1, size, "blank_line", "blank line")
+        match = ENVELOPE_RE.match(line)
+        if match is None:
+            prefix = LAUNCHER_PREFIX_RE.match(line)
+            match = ENVELOPE_RE.match(line, prefix.end()) if prefix else None
+            if match is None:
+                match = ENVELOPE_RE.search(line)  # tolerate other text before the prefix, as tlparse does
+            if match is None:
+                return ReadError(line_no, start, 1, size, "bad_prefix",
+                                 "line is neither a glog envelope nor a payload line", excerpt(raw))
+        _, month, day, clock_time, pid, path, path_line = match.groups()
+        body = line[match.end():]
+        invalid_utf8 = False
+        try:
+            data = orjson.loads(body)
+        except orjson.JSONDecodeError as error:
+            try:
+                text = body.decode("utf-8")
+            except UnicodeDecodeError:
+                text = body.decode("utf-8", "replace")
+                invalid_utf8 = True
+            try:
+                import json  # big ints and other inputs orjson refuses
+
+                data = json.loads(text)
+            except ValueError:
+                return ReadError(line_no, start, 1, size, "bad_json",
+                                 f"envelope JSON does not parse: {error}", excerpt(raw), int(pid))
+        if not isinstance(data, dict) or not data:
+            return ReadError(line_no, start, 1, size, "not_an_object",
+                             "envelope JSON is not a non-empty object", excerpt(raw), int(pid))
+        year = self.clock.year(month + day)
+        time = f"{year}-{month.decode()}-{day.decode()}T{clock_time.decode()}"
+        return Record(line_no, start, time, int(pid), path.decode("utf-8", "replace"), int(path_line),
+                      data, size, invalid_utf8=invalid_utf8)

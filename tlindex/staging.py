@@ -1,0 +1,68 @@
+"""The writer's first half: rows of one ingest task into a private staging database.
+
+Workers parse logs in parallel; each writes its rows into its own temporary
+SQLite file (same schema, no indexes, no journal). The main process then merges
+a finished staging database into traces.db in one transaction (tlindex.merge),
+so an interrupted ingest never leaves half a source behind.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from .db import apply_schema
+from .tables import COLUMNS
+
+FLUSH_ROWS = 5000
+FLUSH_BYTES = 16 << 20
+
+
+class StagingWriter:
+    """Buffer rows per table and write them with executemany in one transaction."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.conn = sqlite3.connect(self.path, isolation_level=None)
+        self.conn.execute("PRAGMA journal_mode=OFF")
+        self.conn.execute("PRAGMA synchronous=OFF")
+        apply_schema(self.conn)
+        for (index,) in self.conn.execute("SELECT name FROM sqlite_master WHERE type='index' AND sql IS NOT NULL").fetchall():
+            self.conn.execute(f"DROP INDEX {index}")
+        self.conn.execute("BEGIN")
+        self.buffers: dict[str, list[tuple]] = {table: [] for table in COLUMNS}
+        verb = {"payloads": "INSERT OR IGNORE", "strings": "INSERT OR REPLACE"}
+        self.statements = {
+            table: f"{verb.get(table, 'INSERT')} INTO {table} ({', '.join(cols)}) "
+                   f"VALUES ({', '.join('?' * len(cols))})"
+            for table, cols in COLUMNS.items()
+        }
+        self.buffered_bytes = 0
+
+    def add(self, table: str, row: tuple) -> None:
+        """Queue one row (a tuple in COLUMNS[table] order)."""
+        buffer = self.buffers[table]
+        buffer.append(row)
+        if len(buffer) >= FLUSH_ROWS:
+            self.flush(table)
+
+    def add_payload(self, digest: str, text: str, size: int) -> None:
+        """Queue one payload; payloads are flushed by size, not only by count."""
+        self.buffers["payloads"].append((digest, size, text))
+        self.buffered_bytes += size
+        if self.buffered_bytes >= FLUSH_BYTES or len(self.buffers["payloads"]) >= FLUSH_ROWS:
+            self.flush("payloads")
+
+    def flush(self, table: str | None = None) -> None:
+        for name in [table] if table else list(self.buffers):
+            rows = self.buffers[name]
+            if rows:
+                self.conn.executemany(self.statements[name], rows)
+                rows.clear()
+                if name == "payloads":
+                    self.buffered_bytes = 0
+
+    def close(self) -> None:
+        self.flush()
+        self.conn.execute("COMMIT")
+        self.conn.close()
