@@ -50,22 +50,33 @@ def merge_statements(conn: sqlite3.Connection) -> tuple[list[str], dict[str, int
     return statements, offsets
 
 
-def delete_file(conn: sqlite3.Connection, file_id: int) -> None:
-    """Delete a file and every row that came from it (for --replace)."""
+def delete_file_rows(conn: sqlite3.Connection, file_id: int, from_offset: int | None = None) -> None:
+    """Delete every row that came from a file (--replace), or from its bytes at from_offset on.
+
+    The second form drops the provisional tail of a grown log (a record whose
+    payload md5 failed at end of file, an unterminated last line) before the
+    continuation of that log is merged.
+    """
+    params = {"file": file_id, "offset": from_offset if from_offset is not None else -1}
     sources = "SELECT id FROM main.sources WHERE file_id = :file"
-    envelopes = f"SELECT id FROM main.envelopes WHERE source_id IN ({sources})"
+    envelopes = f"SELECT id FROM main.envelopes WHERE source_id IN ({sources}) AND offset >= :offset"
     for table, links in foreign_keys(conn).items():
-        if table in ("files", "sources", "envelopes"):
+        if table in ("files", "sources", "envelopes", "compiles", "strings"):
             continue
         if "envelope_id" in links:
-            conn.execute(f"DELETE FROM main.{table} WHERE envelope_id IN ({envelopes})", {"file": file_id})
-        elif "source_id" in links:
-            conn.execute(f"DELETE FROM main.{table} WHERE source_id IN ({sources})", {"file": file_id})
+            conn.execute(f"DELETE FROM main.{table} WHERE envelope_id IN ({envelopes})", params)
+        elif table == "chromium_events":
+            conn.execute(f"DELETE FROM main.{table} WHERE begin_envelope IN ({envelopes}) "
+                         f"OR end_envelope IN ({envelopes})", params)
         elif "file_id" in links:
-            conn.execute(f"DELETE FROM main.{table} WHERE file_id = :file", {"file": file_id})
-    conn.execute(f"DELETE FROM main.envelopes WHERE source_id IN ({sources})", {"file": file_id})
-    conn.execute("DELETE FROM main.sources WHERE file_id = :file", {"file": file_id})
-    conn.execute("DELETE FROM main.files WHERE id = :file", {"file": file_id})
+            conn.execute(f"DELETE FROM main.{table} WHERE file_id = :file AND offset >= :offset", params)
+    conn.execute(f"DELETE FROM main.envelopes WHERE id IN ({envelopes})", params)
+    if from_offset is not None:
+        return
+    for table in ("compiles", "strings"):
+        conn.execute(f"DELETE FROM main.{table} WHERE source_id IN ({sources})", params)
+    conn.execute("DELETE FROM main.sources WHERE file_id = :file", params)
+    conn.execute("DELETE FROM main.files WHERE id = :file", params)
     conn.execute("DELETE FROM main.payloads WHERE hash NOT IN (SELECT payload FROM main.envelopes "
                  "WHERE payload IS NOT NULL) AND hash NOT IN (SELECT value FROM main.metrics, json_each("
                  "json_array(dynamo_config, inductor_config, functorch_config, compiler_config)) "
@@ -80,12 +91,11 @@ def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | No
         conn.execute("BEGIN IMMEDIATE")
         try:
             if replace_file is not None:
-                delete_file(conn, replace_file)
+                delete_file_rows(conn, replace_file)
             if resumed_file is not None:
-                # The unterminated tail recorded last time is read again now.
-                conn.execute("DELETE FROM main.ingest_errors WHERE file_id = ? AND offset >= "
-                              "(SELECT bytes_ingested FROM main.files WHERE id = ?)",
-                              (resumed_file, resumed_file))
+                (consumed,) = conn.execute("SELECT bytes_ingested FROM main.files WHERE id = ?",
+                                           (resumed_file,)).fetchone()
+                delete_file_rows(conn, resumed_file, from_offset=consumed)
             statements, offsets = merge_statements(conn)
             for statement in statements:
                 conn.execute(statement)

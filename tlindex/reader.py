@@ -94,17 +94,21 @@ class Clock:
 class LogReader:
     """Stream records out of one log; `consumed_*` say how far it got.
 
-    A record that is cut off at the end of the input (an unterminated last
-    line, or a payload whose md5 fails at end of file: a live log still being
-    written) is reported as an `incomplete_record` error and not counted as
-    consumed, so a later ingest of the grown file reads it again in full.
+    A last line that does not parse and lacks its newline (a live log still
+    being written) is reported as an `incomplete_record` error and not counted
+    as consumed; a last record whose payload md5 fails is indexed but not
+    counted as consumed either. A later ingest of the grown log replaces both
+    and reads on from there. A whole last line without its newline is read as usual.
     """
 
-    def __init__(self, stream: BinaryIO, clock: Clock, line: int = 0, offset: int = 0):
+    def __init__(self, stream: BinaryIO, clock: Clock, line: int = 0, offset: int = 0,
+                 skip_rest_of_line: bool = False):
         self.stream = stream
         self.clock = clock
         self.consumed_lines = line
         self.consumed_offset = offset
+        self.skip_rest_of_line = skip_rest_of_line
+        self.ends_mid_line = False
 
     def __iter__(self) -> Iterator[Record | ReadError]:
         line_no = self.consumed_lines
@@ -112,37 +116,34 @@ class LogReader:
         pending: Record | None = None      # a record collecting payload lines
         parts: list[bytes] = []
         had_cr = False
+        blanks: list[tuple[int, int, int]] = []  # blank lines seen while a payload was open
         orphan: ReadError | None = None     # a run of payload lines with no record
-        for raw in self.stream:
+        last_raw = b"\n"
+        stream = iter(self.stream)
+        if self.skip_rest_of_line:
+            # The previous ingest ended on a line without its newline: the rest
+            # of that line (normally just the newline) was part of it.
+            rest = next(stream, b"")
+            offset += len(rest)
+            self._consume(line_no, offset)
+        for raw in stream:
             line_no += 1
             start = offset
             offset += len(raw)
-            terminated = raw.endswith(b"\n")
-            if not terminated:
-                # Only the last line of the input lacks its newline: whatever
-                # record it belongs to is still being written.
-                if pending is not None and raw[:1] == b"\t":
-                    pending.payload_lines += 1
-                    pending.payload_bytes += len(raw)
-                    yield self._incomplete(pending, "its last payload line is unterminated")
-                    return
-                if pending is not None:
-                    self._finish(pending, parts, had_cr)
-                    yield pending
-                if orphan is not None:
-                    yield orphan
-                self._consume(line_no - 1, start)
-                yield ReadError(line_no, start, 1, len(raw), "incomplete_record",
-                                "the last line is unterminated (a log still being written?)",
-                                excerpt(raw))
-                return
-            if raw[:1] != b"\t" and raw[:1] == b"[":
+            last_raw = raw
+            if raw[:1] == b"[":
                 prefix = LAUNCHER_PREFIX_RE.match(raw)
                 if prefix and raw[prefix.end():prefix.end() + 1] == b"\t":
                     raw = raw[prefix.end():]
             if raw[:1] == b"\t":
                 if pending is not None:
-                    body = raw[1:-1]
+                    if blanks:
+                        # Older torch wrote empty payload lines without their TAB.
+                        parts.extend(b"" for _ in blanks)
+                        pending.payload_lines += len(blanks)
+                        pending.payload_bytes += sum(size for _, _, size in blanks)
+                        blanks = []
+                    body = raw[1:-1] if raw[-1:] == b"\n" else raw[1:]
                     if body[-1:] == b"\r":
                         body = body[:-1]
                         had_cr = True
@@ -157,11 +158,17 @@ class LogReader:
                                        "payload lines follow a record that declares no payload",
                                        excerpt(raw))
                 continue
+            if pending is not None and not raw.strip():
+                blanks.append((line_no, start, offset - start))
+                continue
             # A new record (or a non-record line) ends the pending one.
             if pending is not None:
                 self._finish(pending, parts, had_cr)
                 yield pending
                 pending, parts, had_cr = None, [], False
+                for blank_line, blank_start, size in blanks:
+                    yield ReadError(blank_line, blank_start, 1, size, "blank_line", "blank line")
+                blanks = []
             if orphan is not None:
                 yield orphan
                 orphan = None
@@ -170,29 +177,31 @@ class LogReader:
             if isinstance(item, Record) and "has_payload" in item.data:
                 pending = item
                 continue
+            if isinstance(item, ReadError) and item.kind == "bad_json" and raw[-1:] != b"\n":
+                # An unterminated last line that does not parse is still being written.
+                item.kind = "incomplete_record"
+                item.message = "the last line is cut off (a log still being written?)"
+                yield item
+                return
             yield item
             self._consume(line_no, offset)
         if pending is not None:
-            if self._finish(pending, parts, had_cr):
+            if not self._finish(pending, parts, had_cr):
+                # Possibly cut off by a writer still at work: indexed as read, but
+                # not consumed, so a later ingest of the grown log reads it again.
                 yield pending
-                self._consume(line_no, offset)
-            else:
-                yield self._incomplete(pending, "the payload's md5 fails at end of file (cut off?)")
+                return
+            yield pending
+            for blank_line, blank_start, size in blanks:
+                yield ReadError(blank_line, blank_start, 1, size, "blank_line", "blank line")
         elif orphan is not None:
             yield orphan
-            self._consume(line_no, offset)
-        else:
-            self._consume(line_no, offset)
+        self._consume(line_no, offset)
+        self.ends_mid_line = last_raw[-1:] != b"\n"
 
     def _consume(self, line_no: int, offset: int) -> None:
         self.consumed_lines = line_no
         self.consumed_offset = offset
-
-    @staticmethod
-    def _incomplete(record: Record, why: str) -> ReadError:
-        return ReadError(record.line, record.offset, 1 + record.payload_lines,
-                         record.envelope_bytes + record.payload_bytes, "incomplete_record",
-                         f"{record.data and next(iter(record.data))} record: {why}", None, record.pid)
 
     @staticmethod
     def _finish(record: Record, parts: list[bytes], had_cr: bool) -> bool:

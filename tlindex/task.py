@@ -105,7 +105,8 @@ def run_task(task: Task, report: Callable[[int], None] = lambda n: None) -> Task
     normalizer = FileNormalizer(staging, file_id, Path(path).name,
                                 processes=resume.processes if resume else None)
     reader = LogReader(stream, Clock(stat.st_mtime), resume.lines if resume else 0,
-                       resume.offset if resume else 0)
+                       resume.offset if resume else 0,
+                       skip_rest_of_line=bool(resume) and _ends_mid_line(path, resume.offset))
     reported = 0
     with disk, content:
         if resume:
@@ -131,6 +132,15 @@ def run_task(task: Task, report: Callable[[int], None] = lambda n: None) -> Task
     return TaskResult(path, task.staging, sha256, resume is not None, normalizer.envelopes,
                       normalizer.new_compiles, normalizer.errors, normalizer.md5_failures,
                       stat.st_size)
+
+
+def _ends_mid_line(path: str, offset: int) -> bool:
+    """Whether the first `offset` bytes of a plain log end inside a line."""
+    if offset == 0:
+        return False
+    with open(path, "rb") as file:
+        file.seek(offset - 1)
+        return file.read(1) != b"\n"
 
 
 def _skip(stream: BinaryIO, size: int) -> None:
