@@ -96,6 +96,9 @@ def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | No
                 (consumed,) = conn.execute("SELECT bytes_ingested FROM main.files WHERE id = ?",
                                            (resumed_file,)).fetchone()
                 delete_file_rows(conn, resumed_file, from_offset=consumed)
+                # Open spans were handed to the continuation, which writes them again.
+                conn.execute("DELETE FROM main.chromium_events WHERE ph = 'B' AND source_id IN "
+                             "(SELECT id FROM main.sources WHERE file_id = ?)", (resumed_file,))
             statements, offsets = merge_statements(conn)
             for statement in statements:
                 conn.execute(statement)

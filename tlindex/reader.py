@@ -177,7 +177,7 @@ class LogReader:
             if isinstance(item, Record) and "has_payload" in item.data:
                 pending = item
                 continue
-            if isinstance(item, ReadError) and item.kind == "bad_json" and raw[-1:] != b"\n":
+            if isinstance(item, ReadError) and raw[-1:] != b"\n" and item.kind != "blank_line":
                 # An unterminated last line that does not parse is still being written.
                 item.kind = "incomplete_record"
                 item.message = "the last line is cut off (a log still being written?)"

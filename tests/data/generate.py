@@ -264,13 +264,18 @@ SCENARIOS["ddp_4ranks_diverge"] = DDP_TEMPLATE.format(
 RUNS = {"cache": 2}
 
 
+def program(name: str) -> str:
+    """The source of a scenario's program, as run."""
+    return textwrap.dedent(COMMON) + textwrap.dedent(SCENARIOS[name])
+
+
 def run_scenario(name: str, python: str, out_root: Path) -> list[Path]:
     """Run one scenario in a temporary directory; copy its logs to out_root/name."""
-    program = textwrap.dedent(COMMON) + textwrap.dedent(SCENARIOS[name])
+    script_text = program(name)
     with tempfile.TemporaryDirectory(prefix="tlindex-gen-") as tmp:
         tmp_path = Path(tmp)
         script = tmp_path / f"{name}.py"
-        script.write_text(program)
+        script.write_text(script_text)
         trace_dir = tmp_path / "trace"
         env = dict(os.environ)
         env.update(

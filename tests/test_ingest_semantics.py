@@ -1,0 +1,194 @@
+"""Ingest semantics: idempotent, --replace, growing logs, interruptions, parallel jobs, CLI."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+
+import tlindex.merge
+from conftest import DATA, connect, scenario_logs
+from tlindex.cli import cli
+from tlindex.ingest import ingest
+
+TABLES = ("files", "sources", "envelopes", "payloads", "compiles", "frames", "artifacts", "guards",
+          "metrics", "chromium_events", "recompile_reasons", "graph_breaks", "cache_events", "symbols",
+          "tensor_descriptions", "ingest_errors", "strings", "runs")
+
+
+def counts(db_path) -> dict[str, int]:
+    conn = connect(db_path)
+    try:
+        return {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
+    finally:
+        conn.close()
+
+
+def snapshot(db_path) -> list[tuple]:
+    """What a query sees, independent of row ids."""
+    conn = connect(db_path)
+    try:
+        return sorted(tuple(r) for r in conn.execute(
+            "SELECT f.name, e.line, e.kind, e.name, e.compile_id, c.generation, c.status, e.payload, e.md5_ok "
+            "FROM envelopes e JOIN sources s ON s.id = e.source_id JOIN files f ON f.id = s.file_id "
+            "LEFT JOIN compiles c ON c.id = e.compile"))
+    finally:
+        conn.close()
+
+
+def test_ingesting_the_same_logs_again_is_a_no_op(tmp_path):
+    db_path = tmp_path / "t.db"
+    first = ingest(db_path, [str(DATA / "recompiles"), str(DATA / "ddp_2ranks")], jobs=1)
+    before = counts(db_path)
+    again = ingest(db_path, [str(DATA / "recompiles"), str(DATA / "ddp_2ranks")], jobs=1)
+    assert first.files == 3 and again.files == 0 and again.skipped == 3
+    assert counts(db_path) == before
+
+
+def test_the_same_content_under_another_path_is_not_ingested_twice(tmp_path):
+    db_path = tmp_path / "t.db"
+    log = scenario_logs("export")[0]
+    copy = tmp_path / "copy" / log.name
+    copy.parent.mkdir()
+    shutil.copy(log, copy)
+    ingest(db_path, [str(log)], jobs=1)
+    before = counts(db_path)
+    summary = ingest(db_path, [str(copy)], jobs=1)
+    assert summary.skipped == 1 and counts(db_path) == before
+
+
+def test_replace_reingests_a_file(tmp_path):
+    db_path = tmp_path / "t.db"
+    ingest(db_path, [str(DATA / "graph_breaks")], jobs=1)
+    before, rows = counts(db_path), snapshot(db_path)
+    summary = ingest(db_path, [str(DATA / "graph_breaks")], replace=True, jobs=1)
+    assert summary.files == 1
+    assert counts(db_path) == before and snapshot(db_path) == rows
+
+
+def test_a_grown_log_is_continued_not_duplicated(tmp_path):
+    log = scenario_logs("train_step")[0]
+    content = log.read_bytes()
+    cut = content.index(b"\nV", len(content) // 2) + 1        # a record boundary halfway
+    cut_mid_line = cut + 40                                    # ... and a line being written
+    live = tmp_path / "trace" / log.name
+    live.parent.mkdir()
+    live.write_bytes(content[:cut_mid_line])
+    db_path = tmp_path / "t.db"
+    first = ingest(db_path, [str(live)], jobs=1)
+    conn = connect(db_path)
+    assert [r[0] for r in conn.execute("SELECT kind FROM ingest_errors")] == ["incomplete_record"]
+    assert conn.execute("SELECT bytes_ingested FROM files").fetchone()[0] == cut
+    conn.close()
+    live.write_bytes(content)                                  # the job wrote the rest
+    second = ingest(db_path, [str(live)], jobs=1)
+    assert first.files == 1 and second.continued == 1
+
+    whole = tmp_path / "whole.db"
+    ingest(whole, [str(log)], jobs=1)
+    assert counts(db_path) == counts(whole)
+    assert snapshot(db_path) == snapshot(whole)
+
+
+def test_an_interrupted_merge_leaves_no_half_source_and_a_rerun_completes(tmp_path, monkeypatch):
+    db_path = tmp_path / "t.db"
+    calls = {"n": 0}
+    real = tlindex.merge.merge_statements
+
+    def failing(conn):
+        statements, offsets = real(conn)
+        calls["n"] += 1
+        if calls["n"] == 2:  # the second file dies half-way through its merge
+            statements = statements[:len(statements) // 2] + ["INSERT INTO no_such_table VALUES (1)"]
+        return statements, offsets
+
+    monkeypatch.setattr(tlindex.merge, "merge_statements", failing)
+    with pytest.raises(Exception):
+        ingest(db_path, [str(DATA / "cache")], jobs=1)
+    partial = counts(db_path)
+    assert partial["files"] == 1 and partial["sources"] == 1
+    conn = connect(db_path)
+    assert conn.execute("SELECT count(*) FROM envelopes e LEFT JOIN sources s ON s.id = e.source_id "
+                        "WHERE s.id IS NULL").fetchone()[0] == 0
+    conn.close()
+    monkeypatch.setattr(tlindex.merge, "merge_statements", real)
+    ingest(db_path, [str(DATA / "cache")], jobs=1)
+    clean = tmp_path / "clean.db"
+    ingest(clean, [str(DATA / "cache")], jobs=1)
+    assert counts(db_path) == counts(clean) and snapshot(db_path) == snapshot(clean)
+
+
+def test_kill_9_mid_ingest_leaves_a_consistent_database(tmp_path):
+    db_path = tmp_path / "t.db"
+    command = [sys.executable, "-m", "tlindex", "ingest", str(DATA), "--db", str(db_path), "-j", "1",
+               "--silent"]
+    process = subprocess.Popen(command)
+    deadline = time.time() + 30
+    while time.time() < deadline and not (db_path.exists() and counts_or_none(db_path, "files")):
+        time.sleep(0.02)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    conn = connect(db_path)
+    files = conn.execute("SELECT id, size, bytes_ingested FROM files").fetchall()
+    for file_id, size, consumed in files:  # every file present is present whole
+        (indexed,) = conn.execute(
+            "SELECT coalesce(sum(envelope_bytes + payload_bytes), 0) FROM envelopes e JOIN sources s "
+            "ON s.id = e.source_id WHERE s.file_id = ?", (file_id,)).fetchone()
+        assert indexed == consumed == size
+    conn.close()
+    subprocess.run(command, check=True)
+    clean = tmp_path / "clean.db"
+    ingest(clean, [str(DATA)], jobs=2)
+    assert counts(db_path) == counts(clean)
+    assert snapshot(db_path) == snapshot(clean)
+
+
+def counts_or_none(db_path, table: str) -> int | None:
+    try:
+        conn = connect(db_path)
+        try:
+            return conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        finally:
+            conn.close()
+    except Exception:
+        return None
+
+
+def test_parallel_jobs_give_the_same_database(tmp_path, fixtures_db):
+    serial = tmp_path / "serial.db"
+    ingest(serial, [str(DATA)], jobs=1)
+    assert counts(serial) == counts(fixtures_db)
+    assert snapshot(serial) == snapshot(fixtures_db)
+
+
+def test_run_label_groups_files_into_one_run(tmp_path):
+    db_path = tmp_path / "t.db"
+    ingest(db_path, [str(DATA / "recompiles"), str(DATA / "export")], run_label="nightly", jobs=1)
+    conn = connect(db_path)
+    assert [tuple(r) for r in conn.execute("SELECT label, source_count FROM runs")] == [("nightly", 2)]
+
+
+def test_cli_ingest_reports_a_summary_and_fails_on_unreadable_paths(tmp_path):
+    runner = CliRunner()
+    db_path = tmp_path / "t.db"
+    result = runner.invoke(cli, ["ingest", str(DATA / "export"), "--db", str(db_path)])
+    assert result.exit_code == 0, result.output
+    assert "1 file ingested" in result.output and "envelopes" in result.output
+    result = runner.invoke(cli, ["ingest", str(tmp_path / "missing.log"), "--db", str(db_path)])
+    assert result.exit_code == 1 and "missing.log: no such file" in result.output
+    result = runner.invoke(cli, ["ingest", str(DATA / "*" / "*rank_0*.log"), "--db", str(db_path), "--silent"])
+    assert result.exit_code == 0 and result.output == ""
+    assert connect(db_path).execute("SELECT count(*) FROM files").fetchone()[0] == 3
+
+
+def test_cli_version():
+    from tlindex import __version__
+
+    result = CliRunner().invoke(cli, ["--version"])
+    assert result.exit_code == 0 and __version__ in result.output
