@@ -23,6 +23,19 @@ ENVELOPE_RE = re.compile(rb"([VIWEC])(\d\d)(\d\d) (\d\d:\d\d:\d\d\.\d+) +(\d+) (
 LAUNCHER_PREFIX_RE = re.compile(rb"\[[^\]\t]{1,64}\]:")
 EXCERPT_BYTES = 200
 
+# Every kind of ingest_errors row, with what it means (documented in docs/schema.md).
+ERROR_KINDS = {
+    "bad_prefix": "a line that is neither a glog envelope line nor a payload line; not indexed",
+    "bad_json": "an envelope line whose JSON does not parse; not indexed (its payload lines become orphan_payload)",
+    "not_an_object": "an envelope line whose JSON is not a non-empty object; not indexed",
+    "orphan_payload": "TAB-prefixed lines after a record that declares no payload (one row per run of lines); not indexed",
+    "blank_line": "an empty line outside a payload; not indexed (an empty line inside a payload is read as an empty payload line, as older torch wrote them)",
+    "incomplete_record": "the last line is cut off and does not parse: a log still being written; a later ingest of the grown log reads it again",
+    "md5_mismatch": "a payload whose md5 differs from has_payload; the record and its payload are indexed as read (md5_ok = 0)",
+    "invalid_utf8": "an envelope or payload that is not valid UTF-8; indexed with U+FFFD replacements (md5 is checked on the bytes)",
+    "rank_mismatch": "a process logs two ranks, or its file name's rank differs from its envelopes' rank",
+}
+
 
 @dataclass(slots=True)
 class Record:

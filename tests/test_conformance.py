@@ -1,0 +1,62 @@
+"""Conformance with the real logs tlparse is tested on (../shared/corpus/tlparse, when present)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import SHARED_CORPUS, connect
+from tlindex.discover import discover
+from tlindex.ingest import ingest
+
+pytestmark = pytest.mark.skipif(not SHARED_CORPUS.is_dir(), reason="../shared/corpus/tlparse is absent")
+
+
+@pytest.fixture(scope="module")
+def corpus_db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("corpus") / "corpus.db"
+    summary = ingest(path, [str(SHARED_CORPUS)], jobs=2)
+    assert not summary.problems
+    return path
+
+
+def test_no_line_of_the_corpus_is_lost(corpus_db):
+    conn = connect(corpus_db)
+    files, _ = discover([str(SHARED_CORPUS)])
+    ingested = {row["path"]: row for row in conn.execute("SELECT * FROM files")}
+    copies: dict[bytes, list] = {}
+    for path in files:
+        copies.setdefault(path.read_bytes(), []).append(path)
+    assert len(ingested) == len(copies)  # byte-identical copies are ingested once
+    for data, paths in copies.items():
+        (path,) = [p for p in paths if str(p) in ingested]
+        row = ingested[str(path)]
+        (lines, nbytes) = conn.execute(
+            "SELECT coalesce(sum(1 + payload_lines), 0), coalesce(sum(envelope_bytes + payload_bytes), 0) "
+            "FROM envelopes e JOIN sources s ON s.id = e.source_id WHERE s.file_id = ?", (row["id"],)).fetchone()
+        (error_lines, error_bytes) = conn.execute(
+            "SELECT coalesce(sum(lines), 0), coalesce(sum(bytes), 0) FROM ingest_errors "
+            "WHERE file_id = ? AND bytes > 0", (row["id"],)).fetchone()
+        assert nbytes + error_bytes == len(data), path.name
+        assert lines + error_lines == len(data.splitlines()), path.name
+
+
+def test_corpus_defects_are_reported_where_they_are(corpus_db):
+    conn = connect(corpus_db)
+    errors = {(r["name"], r["kind"], r["line"]) for r in conn.execute(
+        "SELECT f.name, e.kind, e.line FROM ingest_errors e JOIN files f ON f.id = e.file_id")}
+    # simple_corrupted_json.log is simple.log with one chromium payload damaged (its README says so)
+    damaged = [e for e in errors if e[0] == "simple_corrupted_json.log"]
+    assert [e[1] for e in damaged] == ["md5_mismatch"]
+    line = damaged[0][2]
+    source = (SHARED_CORPUS / "simple_corrupted_json.log").read_bytes().splitlines()[line - 1]
+    assert b'"chromium_event"' in source
+    assert not [e for e in errors if e[0] == "simple.log"]
+
+
+def test_crlf_rank_log_verifies_every_md5(corpus_db):
+    conn = connect(corpus_db)
+    row = conn.execute(
+        "SELECT count(*), sum(md5_ok) FROM envelopes e JOIN sources s ON s.id = e.source_id JOIN files f "
+        "ON f.id = s.file_id WHERE f.name = 'dedicated_log_torch_trace_rank_1.log' AND e.payload IS NOT NULL"
+    ).fetchone()
+    assert row[0] > 0 and row[0] == row[1]

@@ -1,0 +1,52 @@
+"""The schema, the code's column lists and docs/schema.md stay in step."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from tlindex.db import apply_schema
+from tlindex.reader import ERROR_KINDS
+from tlindex.schema_doc import render, tables
+from tlindex.tables import COLUMNS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def schema_columns() -> dict[str, list[str]]:
+    conn = sqlite3.connect(":memory:")
+    apply_schema(conn)
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE '\\_%' ESCAPE '\\'")]
+    return {name: [r[1] for r in conn.execute(f"PRAGMA table_info({name})")] for name in names}
+
+
+def test_every_column_the_normalizer_writes_exists():
+    columns = schema_columns()
+    for table, names in COLUMNS.items():
+        assert set(names) <= set(columns[table]), table
+
+
+def test_every_table_and_column_is_documented():
+    documented = {name: [c[0] for c in cols] for name, description, cols in tables()}
+    for name, description, _ in tables():
+        assert description, name
+    assert documented == schema_columns()
+
+
+def test_docs_schema_md_is_generated_from_the_schema():
+    assert (ROOT / "docs" / "schema.md").read_text() == render(), \
+        "run: python -m tlindex.schema_doc > docs/schema.md"
+
+
+def test_every_error_kind_is_documented(fixtures_db):
+    conn = sqlite3.connect(fixtures_db)
+    assert {r[0] for r in conn.execute("SELECT DISTINCT kind FROM ingest_errors")} <= set(ERROR_KINDS)
+    source = "".join(p.read_text() for p in (ROOT / "tlindex").rglob("*.py"))
+    for kind in ERROR_KINDS:
+        assert f'"{kind}"' in source
+
+
+def test_applying_the_schema_twice_is_a_no_op():
+    conn = sqlite3.connect(":memory:")
+    assert apply_schema(conn) == ["001_initial"]
+    assert apply_schema(conn) == []

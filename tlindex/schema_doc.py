@@ -1,0 +1,61 @@
+"""Generate docs/schema.md from the comments in schema/*.sql.
+
+    python -m tlindex.schema_doc > docs/schema.md
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+from .reader import ERROR_KINDS
+from .resources import schema_files
+
+TABLE_RE = re.compile(r"((?:--[^\n]*\n)*)CREATE TABLE (\w+) \((.*?)\n\);", re.S)
+COLUMN_RE = re.compile(r"^\s+(\w+) ([A-Z]+)([^-]*?)(?:,)?\s*--\s*(.*)$")
+
+
+def tables() -> list[tuple[str, str, list[tuple[str, str, str]]]]:
+    """(table, description, [(column, type, description)]) for every table of the schema."""
+    found = []
+    for path in schema_files():
+        for comment, name, body in TABLE_RE.findall(path.read_text()):
+            description = " ".join(line.lstrip("- ").strip() for line in comment.strip().splitlines())
+            columns = []
+            for line in body.splitlines():
+                match = COLUMN_RE.match(line)
+                if match:
+                    column, type_, extra, text = match.groups()
+                    reference = re.search(r"REFERENCES (\w+)\((\w+)\)", extra)
+                    if reference:
+                        text += f" → `{reference.group(1)}.{reference.group(2)}`"
+                    columns.append((column, type_, text.strip()))
+            found.append((name, description, columns))
+    return found
+
+
+def escape_pipes(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render() -> str:
+    lines = ["# tlindex database schema", "",
+             "Generated from the comments in `schema/*.sql` by `python -m tlindex.schema_doc`;",
+             "a test fails when this file and the schema drift apart. The schema is tlindex's public",
+             "API: query it with `sqlite3`, `sqlite-utils`, Datasette or anything that reads SQLite.",
+             "", "Times are the local wall-clock times the logging machine wrote, as ISO 8601 without a",
+             "zone; glog has no year, so it is inferred from the file's modification time.", ""]
+    for name, description, columns in tables():
+        lines += [f"## {name}", "", description, "", "| column | type | meaning |", "|---|---|---|"]
+        lines += [f"| `{column}` | {type_} | {escape_pipes(text)} |" for column, type_, text in columns]
+        lines.append("")
+    lines += ["## Ingest error kinds", "", "The `kind` of an `ingest_errors` row. Rows with `bytes` > 0 cover lines",
+              "that are not in `envelopes`, so envelope bytes plus error bytes add up to each file's size.", "",
+              "| kind | meaning |", "|---|---|"]
+    lines += [f"| `{kind}` | {escape_pipes(text)} |" for kind, text in ERROR_KINDS.items()]
+    lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render())
