@@ -131,7 +131,7 @@ CREATE TABLE compiles (
 CREATE TABLE frames (
     id INTEGER PRIMARY KEY,              -- frame row id
     envelope_id INTEGER NOT NULL REFERENCES envelopes(id), -- envelope carrying the stack
-    stack TEXT NOT NULL,                 -- which stack: stack, user_stack (in metadata) or context (top-level "stack")
+    stack TEXT NOT NULL,                 -- which stack: stack, user_stack (in metadata), context (top-level "stack"), guards[N].stack / guards[N].user_stack (dynamo_guards)
     depth INTEGER NOT NULL,              -- 0 = outermost frame
     filename_id INTEGER,                 -- string-table id of the file
     filename TEXT,                       -- file resolved through the process's string table (NULL if undefined)
@@ -153,14 +153,15 @@ CREATE TABLE artifacts (
     size INTEGER NOT NULL                -- payload size in bytes
 );
 
--- Guards: one row per line of dynamo_cpp_guards_str, and one per guard_added,
--- guard_added_fast and symbolic_shape_specialization record.
+-- Guards: one row per line of dynamo_cpp_guards_str, one per entry of the
+-- older dynamo_guards list, and one per guard_added, guard_added_fast and
+-- symbolic_shape_specialization record.
 CREATE TABLE guards (
     id INTEGER PRIMARY KEY,              -- guard row id
     envelope_id INTEGER NOT NULL REFERENCES envelopes(id), -- its envelope
     compile INTEGER REFERENCES compiles(id), -- its compilation
-    origin TEXT NOT NULL,                -- dynamo_cpp_guards_str, guard_added, guard_added_fast or symbolic_shape_specialization
-    position INTEGER NOT NULL,           -- line index within the guard tree (0 for single records)
+    origin TEXT NOT NULL,                -- dynamo_cpp_guards_str, dynamo_guards, guard_added, guard_added_fast or symbolic_shape_specialization
+    position INTEGER NOT NULL,           -- index within the guard tree or list (0 for single records)
     depth INTEGER,                       -- depth in the guard tree (0 = TREE_GUARD_MANAGER)
     guard_type TEXT,                     -- e.g. TENSOR_MATCH, GuardManager, EQUALS_MATCH
     text TEXT NOT NULL,                  -- the guard (tree line without type and comment, or expr)

@@ -60,3 +60,12 @@ def test_crlf_rank_log_verifies_every_md5(corpus_db):
         "ON f.id = s.file_id WHERE f.name = 'dedicated_log_torch_trace_rank_1.log' AND e.payload IS NOT NULL"
     ).fetchone()
     assert row[0] > 0 and row[0] == row[1]
+
+
+def test_older_dynamo_guards_lists_keep_code_and_stacks(corpus_db):
+    conn = connect(corpus_db)
+    rows = conn.execute("SELECT g.text, g.envelope_id FROM guards g JOIN envelopes e ON e.id = g.envelope_id "
+                        "WHERE g.origin = 'dynamo_guards'").fetchall()
+    assert any(r["text"] == "utils_device.CURRENT_DEVICE == None" for r in rows)
+    stacks = conn.execute("SELECT count(*) FROM frames WHERE stack LIKE 'guards[%].stack'").fetchone()[0]
+    assert stacks > 0

@@ -239,3 +239,10 @@ def test_compile_bytes_add_up_to_the_envelopes_they_emitted(db):
 
 def test_foreign_keys_hold(db):
     assert db.execute("PRAGMA foreign_key_check").fetchall() == []
+
+
+def test_text_people_search_is_full_text_indexed(db):
+    rows = db.execute("SELECT r.reason FROM recompile_reasons r JOIN recompile_reasons_fts f "
+                      "ON f.rowid = r.id WHERE recompile_reasons_fts MATCH 'dtype AND BFloat16'").fetchall()
+    assert rows and all("BFloat16" in r[0] for r in rows)
+    assert db.execute("SELECT count(*) FROM compiles_fts WHERE compiles_fts MATCH 'recompile'").fetchone()[0] >= 1

@@ -27,6 +27,7 @@ from .discover import discover
 from .merge import merge
 from .normalize import Compile, Process
 from .runs import assign_runs
+from .search import refresh_fts
 from .task import Resume, Task, TaskResult, run_task
 
 
@@ -224,6 +225,8 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
                             continue
                         merge_result(result)
         assign_runs(conn, run_label)
+        if summary.files:
+            refresh_fts(db)
         if progress:
             progress(total, total)
     finally:

@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import sqlite3
 
+from .tables import COLUMNS
+
 # Tables keyed by content or by a composite key: copied without offsetting their key.
 NATURAL_KEYS = {"payloads", "strings"}
 
 
 def foreign_keys(conn: sqlite3.Connection) -> dict[str, dict[str, str]]:
-    """{table: {column: referenced table}} from the schema."""
-    tables = [row[0] for row in conn.execute(
-        "SELECT name FROM main.sqlite_master WHERE type='table' AND name NOT LIKE '\\_%' ESCAPE '\\'"
-        " AND name NOT LIKE 'sqlite%'")]
+    """{table: {column: referenced table}} for every table the normalizer writes, from the schema."""
     return {table: {row[3]: row[2] for row in conn.execute(f"PRAGMA main.foreign_key_list({table})")}
-            for table in tables}
+            for table in COLUMNS}
 
 
 def _shift(column: str, offset: int) -> str:

@@ -150,6 +150,25 @@ def on_cpp_guards(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text
         position += 1
 
 
+def on_dynamo_guards(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -> None:
+    """The JSON list of {code, stack, user_stack} older torch logged (dead in 2.13)."""
+    try:
+        guards = orjson.loads(text) if text else None
+    except orjson.JSONDecodeError:
+        return
+    if not isinstance(guards, list):
+        return
+    for position, guard in enumerate(guards):
+        if not isinstance(guard, dict):
+            continue
+        for key in ("stack", "user_stack"):
+            if isinstance(guard.get(key), list):
+                n.frames(proc, envelope_id, f"guards[{position}].{key}", guard[key])
+        n.sink.add("guards", (n.next_id("guards"), envelope_id, compile.id if compile else None,
+                              "dynamo_guards", position, None, None, str(guard.get("code")), None,
+                              n.frame_text(proc, guard.get("user_stack")), None, None, None))
+
+
 def on_guard_added(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -> None:
     if not isinstance(meta, dict):
         return
@@ -292,6 +311,7 @@ HANDLERS: dict[str, Handler] = {
     "dynamo_start": on_dynamo_start,
     "chromium_event": on_chromium_event,
     "dynamo_cpp_guards_str": on_cpp_guards,
+    "dynamo_guards": on_dynamo_guards,
     "guard_added": on_guard_added,
     "guard_added_fast": on_guard_added,
     "symbolic_shape_specialization": on_specialization,
