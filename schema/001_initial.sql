@@ -216,7 +216,8 @@ CREATE TABLE metrics (
     other TEXT                           -- JSON object of every other key of the record
 );
 
--- Chromium trace events (dynamo_timed): B/E pairs joined into spans.
+-- Chromium trace events (dynamo_timed): B/E pairs joined into spans. The
+-- events themselves, args included, are the payloads of their envelopes.
 CREATE TABLE chromium_events (
     id INTEGER PRIMARY KEY,              -- event row id
     source_id INTEGER NOT NULL REFERENCES sources(id), -- process
@@ -227,8 +228,7 @@ CREATE TABLE chromium_events (
     ts_us REAL,                          -- start, microseconds (the event's ts)
     duration_us REAL,                    -- end ts - begin ts (NULL unless ph = X)
     begin_envelope INTEGER REFERENCES envelopes(id), -- envelope of the begin (or only) event
-    end_envelope INTEGER REFERENCES envelopes(id), -- envelope of the end event
-    args TEXT                            -- JSON args of begin and end merged
+    end_envelope INTEGER REFERENCES envelopes(id) -- envelope of the end event (its payload holds the event's args)
 );
 
 -- Recompile reasons: one row per failed guard of a recompile_reasons artifact.

@@ -165,3 +165,24 @@ def test_empty_file(tmp_path, name):
     summary, conn, errors = ingest_one(tmp_path, str(path))
     assert summary.files == 1 and errors == []
     assert conn.execute("SELECT count(*) FROM sources").fetchone()[0] == 0
+
+
+def test_string_table_is_per_process_not_per_file(tmp_path):
+    """Like draft_export's second file: one process, two files, strings defined in the first."""
+    groups = records()
+    split = next(i for i, g in enumerate(groups) if b'"str"' not in g[0] and i > 10)
+    first, second = groups[:split], groups[split:]
+    assert any(b'"str"' in g[0] for g in first) and any(b'"filename"' in g[0] for g in second)
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    write(trace, "dedicated_log_torch_trace_aaaa.log", first)
+    write(trace, "dedicated_log_torch_trace_bbbb.log", second)
+    db_path = tmp_path / "t.db"
+    ingest(db_path, [str(trace)], jobs=2)
+    conn = connect(db_path)
+    assert conn.execute("SELECT count(*) FROM runs").fetchone()[0] == 1
+    resolved = conn.execute(
+        "SELECT count(*), count(fr.filename) FROM frames fr JOIN envelopes e ON e.id = fr.envelope_id "
+        "JOIN sources s ON s.id = e.source_id JOIN files f ON f.id = s.file_id "
+        "WHERE f.name = 'dedicated_log_torch_trace_bbbb.log'").fetchone()
+    assert resolved[0] > 0 and resolved[0] == resolved[1]

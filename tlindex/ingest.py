@@ -112,11 +112,11 @@ def restore_state(conn, file_id: int) -> dict[int, Process]:
                 compile.add_metrics(kind, orjson.loads(metrics_json))
             proc.all_compiles.append(compile)
         # Spans still open when the log was last read are paired with their ends now.
-        for name, begin, compile_id, ts, cat, args in conn.execute(
-                "SELECT name, begin_envelope, compile, ts_us, cat, args FROM chromium_events "
+        for name, begin, compile_id, ts, cat in conn.execute(
+                "SELECT name, begin_envelope, compile, ts_us, cat FROM chromium_events "
                 "WHERE source_id = ? AND ph = 'B' ORDER BY id", (source_id,)).fetchall():
             proc.open_spans.setdefault(name, []).append(
-                (-begin, -compile_id if compile_id else None, ts, cat, args))
+                (-begin, -compile_id if compile_id else None, ts, cat))
         proc.generation = max((c.generation for c in proc.all_compiles), default=0)
         proc.compiles = {c.key: c for c in proc.all_compiles if c.generation == proc.generation}
         processes[pid] = proc

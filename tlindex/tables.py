@@ -38,7 +38,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
                 "pytorch_version", "dynamo_config", "inductor_config", "functorch_config",
                 "compiler_config", "other"),
     "chromium_events": ("id", "source_id", "compile", "name", "cat", "ph", "ts_us", "duration_us",
-                        "begin_envelope", "end_envelope", "args"),
+                        "begin_envelope", "end_envelope"),
     "recompile_reasons": ("id", "envelope_id", "compile", "position", "previous_compile_id", "reason"),
     "graph_breaks": ("id", "envelope_id", "compile", "reason", "user_file", "user_line"),
     "cache_events": ("id", "envelope_id", "compile", "cache", "result", "key", "reason"),

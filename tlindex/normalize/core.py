@@ -225,10 +225,9 @@ class FileNormalizer:
         """Close open spans and write the source and compile rows."""
         for proc in self.processes.values():
             for name, opened in proc.open_spans.items():
-                for envelope_id, compile_id, ts, cat, args in opened:
+                for envelope_id, compile_id, ts, cat in opened:
                     self.sink.add("chromium_events", (self.next_id("chromium_events"), proc.source_id,
-                                                      compile_id, name, cat, "B", ts, None, envelope_id,
-                                                      None, args))
+                                                      compile_id, name, cat, "B", ts, None, envelope_id, None))
             proc.open_spans = {}
             if proc.file_rank is not None and proc.rank is not None and proc.file_rank != proc.rank:
                 self.error(0, 0, "rank_mismatch",

@@ -97,29 +97,23 @@ def on_chromium_event(n: FileNormalizer, proc, rec, envelope_id, compile, meta, 
     name = str(event.get("name"))
     phase = event.get("ph")
     ts = event.get("ts")
-    args = event.get("args")
     compile_id = compile.id if compile else None
     if phase == "B":
-        proc.open_spans.setdefault(name, []).append((envelope_id, compile_id, ts, event.get("cat"), _json(args)))
+        proc.open_spans.setdefault(name, []).append((envelope_id, compile_id, ts, event.get("cat")))
         return
     if phase == "E":
         opened = proc.open_spans.get(name)
         if opened:
-            begin_id, begin_compile, begin_ts, cat, begin_args = opened.pop()
-            if args:
-                merged = orjson.loads(begin_args) if begin_args else {}
-                if isinstance(merged, dict) and isinstance(args, dict):
-                    merged.update(args)
-                begin_args = _json(merged)
-            duration = ts - begin_ts if isinstance(ts, (int, float)) and isinstance(begin_ts, (int, float)) else None
+            begin_id, begin_compile, begin_ts, cat = opened.pop()
+            numeric = isinstance(ts, (int, float)) and isinstance(begin_ts, (int, float))
             n.sink.add("chromium_events", (n.next_id("chromium_events"), proc.source_id,
                                            begin_compile if begin_compile is not None else compile_id,
-                                           name, cat, "X", begin_ts, duration, begin_id, envelope_id,
-                                           begin_args))
+                                           name, cat, "X", begin_ts, ts - begin_ts if numeric else None,
+                                           begin_id, envelope_id))
             return
     n.sink.add("chromium_events", (n.next_id("chromium_events"), proc.source_id, compile_id, name,
-                                   event.get("cat"), str(phase), ts, None, envelope_id if phase != "E" else None,
-                                   envelope_id if phase == "E" else None, _json(args)))
+                                   event.get("cat"), str(phase), ts, None,
+                                   envelope_id if phase != "E" else None, envelope_id if phase == "E" else None))
 
 
 # A line of the guard tree: indentation bars, "+- ", then "TYPE: text" or a manager name.
