@@ -4,12 +4,36 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import click
 
 from . import __version__
 
 DEFAULT_DB = "traces.db"
+
+
+class ProgressBar:
+    """A click progress bar on stderr, sized in bytes, labelled with MB and MB/s."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.bar = None
+        self.started = time.perf_counter()
+
+    def update(self, done: int, total: int) -> None:
+        if not self.enabled or total == 0:
+            return
+        if self.bar is None:
+            self.bar = click.progressbar(length=total, file=sys.stderr, show_eta=True, show_percent=True)
+            self.bar.__enter__()
+        elapsed = max(time.perf_counter() - self.started, 1e-6)
+        self.bar.label = f"Ingesting {done / 1e6:,.0f}/{total / 1e6:,.0f} MB {done / 1e6 / elapsed:,.1f} MB/s"
+        self.bar.update(done - self.bar.pos)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
 
 
 def db_option(fn):
@@ -35,27 +59,10 @@ def ingest(paths: tuple[str, ...], db_path: str, run_label: str | None, replace:
     """Ingest log files, TORCH_TRACE directories, globs and .gz files into the database."""
     from .ingest import ingest as run_ingest
 
-    show = not silent and sys.stderr.isatty()
-    bar = None
-
-    def progress(done: int, total: int) -> None:
-        nonlocal bar
-        if not show or total == 0:
-            return
-        if bar is None:
-            bar = click.progressbar(length=total, label="Ingesting", file=sys.stderr,
-                                    show_eta=True, show_percent=True,
-                                    item_show_func=lambda _: None)
-            bar.__enter__()
-            bar.started = __import__("time").perf_counter()
-        bar.update(done - bar.pos)
-        elapsed = max(__import__("time").perf_counter() - bar.started, 1e-6)
-        bar.label = f"Ingesting {done / 1e6:,.0f}/{total / 1e6:,.0f} MB {done / 1e6 / elapsed:,.1f} MB/s"
-
+    bar = ProgressBar(enabled=not silent and sys.stderr.isatty())
     summary = run_ingest(db_path, list(paths), run_label=run_label, replace=replace, jobs=jobs,
-                         progress=progress)
-    if bar is not None:
-        bar.__exit__(None, None, None)
+                         progress=bar.update)
+    bar.close()
     for problem in summary.problems:
         click.echo(f"error: {problem}", err=True)
     if not silent:

@@ -12,6 +12,7 @@ SQL: it yields `Record`s and `ReadError`s and tracks how far it has consumed.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -259,9 +260,7 @@ class LogReader:
                 text = body.decode("utf-8", "replace")
                 invalid_utf8 = True
             try:
-                import json  # big ints and other inputs orjson refuses
-
-                data = json.loads(text)
+                data = json.loads(text)  # the stdlib accepts what orjson refuses (huge ints, ...)
             except ValueError:
                 return ReadError(line_no, start, 1, size, "bad_json",
                                  f"envelope JSON does not parse: {error}", excerpt(raw), int(pid))

@@ -7,6 +7,7 @@ hand it to the handler registered for its kind (tlindex.normalize.handlers).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Protocol
 
@@ -96,8 +97,6 @@ class FileNormalizer:
 
     def store_text(self, text: str) -> str:
         """Store a text that is not a record payload (e.g. a config dump) as a payload."""
-        import hashlib
-
         data = text.encode("utf-8", "surrogatepass")
         digest = hashlib.md5(data).hexdigest()
         if digest not in self.payloads_seen:
