@@ -9,6 +9,7 @@ import time
 import click
 
 from . import __version__
+from .output import emit, output_options
 
 DEFAULT_DB = "traces.db"
 
@@ -69,6 +70,45 @@ def ingest(paths: tuple[str, ...], db_path: str, run_label: str | None, replace:
         click.echo(summary.line(), err=True)
     if summary.problems:
         sys.exit(1)
+
+
+@cli.command()
+@click.argument("name_or_sql")
+@click.option("-p", "--param", "params", nargs=2, multiple=True, metavar="NAME VALUE",
+              help="A named parameter (repeatable)")
+@db_option
+@output_options
+def query(name_or_sql: str, params: tuple[tuple[str, str], ...], db_path: str, **output) -> None:
+    """Run a canned query by name (see `tlindex queries`), or any SQL."""
+    import sqlite3
+
+    from .queries import load_queries, run_sql
+
+    canned = load_queries()
+    sql = canned[name_or_sql].sql if name_or_sql in canned else name_or_sql
+    if name_or_sql not in canned and " " not in name_or_sql.strip():
+        raise click.ClickException(f"no canned query named {name_or_sql!r}; see `tlindex queries`")
+    if not os.path.exists(db_path):
+        raise click.ClickException(f"{db_path}: no such database (run `tlindex ingest` first)")
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        cursor = run_sql(conn, sql, dict(params))
+    except sqlite3.Error as error:
+        raise click.ClickException(f"SQL error: {error}")
+    emit([d[0] for d in cursor.description or []], cursor, **output)
+
+
+@cli.command()
+@output_options
+def queries(**output) -> None:
+    """List the canned queries with their titles and parameters."""
+    from .queries import load_queries
+
+    rows = [(q.name, q.title, " ".join(f":{name}" for name, _ in q.params), q.description)
+            for q in load_queries().values()]
+    if not any(output[flag] for flag in ("as_csv", "as_tsv", "as_json", "as_nl")):
+        output["as_table"] = True  # a listing reads best as a table
+    emit(["name", "title", "params", "description"], rows, **output)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})

@@ -233,7 +233,18 @@ class FileNormalizer:
                            f"file name says rank {proc.file_rank}, its envelopes say rank {proc.rank}",
                            pid=proc.pid)
             self.sink.add("sources", proc.row(self.file_id))
+            # A compile that failed before dynamo_start (the recompile limit) names no
+            # function: it is the same frame as the other compiles of its frame id.
+            frame_code: dict[tuple, Compile] = {}
             for compile in proc.all_compiles:
+                if compile.co_name is not None:
+                    frame_code.setdefault((compile.generation, *compile.key[:2]), compile)
+            for compile in proc.all_compiles:
+                sibling = frame_code.get((compile.generation, *compile.key[:2]))
+                if compile.co_name is None and sibling is not None:
+                    compile.co_name = sibling.co_name
+                    compile.co_filename = compile.co_filename or sibling.co_filename
+                    compile.co_firstlineno = compile.co_firstlineno or sibling.co_firstlineno
                 if compile.rank is None:
                     compile.rank = proc.rank
                 self.sink.add("compiles", compile.row())

@@ -1,0 +1,21 @@
+-- Failures and restarts
+-- Failed compiles (fail type, reason, user frame) and analysis restarts (restart reasons),
+-- each distinct one counted with the compile ids it hit.
+-- :run  run id (empty: every run)
+-- :rank  rank (empty: every rank)
+WITH selected AS (
+    SELECT * FROM compiles
+    WHERE (coalesce(:run, '') = '' OR run_id = :run) AND (coalesce(:rank, '') = '' OR rank = :rank)
+), found AS (
+    SELECT 'failure' AS kind, fail_type AS type, fail_reason AS reason,
+           fail_user_frame_filename || ':' || fail_user_frame_lineno AS user_frame, id, compile_id, co_name, run_id, rank
+    FROM selected WHERE fail_type IS NOT NULL
+    UNION ALL
+    SELECT 'restart', 'RestartAnalysis', j.value, NULL, c.id, c.compile_id, c.co_name, c.run_id, c.rank
+    FROM selected c, json_each(c.restart_reasons) j WHERE c.restart_reasons IS NOT NULL
+)
+SELECT kind, type, reason, user_frame, count(*) AS times, group_concat(DISTINCT co_name) AS functions,
+       group_concat(DISTINCT compile_id) AS compile_ids, count(DISTINCT run_id) AS runs,
+       group_concat(DISTINCT rank) AS ranks
+FROM found GROUP BY kind, type, reason, user_frame
+ORDER BY kind DESC, times DESC

@@ -1,0 +1,209 @@
+"""The canned queries answer their questions, checked against the logs themselves."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import DATA, raw_envelopes, scenario_logs, scenario_run
+from tlindex.cli import cli
+from tlindex.db import apply_schema
+from tlindex.queries import load_queries, render_docs, run_sql
+
+ROOT = Path(__file__).resolve().parents[1]
+QUERIES = load_queries()
+
+
+def rows(db, name: str, **params) -> list[dict]:
+    cursor = run_sql(db, QUERIES[name].sql, {k: str(v) for k, v in params.items()})
+    columns = [d[0] for d in cursor.description]
+    return [dict(zip(columns, row)) for row in cursor]
+
+
+def raw_records(scenario: str):
+    """(envelope dict, payload bytes or None, envelope line bytes, payload lines bytes), read directly."""
+    for path in scenario_logs(scenario):
+        current = None
+        for line in open(path, "rb"):
+            if line.startswith(b"\t"):
+                current[1].append(line[1:].rstrip(b"\n"))
+                current[3] += len(line)
+                continue
+            if current:
+                yield current[0], (b"\n".join(current[1]) if "has_payload" in current[0] else None), current[2], current[3]
+            envelope = json.loads(line.split(b"] ", 1)[1])
+            current = [envelope, [], len(line), 0]
+        if current:
+            yield current[0], (b"\n".join(current[1]) if "has_payload" in current[0] else None), current[2], current[3]
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_every_query_is_valid_sql_on_an_empty_schema_and_documented(name):
+    conn = sqlite3.connect(":memory:")
+    apply_schema(conn)
+    assert run_sql(conn, QUERIES[name].sql).fetchall() == []
+    query = QUERIES[name]
+    assert query.title and query.description
+    assert f"## {name}" in (ROOT / "docs" / "queries.md").read_text()
+
+
+def test_docs_queries_md_is_generated_from_the_query_headers():
+    assert (ROOT / "docs" / "queries.md").read_text() == render_docs(), \
+        "run: python -m tlindex.queries > docs/queries.md"
+
+
+def test_recompile_reasons_are_exactly_the_guard_failures_provoked(db):
+    (run,) = scenario_run(db, "recompiles")
+    found = rows(db, "recompile_reasons", run=run)
+    raw = []
+    for envelope, payload, *_ in raw_records("recompiles"):
+        if envelope.get("artifact", {}).get("name") == "recompile_reasons":
+            text = payload.decode()
+            raw += json.loads(text) if text.startswith("[") else [text]
+    raw_guards = Counter(reason.split(": ", 1)[1] for reason in raw)
+    counted = Counter()
+    for r in found:
+        counted[r["failed_guard"]] += r["times"]
+    assert counted == raw_guards
+    by_function = {}
+    for r in found:
+        by_function.setdefault(r["co_name"], set()).add(r["failed_guard"].split("#")[0].strip())
+        assert (r["co_name"], r["recompiles"], r["hit_limit"]) in {("f", 3, 0), ("g", 4, 1)}
+    assert by_function["f"] == {"tensor 'x' size mismatch at index 0. expected 4, actual 8",
+                                "tensor 'x' dtype mismatch. expected Float, actual Double", "n == 2"}
+    assert "tensor 'x' dtype mismatch. expected BFloat16, actual Int" in by_function["g"]
+
+
+def test_log_volume_adds_up_to_the_log_bytes(db):
+    total = sum(r["bytes"] for r in rows(db, "log_volume", by="run", limit=1000))
+    sizes = sum(p.stat().st_size for p in DATA.glob("*/*.log"))
+    errors = db.execute("SELECT coalesce(sum(bytes), 0) FROM ingest_errors").fetchone()[0]
+    assert total == sizes - errors
+    kinds = rows(db, "log_volume", limit=1000)
+    assert sum(r["bytes"] for r in kinds) == total
+    assert abs(sum(r["share_percent"] for r in kinds) - 100) < 0.5
+
+
+def test_log_volume_names_the_compile_that_emitted_the_most_bytes(db):
+    (run,) = scenario_run(db, "train_step")
+    (top,) = rows(db, "log_volume", by="compile", run=run, limit=1)
+    per_compile = Counter()
+    for envelope, _, envelope_bytes, payload_bytes in raw_records("train_step"):
+        if "frame_id" in envelope:
+            key = f"{envelope['frame_id']}/{envelope['frame_compile_id']}"
+            per_compile[key] += envelope_bytes + payload_bytes
+    compile_id, most = per_compile.most_common(1)[0]
+    assert (top["compile_id"], top["bytes"]) == (compile_id, most)
+
+
+def test_compile_time_phases_fit_in_each_compile(db):
+    found = rows(db, "compile_time", limit=1000)
+    assert len(found) == db.execute("SELECT count(DISTINCT compile) FROM chromium_events "
+                                    "WHERE ph = 'X' AND compile IS NOT NULL").fetchone()[0]
+    for r in found:
+        if r["total_s"] is None:
+            continue
+        parts = sum(r[k] or 0 for k in ("tracing_s", "guards_s", "backend_s"))
+        assert parts <= r["total_s"] + 0.002, r
+        assert (r["inductor_s"] or 0) <= (r["backend_s"] or 0) + 0.002
+    times = [r["total_s"] or 0 for r in found]
+    assert times == sorted(times, reverse=True) or any(r["backward_s"] for r in found)
+
+
+def test_graph_breaks_lists_each_break_once_with_its_count(db):
+    (run,) = scenario_run(db, "graph_breaks")
+    found = rows(db, "graph_breaks", run=run)
+    assert len({(r["reason"], r["location"]) for r in found}) == len(found)
+    raw = Counter()
+    for envelope, payload, *_ in raw_records("graph_breaks"):
+        if envelope.get("artifact", {}).get("name") == "dynamo_graph_break_reason":
+            raw[payload.decode().split("\n", 1)[0].removeprefix("Graph break in user code at ")] += 1
+    assert Counter({r["location"]: r["times"] for r in found}) == raw
+    assert max(r["times"] for r in found) == 3  # the print reached from three frames
+
+
+def test_failures_count_each_failure_type(db):
+    (run,) = scenario_run(db, "compile_errors")
+    found = rows(db, "failures", run=run)
+    raw = Counter(e["compilation_metrics"]["fail_type"] for e in raw_envelopes(scenario_logs("compile_errors"))
+                  if "compilation_metrics" in e and e["compilation_metrics"].get("fail_type"))
+    got = Counter()
+    for r in found:
+        if r["kind"] == "failure":
+            got[r["type"]] += r["times"]
+    assert got == raw == Counter({"Unsupported": 1, "BackendCompilerFailed": 2})
+
+
+def test_cache_counts_hits_and_misses_per_run(db):
+    runs = scenario_run(db, "cache")
+    found = {(r["run_id"], r["cache"]): r for r in rows(db, "cache")}
+    logs = sorted(scenario_logs("cache"), key=lambda p: p.read_bytes()[:30])  # by first timestamp
+    for run, log in zip(runs, logs):
+        names = Counter(e["artifact"]["name"] for e in raw_envelopes([log]) if "artifact" in e)
+        for cache in ("fx_graph", "aotautograd"):
+            row = found[(run, cache)]
+            assert (row["hits"], row["misses"]) == (names[f"{cache}_cache_hit"], names[f"{cache}_cache_miss"])
+
+
+def test_rank_divergence_shows_the_rank_that_recompiled_alone(db):
+    (run,) = scenario_run(db, "ddp_4ranks_diverge")
+    missing = [r for r in rows(db, "rank_divergence", run=run) if r["finding"] == "missing_compile"]
+    assert missing and all(r["ranks"] == "1" for r in missing)
+    (symmetric,) = scenario_run(db, "ddp_2ranks")
+    assert not [r for r in rows(db, "rank_divergence", run=symmetric) if r["finding"] != "time"]
+
+
+def test_guards_diff_shows_what_changed_between_recompiles(db):
+    (run,) = scenario_run(db, "recompiles")
+    (first,) = db.execute("SELECT id FROM compiles WHERE run_id = ? AND compile_id = '0/0'", (run,)).fetchone()
+    found = rows(db, "guards_diff", compile=first)
+    assert {r["before"] for r in found} == {"0/0"} and {r["after"] for r in found} == {"0/1"}
+    only_before = [r["text"] for r in found if r["change"] == "only in 0/0"]
+    assert any("size=[4]" in text for text in only_before)  # the static shape guard went away
+
+
+def test_biggest_artifacts_starts_with_the_largest_payload(db):
+    (run,) = scenario_run(db, "train_step")
+    (top,) = rows(db, "biggest_artifacts", run=run, limit=1)
+    largest = max(len(payload) for envelope, payload, *_ in raw_records("train_step")
+                  if payload is not None and "chromium_event" not in envelope)
+    assert top["size"] == largest
+
+
+def test_dynamic_shapes_lists_every_symbol(db):
+    (run,) = scenario_run(db, "dynamic")
+    found = rows(db, "dynamic_shapes", run=run)
+    raw = raw_envelopes(scenario_logs("dynamic"))
+    assert sum(r["what"] == "symbol" for r in found) == sum(
+        1 for e in raw if next(iter(e)) in ("create_symbol", "create_unbacked_symbol"))
+    assert sum(r["what"] == "specialization" for r in found) == sum(
+        1 for e in raw if "symbolic_shape_specialization" in e)
+
+
+def test_cli_query_formats(fixtures_db):
+    runner = CliRunner()
+    base = ["query", "cache", "--db", str(fixtures_db)]
+    as_json = json.loads(runner.invoke(cli, base).output)
+    assert as_json and {"run_id", "rank", "cache", "hits"} <= set(as_json[0])
+    nl = runner.invoke(cli, base + ["--nl"]).output.splitlines()
+    assert [json.loads(line) for line in nl] == as_json
+    csv_lines = runner.invoke(cli, base + ["--csv"]).output.splitlines()
+    assert csv_lines[0].startswith("run_id,rank,cache,hits") and len(csv_lines) == len(as_json) + 1
+    table = runner.invoke(cli, ["query", "graph_breaks", "--db", str(fixtures_db), "-t"]).output
+    assert "…" in table and max(len(line) for line in table.splitlines()) < 400
+    result = runner.invoke(cli, ["query", "log_volume", "-p", "by", "rank", "--db", str(fixtures_db)])
+    assert result.exit_code == 0 and json.loads(result.output)
+    result = runner.invoke(cli, ["query", "select nope", "--db", str(fixtures_db)])
+    assert result.exit_code == 1 and "SQL error" in result.output
+
+
+def test_cli_queries_lists_titles_and_params():
+    output = CliRunner().invoke(cli, ["queries"]).output
+    for query in QUERIES.values():
+        assert query.name in output and query.title in output
+    assert ":by :run :rank :limit" in output

@@ -1,0 +1,58 @@
+"""Print query results the way sqlite-utils does: JSON, newline JSON, CSV, TSV or a table."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from typing import Iterable, TextIO
+
+import click
+
+TABLE_CELL_CHARS = 60
+
+
+def output_options(fn):
+    """The output flags of `sqlite-utils query`, as one decorator."""
+    for decorator in reversed((
+        click.option("-t", "--table", "as_table", is_flag=True, help="Output as a formatted table"),
+        click.option("--fmt", default="simple", show_default=True,
+                     help="Table format (any of tabulate's), with --table"),
+        click.option("--csv", "as_csv", is_flag=True, help="Output CSV"),
+        click.option("--tsv", "as_tsv", is_flag=True, help="Output TSV"),
+        click.option("--json", "as_json", is_flag=True, help="Output a JSON array of objects (the default)"),
+        click.option("--nl", "as_nl", is_flag=True, help="Output newline-delimited JSON"),
+    )):
+        fn = decorator(fn)
+    return fn
+
+
+def _cell(value, limit: int | None) -> object:
+    if isinstance(value, str) and limit is not None:
+        value = value.replace("\n", "⏎ ")
+        if len(value) > limit:
+            value = value[:limit - 1] + "…"
+    return value
+
+
+def emit(columns: list[str], rows: Iterable[tuple], *, as_table=False, fmt="simple", as_csv=False,
+         as_tsv=False, as_nl=False, out: TextIO | None = None, **_: object) -> None:
+    """Write rows in the chosen format (JSON array by default) to `out` (stdout)."""
+    out = out or sys.stdout
+    if as_table:
+        import tabulate
+
+        out.write(tabulate.tabulate([[_cell(v, TABLE_CELL_CHARS) for v in row] for row in rows],
+                                    headers=columns, tablefmt=fmt) + "\n")
+    elif as_csv or as_tsv:
+        writer = csv.writer(out, delimiter="\t" if as_tsv else ",", lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows(rows)
+    elif as_nl:
+        for row in rows:
+            out.write(json.dumps(dict(zip(columns, row)), default=repr) + "\n")
+    else:
+        out.write("[")
+        for i, row in enumerate(rows):
+            out.write((",\n " if i else "") + json.dumps(dict(zip(columns, row)), default=repr))
+        out.write("]\n")

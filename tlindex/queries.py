@@ -1,0 +1,89 @@
+"""The canned queries of queries/*.sql: load, describe, run.
+
+Each file starts with a comment header: the first line is the title, the next
+lines describe what it answers, and lines of the form `-- :name  help` declare
+its named parameters. An empty or missing parameter means "all" (or the
+documented default). The same files are what `tlindex query NAME` runs and
+what the Datasette plugin serves as canned queries.
+
+    python -m tlindex.queries > docs/queries.md
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import sys
+from dataclasses import dataclass, field
+
+from .resources import resource_dir
+
+PARAM_RE = re.compile(r"^--\s*:(\w+)\s+(.*)$")
+
+
+@dataclass
+class CannedQuery:
+    name: str
+    title: str
+    description: str
+    sql: str
+    params: list[tuple[str, str]] = field(default_factory=list)  # (name, help)
+
+
+def parse_query(name: str, text: str) -> CannedQuery:
+    """Read a query file's header."""
+    header = []
+    for line in text.splitlines():
+        if not line.startswith("--"):
+            break
+        header.append(line)
+    if not header:
+        raise ValueError(f"queries/{name}.sql has no header comment")
+    title = header[0].lstrip("- ").strip()
+    description, params = [], []
+    for line in header[1:]:
+        match = PARAM_RE.match(line)
+        if match:
+            params.append((match.group(1), match.group(2).strip()))
+        else:
+            description.append(line.lstrip("- ").strip())
+    return CannedQuery(name, title, " ".join(description), text, params)
+
+
+def load_queries() -> dict[str, CannedQuery]:
+    """Every canned query, by name (the file name without .sql)."""
+    return {path.stem: parse_query(path.stem, path.read_text())
+            for path in sorted(resource_dir("queries").glob("*.sql"))}
+
+
+class _Params(dict):
+    """Named parameters; one not given binds NULL (which the queries read as "all")."""
+
+    def __missing__(self, key: str) -> None:
+        return None
+
+
+def run_sql(conn: sqlite3.Connection, sql: str, params: dict[str, str] | None = None) -> sqlite3.Cursor:
+    """Run a canned query's SQL (or any SQL) with named parameters."""
+    return conn.execute(sql, _Params(params or {}))
+
+
+def render_docs() -> str:
+    lines = ["# Canned queries", "",
+             "The SQL files in `queries/`, generated from their headers by `python -m tlindex.queries`.",
+             "Run one with `tlindex query NAME [-p name value ...]`, list them with `tlindex queries`;",
+             "Datasette serves the same files as canned queries. An empty parameter means every run,",
+             "every rank, or the default.", ""]
+    for query in load_queries().values():
+        lines += [f"## {query.name}", "", f"**{query.title}.** {query.description}", ""]
+        if query.params:
+            lines += ["| parameter | meaning |", "|---|---|"]
+            lines += [f"| `:{name}` | {help} |" for name, help in query.params]
+            lines.append("")
+        lines += [f"```\ntlindex query {query.name}" +
+                  "".join(f" -p {name} ..." for name, _ in query.params[:1]) + "\n```", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render_docs())
