@@ -1,0 +1,164 @@
+"""The tlindex Datasette plugin: pages, canned queries and links for tlindex databases.
+
+Installed with tlindex (entry point `datasette: tlindex`), so a plain
+`datasette traces.db` loads it. It works on Datasette 0.65 (canned_queries
+hook) and 1.0a (startup + add_query). Hooks never raise: a database that is not
+a tlindex database, or any surprise, leaves Datasette's own pages untouched.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from datasette import hookimpl
+from markupsafe import Markup
+
+from . import views
+
+log = logging.getLogger(__name__)
+
+TLINDEX_TABLES = {"runs", "sources", "envelopes", "compiles", "artifacts"}
+HASH_COLUMNS = {"payload", "dynamo_config", "inductor_config", "functorch_config", "compiler_config"}
+HASH_RE = re.compile(r"^[0-9a-f]{32}$")
+QUERY_PARAMS_RE = re.compile(r"--\s*:(\w+)")
+
+# Databases seen to be tlindex databases (filled by the async hooks, read by render_cell).
+_tlindex_databases: set[str] = set()
+
+
+async def is_tlindex(datasette, name: str) -> bool:
+    try:
+        if name.startswith("_"):
+            return False
+        tables = set(await datasette.get_database(name).table_names())
+    except Exception:
+        return False
+    if TLINDEX_TABLES <= tables:
+        _tlindex_databases.add(name)
+        return True
+    return False
+
+
+def _canned_queries() -> dict[str, dict]:
+    from tlindex.queries import load_queries
+
+    return {name: {"sql": q.sql, "title": q.title, "description": q.description,
+                   "params": [p for p, _ in q.params]}
+            for name, q in load_queries().items()}
+
+
+@hookimpl
+def register_routes():
+    db = r"(?P<database>[^/]+)"
+    return [
+        (rf"^/{db}/-/tlindex$", views.runs_page),
+        (rf"^/{db}/-/tlindex/run/(?P<run>[^/]+)$", views.run_page),
+        (rf"^/{db}/-/tlindex/trie/(?P<run>[^/]+)$", views.trie_page),
+        (rf"^/{db}/-/tlindex/trie/(?P<run>[^/]+)/node/(?P<node>[^/]+)$", views.trie_fragment),
+        (rf"^/{db}/-/tlindex/compile/(?P<compile>[^/]+)$", views.compile_page),
+        (rf"^/{db}/-/tlindex/artifact/(?P<artifact>[^/]+)$", views.artifact_page),
+        (rf"^/{db}/-/tlindex/payload/(?P<hash>[0-9a-f]{{32}})(?P<ext>\.txt)?$", views.payload_page),
+    ]
+
+
+@hookimpl
+def canned_queries(datasette, database):
+    """Datasette 0.65: the queries/*.sql files as canned queries of every tlindex database."""
+
+    async def inner():
+        try:
+            if await is_tlindex(datasette, database):
+                return _canned_queries()
+        except Exception:  # a broken hook would break every table page
+            log.exception("tlindex: canned queries unavailable")
+        return {}
+
+    return inner
+
+
+@hookimpl
+def startup(datasette):
+    """Datasette 1.0a: register the canned queries with add_query (canned_queries is gone there)."""
+
+    async def inner():
+        for name in list(datasette.databases):
+            if await is_tlindex(datasette, name) and hasattr(datasette, "add_query"):
+                try:
+                    for query_name, query in _canned_queries().items():
+                        await datasette.add_query(name, query_name, query["sql"], title=query["title"],
+                                                  description=query["description"], source="tlindex",
+                                                  is_trusted=True)
+                except Exception:
+                    log.exception("tlindex: could not register canned queries")
+
+    return inner
+
+
+def _value(value):
+    return value.get("value") if isinstance(value, dict) else value
+
+
+def _row_get(row, key):
+    try:
+        return row[key]
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+@hookimpl
+def render_cell(row, value, column, table, database, datasette):
+    """Link compile ids, payload hashes, artifacts and runs to the tlindex pages."""
+    if database not in _tlindex_databases:
+        return None
+    try:
+        raw = _value(value)
+        if raw is None:
+            return None
+        urls = views.Urls(datasette, database)
+        if column == "compile" and isinstance(raw, int):
+            label = _row_get(row, "compile_id") or f"compile {raw}"
+            return Markup('<a href="{}">{}</a>').format(urls.compile(raw), label)
+        if column == "compile_id" and isinstance(_value(_row_get(row, "compile")), int):
+            return Markup('<a href="{}">{}</a>').format(urls.compile(_value(_row_get(row, "compile"))), raw)
+        if (column in HASH_COLUMNS or (table == "payloads" and column == "hash")) and \
+                isinstance(raw, str) and HASH_RE.match(raw):
+            return Markup('<a href="{}" title="{}">{}…</a>').format(urls.payload(raw), raw, raw[:10])
+        if column == "artifact" and isinstance(raw, int):
+            return Markup('<a href="{}">artifact {}</a>').format(urls.artifact(raw), raw)
+        if column == "run_id" and isinstance(raw, int):
+            return Markup('<a href="{}">run {}</a>').format(urls.run(raw), raw)
+    except Exception:
+        log.exception("tlindex: render_cell")
+    return None
+
+
+def _runs_link(datasette, database: str) -> dict:
+    return {"href": views.Urls(datasette, database).runs(), "label": f"tlindex runs: {database}"}
+
+
+@hookimpl
+def menu_links(datasette, actor, request):
+    async def inner():
+        return [_runs_link(datasette, name) for name in list(datasette.databases)
+                if await is_tlindex(datasette, name)]
+
+    return inner
+
+
+@hookimpl
+def database_actions(datasette, actor, database, request):
+    async def inner():
+        return [_runs_link(datasette, database)] if await is_tlindex(datasette, database) else []
+
+    return inner
+
+
+@hookimpl
+def table_actions(datasette, actor, database, table, request):
+    async def inner():
+        if table in ("runs", "compiles", "sources") and await is_tlindex(datasette, database):
+            return [_runs_link(datasette, database)]
+        return []
+
+    return inner

@@ -1,0 +1,58 @@
+"""Render a payload as HTML: code highlighted (Pygments), JSON pretty-printed, lines anchored."""
+
+from __future__ import annotations
+
+import json
+
+from markupsafe import Markup, escape
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import CppLexer, JsonLexer, PythonLexer, TextLexer
+
+# Above this size a payload is shown as plain text: highlighting it would make the page slow.
+HIGHLIGHT_LIMIT = 400_000
+FORMATTER = HtmlFormatter(linenos="inline", lineanchors="L", anchorlinenos=True, cssclass="highlight")
+
+PYTHON_KINDS = {"dynamo_output_graph", "aot_forward_graph", "aot_backward_graph", "aot_joint_graph",
+                "aot_inference_graph", "inductor_output_code", "inductor_post_grad_graph", "dump_file",
+                "optimize_ddp_split_graph", "optimize_ddp_split_child", "compiled_autograd_graph"}
+
+
+def language(kind: str | None, name: str | None, encoding: str | None, text: str) -> str:
+    """python, cpp, json or text, from the artifact and, failing that, its content."""
+    head = text.lstrip()[:2000]
+    if encoding == "json" or head[:1] in "{[" and encoding != "string":
+        try:
+            json.loads(text)
+            return "json"
+        except ValueError:
+            pass
+    if kind == "graph_dump" or "#include" in head or "extern \"C\"" in head:
+        return "cpp"
+    if kind in PYTHON_KINDS or (name or "").endswith(("_graph", "graph_runnable", "_wrapper", "_orchestration",
+                                                      "_forward", "_backward", "_prologue", "_epilogue")):
+        return "python"
+    if head.startswith(("import ", "from ", "class ", "def ", "# AOT ID")):
+        return "python"
+    return "text"
+
+
+def render_payload(text: str, lang: str) -> Markup:
+    """HTML for a payload, with line anchors L-1, L-2, ..."""
+    if lang == "json":
+        try:
+            text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+        except ValueError:
+            lang = "text"
+    if len(text) > HIGHLIGHT_LIMIT:
+        lines = text.split("\n")
+        body = Markup("\n").join(
+            Markup('<span id="L-{0}"><a class="lineno" href="#L-{0}">{0}</a> {1}</span>').format(n, line)
+            for n, line in enumerate(lines, 1))
+        return Markup('<div class="highlight plain"><pre>{}</pre></div>').format(body)
+    lexer = {"python": PythonLexer, "cpp": CppLexer, "json": JsonLexer}.get(lang, TextLexer)()
+    return Markup(highlight(text, lexer, FORMATTER))
+
+
+def stylesheet() -> str:
+    return FORMATTER.get_style_defs(".highlight")

@@ -1,0 +1,137 @@
+"""The stack trie: every dynamo_start stack of a run (and rank) as one tree, as tlparse draws it.
+
+Shared prefixes merge; a node with one child continues at the same
+indentation (a single stack reads as a flat list, most recent call last); a
+node with several children makes each child collapsible. Compile ids hang on
+the frame that was compiled, coloured by status. Rendering stops after a
+node budget and leaves the rest to be fetched when opened, so a run with
+thousands of compiles still gives a small page.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+
+from markupsafe import Markup, escape
+
+FrameKey = tuple  # (filename, line, name, loc)
+
+STATUS_LEGEND = [
+    ("ok", "Success"),
+    ("break", "Success with restart (e.g. graph break)"),
+    ("empty", "Empty graph"),
+    ("error", "Error"),
+    ("missing", "Metrics were missing"),
+]
+
+
+@dataclass
+class Node:
+    id: int
+    frame: FrameKey | None
+    children: dict[FrameKey, "Node"] = field(default_factory=dict)
+    compiles: list[tuple[int, str, str]] = field(default_factory=list)  # (row id, compile id, status)
+
+
+def short_path(filename: str | None) -> str:
+    if not filename:
+        return "(unknown)"
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in filename:
+            return filename.split(marker, 1)[1]
+    return filename
+
+
+def _strip_dynamo_frames(frames: list[FrameKey]) -> list[FrameKey]:
+    """Drop torch/_dynamo/convert_frame.py frames at the end of a stack (tlparse does too)."""
+    while frames and (frames[-1][0] or "").endswith("torch/_dynamo/convert_frame.py"):
+        frames.pop()
+    return frames
+
+
+def build_trie(conn: sqlite3.Connection, run_id: int, rank: int | None) -> Node:
+    """The trie of the run's dynamo_start stacks (one rank, or every rank when rank is None)."""
+    rows = conn.execute("""
+        SELECT c.id, c.compile_id, c.status, f.filename, f.line, f.name, f.loc
+        FROM compiles c JOIN frames f ON f.envelope_id = c.dynamo_start AND f.stack = 'stack'
+        WHERE c.run_id = ? AND (? IS NULL OR c.rank = ?)
+        ORDER BY c.id, f.depth""", (run_id, rank, rank))
+    root = Node(0, None)
+    count = 1
+    stacks: dict[int, tuple[str, str, list[FrameKey]]] = {}
+    for compile_row, compile_id, status, filename, line, name, loc in rows:
+        stacks.setdefault(compile_row, (compile_id, status, []))[2].append((filename, line, name, loc))
+    for compile_row, (compile_id, status, frames) in stacks.items():
+        node = root
+        for frame in _strip_dynamo_frames(frames):
+            child = node.children.get(frame)
+            if child is None:
+                child = node.children[frame] = Node(count, frame)
+                count += 1
+            node = child
+        node.compiles.append((compile_row, compile_id, status))
+    return root
+
+
+def size(node: Node) -> int:
+    return 1 + sum(size(child) for child in node.children.values())
+
+
+def find(node: Node, node_id: int) -> Node | None:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if current.id == node_id:
+            return current
+        stack.extend(current.children.values())
+    return None
+
+
+class TrieRenderer:
+    """Render a trie to HTML (everything escaped), within a node budget."""
+
+    def __init__(self, compile_url, fragment_url, budget: int, open_all: bool):
+        self.compile_url = compile_url      # compile row id -> URL
+        self.fragment_url = fragment_url    # node id -> URL of its lazily loaded children
+        self.budget = budget
+        self.open_all = open_all            # small tries start fully open
+
+    def frame(self, node: Node) -> Markup:
+        filename, line, name, loc = node.frame
+        text = Markup('<span class="frame">{}:{} in <b>{}</b></span>').format(short_path(filename), line, name)
+        if loc:
+            text += Markup('<code class="loc">{}</code>').format(loc)
+        links = Markup(" ").join(
+            Markup('<a class="compile status-{}" href="{}">[{}]</a>').format(status, self.compile_url(row), compile_id)
+            for row, compile_id, status in node.compiles)
+        return Markup('<span class="node">{}{}</span>').format(links + (" " if links else ""), text)
+
+    def children(self, node: Node) -> Markup:
+        """The items under `node`: a chain of single children stays flat; a fork nests."""
+        parts = []
+        while True:
+            kids = list(node.children.values())
+            if len(kids) == 1:
+                node = kids[0]
+                self.budget -= 1
+                parts.append(Markup("<li>{}</li>").format(self.frame(node)))
+                continue
+            for kid in kids:
+                parts.append(self.fork(kid))
+            return Markup("").join(parts)
+
+    def fork(self, node: Node) -> Markup:
+        self.budget -= 1
+        if not node.children:
+            return Markup('<li class="leaf">{}</li>').format(self.frame(node))
+        if self.budget <= 0:
+            return Markup('<li><details class="lazy" data-src="{}"><summary>{}</summary>'
+                          '<ul class="trie"><li class="loading">loading…</li></ul></details></li>').format(
+                self.fragment_url(node.id), self.frame(node))
+        inner = self.children(node)
+        return Markup('<li><details{}><summary>{}</summary><ul class="trie">{}</ul></details></li>').format(
+            Markup(" open") if self.open_all else "", self.frame(node), inner)
+
+    def render(self, node: Node) -> Markup:
+        return Markup('<ul class="trie">{}</ul>').format(self.children(node))
