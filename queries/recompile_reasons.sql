@@ -18,7 +18,7 @@ SELECT f.co_name, f.co_filename || ':' || f.co_firstlineno AS location, f.recomp
        group_concat(DISTINCT c.compile_id) AS compile_ids,
        count(DISTINCT c.run_id) AS runs, group_concat(DISTINCT c.rank) AS ranks
 FROM selected c
-JOIN recompile_reasons r ON r.compile = c.id
+JOIN failed_guards r ON r.compile = c.id
 JOIN frame f ON f.co_name IS c.co_name AND f.co_filename IS c.co_filename
     AND f.co_firstlineno IS c.co_firstlineno
 GROUP BY f.co_name, f.co_filename, f.co_firstlineno, r.reason

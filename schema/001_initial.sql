@@ -231,8 +231,8 @@ CREATE TABLE chromium_events (
     end_envelope INTEGER REFERENCES envelopes(id) -- envelope of the end event (its payload holds the event's args)
 );
 
--- Recompile reasons: one row per failed guard of a recompile_reasons artifact.
-CREATE TABLE recompile_reasons (
+-- Why compiles happened again: one row per failed guard of a recompile_reasons artifact.
+CREATE TABLE failed_guards (
     id INTEGER PRIMARY KEY,              -- row id
     envelope_id INTEGER NOT NULL REFERENCES envelopes(id), -- the recompile_reasons artifact
     compile INTEGER REFERENCES compiles(id), -- the compilation that recompiled
@@ -242,7 +242,7 @@ CREATE TABLE recompile_reasons (
 );
 
 -- Graph breaks from dynamo_graph_break_reason artifacts.
-CREATE TABLE graph_breaks (
+CREATE TABLE graph_break_events (
     id INTEGER PRIMARY KEY,              -- row id
     envelope_id INTEGER NOT NULL REFERENCES envelopes(id), -- the artifact
     compile INTEGER REFERENCES compiles(id), -- compilation that broke
@@ -329,8 +329,8 @@ CREATE INDEX metrics_compile ON metrics(compile);
 CREATE INDEX metrics_envelope ON metrics(envelope_id);
 CREATE INDEX chromium_events_compile ON chromium_events(compile);
 CREATE INDEX chromium_events_source ON chromium_events(source_id);
-CREATE INDEX recompile_reasons_compile ON recompile_reasons(compile);
-CREATE INDEX graph_breaks_compile ON graph_breaks(compile);
+CREATE INDEX failed_guards_compile ON failed_guards(compile);
+CREATE INDEX graph_break_events_compile ON graph_break_events(compile);
 CREATE INDEX cache_events_compile ON cache_events(compile);
 CREATE INDEX symbols_compile ON symbols(compile);
 CREATE INDEX tensor_descriptions_compile ON tensor_descriptions(compile);

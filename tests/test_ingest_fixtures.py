@@ -68,7 +68,7 @@ def test_compile_ids_that_repeat_after_reset_are_separate_compiles(db):
 def test_recompile_reasons_are_the_guard_failures_provoked(db):
     (run,) = scenario_run(db, "recompiles")
     rows = db.execute(
-        "SELECT c.co_name, c.compile_id, r.previous_compile_id, r.reason FROM recompile_reasons r "
+        "SELECT c.co_name, c.compile_id, r.previous_compile_id, r.reason FROM failed_guards r "
         "JOIN compiles c ON c.id = r.compile WHERE c.run_id = ? AND r.position = 0 ORDER BY c.id",
         (run,)).fetchall()
     first = {(r["compile_id"], r["previous_compile_id"]): r["reason"].split("#")[0].strip() for r in rows}
@@ -87,7 +87,7 @@ def test_recompile_reasons_are_the_guard_failures_provoked(db):
 
 def test_graph_breaks_are_the_breaks_provoked(db):
     (run,) = scenario_run(db, "graph_breaks")
-    rows = db.execute("SELECT g.reason, g.user_line, c.co_name FROM graph_breaks g JOIN compiles c "
+    rows = db.execute("SELECT g.reason, g.user_line, c.co_name FROM graph_break_events g JOIN compiles c "
                       "ON c.id = g.compile WHERE c.run_id = ?", (run,)).fetchall()
     reasons = " | ".join(r["reason"] for r in rows)
     assert "print" in reasons and "graph_break" in reasons and "Data-dependent" in reasons
@@ -112,7 +112,7 @@ def test_four_rank_fixture_is_one_run_with_ranks_0_to_3(db):
     for source in db.execute("SELECT id, rank, file_rank FROM sources WHERE run_id = ?", (run,)):
         assert source["rank"] == source["file_rank"]
     # rank 1 fed a different batch and recompiled alone
-    recompiled = db.execute("SELECT DISTINCT c.rank FROM recompile_reasons r JOIN compiles c ON c.id = r.compile "
+    recompiled = db.execute("SELECT DISTINCT c.rank FROM failed_guards r JOIN compiles c ON c.id = r.compile "
                             "WHERE c.run_id = ?", (run,)).fetchall()
     assert [r[0] for r in recompiled] == [1]
 
@@ -242,7 +242,7 @@ def test_foreign_keys_hold(db):
 
 
 def test_text_people_search_is_full_text_indexed(db):
-    rows = db.execute("SELECT r.reason FROM recompile_reasons r JOIN recompile_reasons_fts f "
-                      "ON f.rowid = r.id WHERE recompile_reasons_fts MATCH 'dtype AND BFloat16'").fetchall()
+    rows = db.execute("SELECT r.reason FROM failed_guards r JOIN failed_guards_fts f "
+                      "ON f.rowid = r.id WHERE failed_guards_fts MATCH 'dtype AND BFloat16'").fetchall()
     assert rows and all("BFloat16" in r[0] for r in rows)
     assert db.execute("SELECT count(*) FROM compiles_fts WHERE compiles_fts MATCH 'recompile'").fetchone()[0] >= 1

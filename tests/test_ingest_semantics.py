@@ -18,7 +18,7 @@ from tlindex.cli import cli
 from tlindex.ingest import ingest
 
 TABLES = ("files", "sources", "envelopes", "payloads", "compiles", "frames", "artifacts", "guards",
-          "metrics", "chromium_events", "recompile_reasons", "graph_breaks", "cache_events", "symbols",
+          "metrics", "chromium_events", "failed_guards", "graph_break_events", "cache_events", "symbols",
           "tensor_descriptions", "ingest_errors", "strings", "runs")
 
 

@@ -207,3 +207,11 @@ def test_cli_queries_lists_titles_and_params():
     for query in QUERIES.values():
         assert query.name in output and query.title in output
     assert ":by :run :rank :limit" in output
+
+
+def test_no_query_is_named_like_a_table():
+    """Datasette 1.0 serves a table, not a canned query, when both have one name."""
+    conn = sqlite3.connect(":memory:")
+    apply_schema(conn)
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert not tables & set(QUERIES)

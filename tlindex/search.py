@@ -11,8 +11,8 @@ import sqlite_utils
 
 FTS_COLUMNS: dict[str, list[str]] = {
     "compiles": ["co_name", "co_filename", "fail_type", "fail_reason", "recompile_reason"],
-    "recompile_reasons": ["reason"],
-    "graph_breaks": ["reason", "user_file"],
+    "failed_guards": ["reason"],
+    "graph_break_events": ["reason", "user_file"],
     "guards": ["text", "user_code", "source"],
     "artifacts": ["name"],
     "ingest_errors": ["kind", "message", "excerpt"],

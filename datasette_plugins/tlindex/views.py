@@ -221,7 +221,7 @@ def compile_data(conn: sqlite3.Connection, compile_row: int) -> dict | None:
         frame["short"] = short_path(frame["filename"])
     compile["restarts"] = json.loads(compile["restart_reasons"]) if compile["restart_reasons"] else []
     compile["recompile_reasons"] = dicts(conn.execute(
-        "SELECT position, previous_compile_id, reason FROM recompile_reasons WHERE compile = ? ORDER BY id",
+        "SELECT position, previous_compile_id, reason FROM failed_guards WHERE compile = ? ORDER BY id",
         (compile_row,)))
     compile["metrics"] = [_metrics_fields(m) for m in dicts(conn.execute(
         "SELECT * FROM metrics WHERE compile = ? ORDER BY id", (compile_row,)))]
@@ -229,7 +229,7 @@ def compile_data(conn: sqlite3.Connection, compile_row: int) -> dict | None:
         "SELECT origin, depth, guard_type, text, source, user_code, symbol, value, reason FROM guards "
         "WHERE compile = ? ORDER BY envelope_id, position", (compile_row,)))
     compile["graph_breaks_list"] = dicts(conn.execute(
-        "SELECT reason, user_file, user_line FROM graph_breaks WHERE compile = ? ORDER BY id", (compile_row,)))
+        "SELECT reason, user_file, user_line FROM graph_break_events WHERE compile = ? ORDER BY id", (compile_row,)))
     compile["cache_events"] = dicts(conn.execute(
         "SELECT cache, result, key, reason FROM cache_events WHERE compile = ? ORDER BY id", (compile_row,)))
     compile["symbols"] = dicts(conn.execute(

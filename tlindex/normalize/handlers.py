@@ -242,7 +242,7 @@ def on_recompile_reasons(n: FileNormalizer, proc, rec, envelope_id, compile, met
         reason = str(reason)
         match = RECOMPILE_RE.match(reason)
         previous, reason = match.groups() if match else (None, reason)
-        n.sink.add("recompile_reasons", (n.next_id("recompile_reasons"), envelope_id,
+        n.sink.add("failed_guards", (n.next_id("failed_guards"), envelope_id,
                                          compile.id if compile else None, position, previous, reason))
     if compile is not None and compile.recompile_reason is None and reasons:
         compile.recompile_reason = str(reasons[0])
@@ -261,7 +261,7 @@ def on_graph_break(n: FileNormalizer, proc, rec, envelope_id, compile, meta, tex
         reason = rest
     for end in ("\nUser code traceback:", "\n\nTraceback (most recent call last)"):
         reason = reason.split(end, 1)[0]
-    n.sink.add("graph_breaks", (n.next_id("graph_breaks"), envelope_id, compile.id if compile else None,
+    n.sink.add("graph_break_events", (n.next_id("graph_break_events"), envelope_id, compile.id if compile else None,
                                 reason.strip(), where.group(1) if where else None,
                                 int(where.group(2)) if where else None))
     if compile is not None:
