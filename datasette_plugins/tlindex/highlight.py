@@ -27,11 +27,14 @@ def language(kind: str | None, name: str | None, encoding: str | None, text: str
             return "json"
         except ValueError:
             pass
-    if kind == "graph_dump" or "#include" in head or "extern \"C\"" in head:
+    if kind == "graph_dump":
         return "cpp"
+    # Inductor's CPU output code is Python that embeds C++ kernels as strings.
     if kind in PYTHON_KINDS or (name or "").endswith(("_graph", "graph_runnable", "_wrapper", "_orchestration",
                                                       "_forward", "_backward", "_prologue", "_epilogue")):
         return "python"
+    if "#include" in head or "extern \"C\"" in head:
+        return "cpp"
     if head.startswith(("import ", "from ", "class ", "def ", "# AOT ID")):
         return "python"
     return "text"

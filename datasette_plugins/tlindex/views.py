@@ -66,11 +66,12 @@ class Urls:
 
 
 async def _database(datasette, request):
+    from . import is_tlindex
+
     name = request.url_vars["database"]
-    try:
-        return datasette.get_database(name), Urls(datasette, name)
-    except KeyError:
-        raise NotFound(f"Database not found: {name}")
+    if not await is_tlindex(datasette, name):
+        raise NotFound(f"No tlindex database named {name}")
+    return datasette.get_database(name), Urls(datasette, name)
 
 
 async def _page(datasette, request, template: str, context: dict) -> Response:

@@ -1,0 +1,198 @@
+"""The Datasette plugin, in process (datasette.client), on databases built from the real fixtures."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections import Counter
+
+import pytest
+import pytest_asyncio
+from datasette.app import Datasette
+
+from conftest import connect, raw_envelopes, scenario_logs, scenario_run
+from tlindex.ingest import ingest
+
+LINK_RE = re.compile(r'<a class="compile status-(\w+)" href="/traces/-/tlindex/compile/(\d+)">\[([^\]]+)\]</a>')
+
+
+@pytest.fixture(scope="module")
+def traces_db(fixtures_db, tmp_path_factory):
+    """The fixtures database under the name traces.db (so its URLs start /traces)."""
+    import shutil
+
+    path = tmp_path_factory.mktemp("plugin") / "traces.db"
+    source = sqlite3.connect(fixtures_db)
+    source.execute("PRAGMA wal_checkpoint(FULL)")
+    source.close()
+    shutil.copy(fixtures_db, path)
+    return path
+
+
+@pytest_asyncio.fixture
+async def ds(traces_db, tmp_path):
+    other = tmp_path / "other.db"  # a database that is not tlindex's, served alongside
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE compiles (id INTEGER PRIMARY KEY, compile INTEGER, payload TEXT)")
+    conn.execute("INSERT INTO compiles VALUES (1, 2, '0123456789abcdef0123456789abcdef')")
+    conn.commit()
+    conn.close()
+    datasette = Datasette([str(traces_db), str(other)])
+    await datasette.invoke_startup()
+    return datasette
+
+
+def fixture_conn(traces_db) -> sqlite3.Connection:
+    return connect(traces_db)
+
+
+@pytest.mark.asyncio
+async def test_every_page_answers(ds, traces_db):
+    conn = fixture_conn(traces_db)
+    run = scenario_run(conn, "ddp_4ranks_diverge")[0]
+    compile_id = conn.execute("SELECT id FROM compiles WHERE run_id = ? LIMIT 1", (run,)).fetchone()[0]
+    artifact = conn.execute("SELECT id, payload FROM artifacts WHERE payload IS NOT NULL LIMIT 1").fetchone()
+    for path in ["/traces/-/tlindex", f"/traces/-/tlindex/run/{run}", f"/traces/-/tlindex/trie/{run}",
+                 f"/traces/-/tlindex/trie/{run}?rank=1", f"/traces/-/tlindex/compile/{compile_id}",
+                 f"/traces/-/tlindex/artifact/{artifact[0]}", f"/traces/-/tlindex/payload/{artifact[1]}",
+                 f"/traces/-/tlindex/payload/{artifact[1]}.txt", "/traces", "/traces/compiles",
+                 "/traces/envelopes", "/other", "/other/compiles", "/"]:
+        response = await ds.client.get(path)
+        assert response.status_code == 200, path
+    for path in ["/traces/-/tlindex/run/99999", "/traces/-/tlindex/compile/99999",
+                 "/traces/-/tlindex/artifact/x", "/nope/-/tlindex", "/other/-/tlindex/run/1"]:
+        assert (await ds.client.get(path)).status_code == 404, path
+
+
+@pytest.mark.asyncio
+async def test_the_trie_shows_every_compile_with_its_status(ds, traces_db):
+    conn = fixture_conn(traces_db)
+    for scenario in ("ddp_4ranks_diverge", "graph_breaks", "recompiles", "compile_errors"):
+        (run,) = scenario_run(conn, scenario)
+        html = (await ds.client.get(f"/traces/-/tlindex/trie/{run}")).text
+        shown = {(int(row), status, compile_id) for status, row, compile_id in LINK_RE.findall(html)}
+        expected = {(r[0], r[1], r[2]) for r in conn.execute(
+            "SELECT id, status, compile_id FROM compiles WHERE run_id = ? AND dynamo_start IS NOT NULL", (run,))}
+        assert shown == expected, scenario
+    (run,) = scenario_run(conn, "ddp_4ranks_diverge")
+    rank1 = (await ds.client.get(f"/traces/-/tlindex/trie/{run}?rank=1")).text
+    assert {int(r) for _, r, _ in LINK_RE.findall(rank1)} == {r[0] for r in conn.execute(
+        "SELECT id FROM compiles WHERE run_id = ? AND rank = 1 AND dynamo_start IS NOT NULL", (run,))}
+
+
+@pytest.mark.asyncio
+async def test_a_big_trie_loads_the_rest_on_demand(ds, traces_db):
+    conn = fixture_conn(traces_db)
+    (run,) = scenario_run(conn, "graph_breaks")
+    html = (await ds.client.get(f"/traces/-/tlindex/trie/{run}?max_nodes=2")).text
+    lazy = re.findall(r'data-src="([^"]+)"', html)
+    assert lazy
+    seen = set(LINK_RE.findall(html))
+    pending = list(lazy)
+    while pending:
+        fragment = await ds.client.get(pending.pop())
+        assert fragment.status_code == 200
+        seen |= set(LINK_RE.findall(fragment.text))
+        pending += re.findall(r'data-src="([^"]+)"', fragment.text)
+    assert {int(r) for _, r, _ in seen} == {r[0] for r in conn.execute(
+        "SELECT id FROM compiles WHERE run_id = ? AND dynamo_start IS NOT NULL", (run,))}
+
+
+@pytest.mark.asyncio
+async def test_compile_page_lists_exactly_its_artifacts(ds, traces_db):
+    conn = fixture_conn(traces_db)
+    (run,) = scenario_run(conn, "train_step")
+    compile_row = conn.execute("SELECT id FROM compiles WHERE run_id = ? AND compile_id = '0/0'", (run,)).fetchone()[0]
+    html = (await ds.client.get(f"/traces/-/tlindex/compile/{compile_row}")).text
+    table = html.split('class="rows-and-columns artifacts"', 1)[1].split("</table>", 1)[0]
+    listed = re.findall(r"<tr><td>\d+</td><td>(?:<a href=\"[^\"]+\">)?([^<]+)", table)
+    # from the log itself: every record of compile 0/0 with a payload (chromium events aside) or an artifact
+    expected = []
+    for envelope in raw_envelopes(scenario_logs("train_step")):
+        kind = next(iter(envelope))
+        if envelope.get("frame_id") == 0 and envelope.get("frame_compile_id") == 0 and kind != "chromium_event" \
+                and ("has_payload" in envelope or kind == "artifact"):
+            expected.append(envelope[kind].get("name") or kind)
+    assert [name.strip() for name in listed] == expected
+    assert "entire_frame_compile_time_s" in html and "inductor_config" in html
+    assert html.index("entire_frame_compile_time_s") < html.index("graph_op_count")
+
+
+@pytest.mark.asyncio
+async def test_compile_page_says_why_it_recompiled(ds, traces_db):
+    conn = fixture_conn(traces_db)
+    (run,) = scenario_run(conn, "recompiles")
+    compile_row = conn.execute("SELECT id FROM compiles WHERE run_id = ? AND compile_id = '0/1'", (run,)).fetchone()[0]
+    html = (await ds.client.get(f"/traces/-/tlindex/compile/{compile_row}")).text
+    assert "Why it recompiled" in html and "size mismatch at index 0. expected 4, actual 8" in html
+
+
+@pytest.mark.asyncio
+async def test_artifact_page_highlights_code_with_line_anchors(ds, traces_db):
+    conn = fixture_conn(traces_db)
+    artifact = conn.execute("SELECT id FROM artifacts WHERE kind = 'inductor_output_code' LIMIT 1").fetchone()[0]
+    html = (await ds.client.get(f"/traces/-/tlindex/artifact/{artifact}")).text
+    assert 'class="highlight"' in html and 'id="L-1"' in html and "python" in html
+    assert '<span class="k">def</span>' in html or '<span class="kn">import</span>' in html
+    json_artifact = conn.execute("SELECT id FROM artifacts WHERE name = 'torch_version' LIMIT 1").fetchone()[0]
+    html = (await ds.client.get(f"/traces/-/tlindex/artifact/{json_artifact}")).text
+    assert "json" in html and "pytorch_version" in html
+
+
+@pytest.mark.asyncio
+async def test_canned_queries_run_from_the_ui(ds, traces_db):
+    conn = fixture_conn(traces_db)
+    (run,) = scenario_run(conn, "recompiles")
+    response = await ds.client.get(f"/traces/recompile_reasons.json?run={run}&_shape=array")
+    assert response.status_code == 200
+    guards = {r["failed_guard"].split("#")[0].strip() for r in response.json()}
+    assert "tensor 'x' size mismatch at index 0. expected 4, actual 8" in guards
+    page = await ds.client.get(f"/traces/log_volume?by=compile&limit=1")
+    assert page.status_code == 200 and "Log volume" in page.text
+    assert (await ds.client.get("/other/recompile_reasons")).status_code == 404
+
+
+@pytest.mark.asyncio
+async def test_cells_link_to_tlindex_pages(ds):
+    html = (await ds.client.get("/traces/envelopes?_size=50&compile__notblank=1")).text
+    assert "/traces/-/tlindex/compile/" in html and "/traces/-/tlindex/payload/" in html
+    html = (await ds.client.get("/traces/compiles?_size=5")).text
+    assert "/traces/-/tlindex/run/" in html
+    other = (await ds.client.get("/other/compiles")).text
+    assert "/-/tlindex/" not in other
+
+
+@pytest.mark.asyncio
+async def test_menus_link_to_the_runs(ds):
+    html = (await ds.client.get("/traces")).text
+    assert "/traces/-/tlindex" in html
+    assert "/other/-/tlindex" not in (await ds.client.get("/other")).text
+
+
+@pytest.mark.asyncio
+async def test_a_payload_with_script_is_escaped(tmp_path):
+    # HAND-MADE log: one artifact whose payload is hostile HTML (not written by torch).
+    import hashlib
+
+    payload = b"<script>alert('x')</script>\n<img src=x onerror=alert(1)>"
+    lines = [b'V1122 09:00:00.000000 7 torch/_logging/structured.py:28] {"str": ["/tmp/<b>evil</b>.py", 0]}',
+             b'V1122 09:00:00.100000 7 torch/_dynamo/convert_frame.py:1] {"dynamo_start": {"stack": [{"line": 1, '
+             b'"name": "<script>f</script>", "filename": 0, "loc": "x = \\"<script>\\""}]}, "frame_id": 0, '
+             b'"frame_compile_id": 0, "attempt": 0}',
+             b'V1122 09:00:00.200000 7 torch/_dynamo/guards.py:1] {"artifact": {"name": "<script>name</script>", '
+             b'"encoding": "string"}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0, "has_payload": "'
+             + hashlib.md5(payload).hexdigest().encode() + b'"}']
+    lines += [b"\t" + line for line in payload.split(b"\n")]
+    log = tmp_path / "dedicated_log_torch_trace_evil.log"
+    log.write_bytes(b"\n".join(lines) + b"\n")
+    db_path = tmp_path / "evil.db"
+    ingest(db_path, [str(log)], jobs=1)
+    datasette = Datasette([str(db_path)])
+    await datasette.invoke_startup()
+    for path in ["/evil/-/tlindex/artifact/1", "/evil/-/tlindex/compile/1", "/evil/-/tlindex/trie/1",
+                 "/evil/-/tlindex/run/1", "/evil/artifacts"]:
+        html = (await datasette.client.get(path)).text
+        assert "<script>alert" not in html and "<script>f</script>" not in html and "<b>evil" not in html, path
+        assert "<img src=x" not in html, path
+    html = (await datasette.client.get("/evil/-/tlindex/artifact/1")).text
+    assert "&lt;script&gt;" in html
