@@ -15,13 +15,17 @@ WITH runs_ AS (
     FROM cache_events e JOIN compiles c ON c.id = e.compile JOIN runs_ r ON r.id = c.run_id
     GROUP BY c.run_id, c.compile_id, e.cache, c.rank
 ), graphs AS (
-    SELECT c.run_id, c.compile_id, a.name, a.payload, group_concat(DISTINCT c.rank) AS ranks
-    FROM artifacts a JOIN compiles c ON c.id = a.compile JOIN runs_ r ON r.id = c.run_id
-    WHERE a.kind IN ('dynamo_output_graph', 'aot_forward_graph', 'aot_backward_graph', 'aot_joint_graph',
-                     'aot_inference_graph', 'optimize_ddp_split_graph', 'optimize_ddp_split_child',
-                     'inductor_post_grad_graph')
-       OR a.name = 'inductor_post_grad_graph'
-    GROUP BY c.run_id, c.compile_id, a.name, a.payload
+    -- per rank: the payloads of each graph artifact of a compile id (forward and backward
+    -- graphs share a name, so compare the whole set)
+    SELECT run_id, compile_id, name, rank, group_concat(payload) AS payloads
+    FROM (SELECT c.run_id, c.compile_id, a.name, c.rank, a.payload
+          FROM artifacts a JOIN compiles c ON c.id = a.compile JOIN runs_ r ON r.id = c.run_id
+          WHERE a.kind IN ('dynamo_output_graph', 'aot_forward_graph', 'aot_backward_graph', 'aot_joint_graph',
+                           'aot_inference_graph', 'optimize_ddp_split_graph', 'optimize_ddp_split_child',
+                           'inductor_post_grad_graph')
+             OR a.name = 'inductor_post_grad_graph'
+          ORDER BY a.payload)
+    GROUP BY run_id, compile_id, name, rank
 ), times AS (
     SELECT c.run_id, c.compile_id, c.rank, c.duration_s FROM compiles c JOIN runs_ r ON r.id = c.run_id
     WHERE c.duration_s IS NOT NULL
@@ -34,9 +38,9 @@ SELECT run_id, 'cache', compile_id, group_concat(rank), cache || ': ' ||
        group_concat('rank ' || rank || ' ' || results, ', ')
 FROM cache GROUP BY run_id, compile_id, cache HAVING count(DISTINCT results) > 1
 UNION ALL
-SELECT run_id, 'graph', compile_id, group_concat(ranks, ' | '),
-       name || ': ' || count(*) || ' different graphs across ranks'
-FROM graphs GROUP BY run_id, compile_id, name HAVING count(*) > 1
+SELECT run_id, 'graph', compile_id, group_concat(rank),
+       name || ': ' || count(DISTINCT payloads) || ' different versions across ranks'
+FROM graphs GROUP BY run_id, compile_id, name HAVING count(DISTINCT payloads) > 1
 UNION ALL
 SELECT run_id, 'time', compile_id, group_concat(rank),
        'slowest rank ' || (SELECT t2.rank FROM times t2 WHERE t2.run_id = t.run_id AND t2.compile_id = t.compile_id

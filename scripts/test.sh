@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # Install tlindex with its test dependencies into .venv and run the test suite.
+# The browser tests drive Debian's Chromium with Playwright (no browser download);
+# as root, this installs it when it is missing, elsewhere those tests skip.
 # Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test]'

@@ -110,7 +110,9 @@ def test_compile_time_phases_fit_in_each_compile(db):
             continue
         parts = sum(r[k] or 0 for k in ("tracing_s", "guards_s", "backend_s"))
         assert parts <= r["total_s"] + 0.002, r
-        assert (r["inductor_s"] or 0) <= (r["backend_s"] or 0) + 0.002
+        nested = [r[k] or 0 for k in ("aot_s", "inductor_s", "codegen_s")]
+        assert max(nested) <= (r["backend_s"] or 0) + 0.002, r
+        assert nested[2] <= nested[1] + 0.002  # code generation is part of inductor
     times = [r["total_s"] or 0 for r in found]
     assert times == sorted(times, reverse=True) or any(r["backward_s"] for r in found)
 

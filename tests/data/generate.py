@@ -238,18 +238,28 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 WORLD = {world}
 DIVERGE = {diverge}
 
+class Net(torch.nn.Module):
+    # A user module (dynamo skips torch.nn's own forward frames), with 1 MB of
+    # parameters so DDPOptimizer splits the graph at bucket boundaries.
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(64, 4096)
+        self.fc2 = torch.nn.Linear(4096, 4)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
 def work(rank):
     torch.manual_seed(0)
     torch.set_num_threads(1)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str({port})
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
-    ddp = DDP(model)
+    ddp = DDP(Net(), bucket_cap_mb=1)
     cmodel = torch.compile(ddp, backend="{backend}")
     for step in range(2):
         batch = 6 if (DIVERGE and rank == 1 and step == 1) else 4
-        cmodel(torch.randn(batch, 8)).sum().backward()
+        cmodel(torch.randn(batch, 64)).sum().backward()
     dist.destroy_process_group()
 
 if __name__ == "__main__":

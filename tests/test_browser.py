@@ -1,0 +1,148 @@
+"""The pages in a real browser: headless Chromium (Debian's package) driven by Playwright.
+
+Screenshots of each page land in test-artifacts/screenshots/. Without Chromium
+the tests skip, except under CI (CI=true), where .ci/run installs it and a
+missing browser is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from conftest import scenario_run
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+SHOTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+if not CHROMIUM and not os.environ.get("CI"):
+    pytest.skip("Chromium is not installed (apt-get install chromium)", allow_module_level=True)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(fixtures_db, tmp_path_factory):
+    path = tmp_path_factory.mktemp("browser") / "traces.db"
+    conn = sqlite3.connect(fixtures_db)
+    conn.execute("PRAGMA wal_checkpoint(FULL)")
+    conn.close()
+    shutil.copy(fixtures_db, path)
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "datasette", "serve", str(path), "-h", "127.0.0.1",
+                                "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 30
+    while True:
+        try:
+            urllib.request.urlopen(base + "/-/versions.json", timeout=1)
+            break
+        except OSError:
+            if time.time() > deadline:
+                process.kill()
+                raise
+            time.sleep(0.1)
+    yield base, path
+    process.terminate()
+    process.wait(10)
+
+
+@pytest.fixture(scope="module")
+def page(server):
+    from playwright.sync_api import sync_playwright
+
+    assert CHROMIUM, "Chromium is missing: .ci/run installs Debian's chromium package"
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1300, "height": 1000})
+        yield page
+        browser.close()
+
+
+def shot(page, name: str) -> None:
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def test_run_page_trie_compile_and_artifact(server, page):
+    base, path = server
+    conn = sqlite3.connect(path)
+    (run,) = scenario_run(conn, "ddp_4ranks_diverge")
+    page.goto(f"{base}/traces/-/tlindex")
+    shot(page, "runs")
+    page.click(f"a[href='/traces/-/tlindex/run/{run}']")
+    assert page.locator("h1").inner_text().startswith("Run ddp_4ranks_diverge")
+    shot(page, "run")
+
+    page.click("text=rank 1")
+    assert "rank 1" in page.locator("h1").inner_text()
+    folds = page.locator(".stack-trie details")
+    assert folds.count() > 0 and folds.first.get_attribute("open") is not None  # a small trie starts open
+    page.click("button.tl-expand[data-open='0']")
+    assert page.locator(".stack-trie details[open]").count() == 0
+    hidden = page.locator(".stack-trie details a.compile").first
+    assert not hidden.is_visible()
+    page.locator(".stack-trie details > summary").first.click()
+    assert page.locator(".stack-trie details[open]").count() == 1
+    page.click("button.tl-expand[data-open='1']")
+    assert page.locator(".stack-trie details:not([open])").count() == 0
+    shot(page, "trie")
+
+    recompiled = page.locator("a.compile", has_text="[0/1]").first
+    recompiled.click()
+    assert "[0/1]" in page.locator("h1").inner_text()
+    assert page.locator("text=Why it recompiled").count() == 1
+    shot(page, "compile")
+
+    graph = conn.execute(
+        "SELECT c.id, a.name FROM compiles c JOIN artifacts a ON a.compile = c.id WHERE c.run_id = ? "
+        "AND c.rank = 1 AND a.kind IN ('dynamo_output_graph', 'aot_forward_graph', 'optimize_ddp_split_graph') "
+        "ORDER BY c.id LIMIT 1", (run,)).fetchone()
+    page.go_back()
+    page.click(f"a.compile[href='/traces/-/tlindex/compile/{graph[0]}']")
+    page.locator("table.artifacts a", has_text=graph[1]).first.click()
+    assert page.locator("h1").inner_text() == graph[1]
+    assert page.locator(".highlight .k").count() > 0  # keywords are highlighted
+    page.goto(page.url + "#L-3")
+    assert page.locator("#L-3").count() == 1
+    shot(page, "artifact")
+
+
+def test_a_canned_query_runs_from_the_run_page(server, page):
+    base, path = server
+    conn = sqlite3.connect(path)
+    (run,) = scenario_run(conn, "recompiles")
+    page.goto(f"{base}/traces/-/tlindex/run/{run}")
+    page.click("ul.queries >> text=recompile_reasons")
+    assert "Recompile reasons" in page.content()
+    cells = page.locator("table.rows-and-columns td").all_inner_texts()
+    assert any("size mismatch at index 0. expected 4, actual 8" in cell for cell in cells)
+    shot(page, "query")
+
+
+def test_a_lazy_trie_node_loads_when_opened(server, page):
+    base, path = server
+    conn = sqlite3.connect(path)
+    (run,) = scenario_run(conn, "graph_breaks")
+    page.goto(f"{base}/traces/-/tlindex/trie/{run}?max_nodes=2")
+    lazy = page.locator("details.lazy").first
+    before = page.locator("a.compile").count()
+    lazy.locator("summary").click()
+    page.wait_for_function("document.querySelectorAll('a.compile').length > %d" % before)
+    assert page.locator("li.loading").count() < page.locator("details.lazy").count() + 1
+    shot(page, "trie_lazy")
