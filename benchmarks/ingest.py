@@ -1,0 +1,320 @@
+"""Benchmark tlindex ingest against tlparse, and time the queries and pages on the result.
+
+    python benchmarks/ingest.py                # 250 MB and 1 GB inputs, 3 rounds (long)
+    python benchmarks/ingest.py --quick        # ~8 MB inputs, 1 round (what CI runs)
+
+Inputs are built by replicating real logs (tests/data and, when present,
+../shared/corpus/tlparse), record by record, shifting frame ids per copy so
+compile ids stay distinct: (a) one single-process log, (b) a directory of 8
+rank files. tlparse (from PyPI, into benchmarks/.venv-tlparse) and tlindex run
+alternately; the script reports medians, the tlparse/tlindex ratio of each
+round, peak RSS of the whole process tree, CPU time and database size, then
+times every canned query and the Datasette pages on the largest database.
+Figures go to benchmarks/out/results.json and, with --write-docs, docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import orjson
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "out"
+CORPUS = [ROOT / "tests" / "data", ROOT.parent / "shared" / "corpus" / "tlparse"]
+ENVELOPE_RE = re.compile(rb"^([VIWEC]\d{4} [\d:.]+ +)(\d+)( .+?:\d+\] )(\{.*\})(\r?\n)$")
+FRAME_SHIFT = 1000  # frame ids of copy k are shifted by k * FRAME_SHIFT
+
+
+# --- inputs -----------------------------------------------------------------------------------
+
+def source_records() -> list[list[bytes]]:
+    """Every record (envelope line + payload lines) of the real logs, whole."""
+    records: list[list[bytes]] = []
+    for root in CORPUS:
+        if not root.is_dir():
+            continue
+        for path in sorted(root.rglob("*")):
+            if not path.is_file() or path.suffix not in (".log", ".txt") or path.name == "README.md":
+                continue
+            current: list[bytes] | None = None
+            for line in open(path, "rb"):
+                if line.startswith(b"\t") and current is not None:
+                    current.append(line if line.endswith(b"\n") else line + b"\n")
+                    continue
+                if ENVELOPE_RE.match(line if line.endswith(b"\n") else line + b"\n"):
+                    current = [line if line.endswith(b"\n") else line + b"\n"]
+                    records.append(current)
+                else:
+                    current = None  # damaged lines of the corpus are left out of the benchmark input
+    return records
+
+
+def rewrite(record: list[bytes], copy: int, pid: int, rank: int | None) -> bytes:
+    """The record with its frame id shifted, its pid and (for rank files) its rank set."""
+    match = ENVELOPE_RE.match(record[0])
+    head, _, where, body, end = match.groups()
+    if copy or rank is not None or b'"frame_id"' in body:
+        data = orjson.loads(body)
+        if isinstance(data.get("frame_id"), int):
+            data["frame_id"] += copy * FRAME_SHIFT
+        if rank is not None and next(iter(data)) not in ("str",):
+            data["rank"] = rank
+        body = orjson.dumps(data)
+    return b"".join([head, str(pid).encode(), where, body, end, *record[1:]])
+
+
+def build_file(path: Path, records: list[list[bytes]], size: int, pid: int, rank: int | None) -> None:
+    """Write copies of the records until the file reaches `size` bytes (records stay whole)."""
+    written, copy = 0, 0
+    with open(path, "wb") as out:
+        while written < size:
+            for record in records:
+                chunk = rewrite(record, copy, pid, rank)
+                out.write(chunk)
+                written += len(chunk)
+                if written >= size:
+                    return
+            copy += 1
+
+
+def build_inputs(work: Path, size_mb: int, records) -> tuple[Path, Path]:
+    """(single-process log, directory of 8 rank files), about size_mb each."""
+    single = work / f"single_{size_mb}mb" / "dedicated_log_torch_trace_bench0000.log"
+    ranks = work / f"ranks_{size_mb}mb"
+    if not single.exists():
+        single.parent.mkdir(parents=True, exist_ok=True)
+        build_file(single, records, size_mb << 20, 4242, None)
+    if not ranks.exists():
+        ranks.mkdir(parents=True)
+        for rank in range(8):
+            build_file(ranks / f"dedicated_log_torch_trace_rank_{rank}.log", records, (size_mb << 20) // 8,
+                       5000 + rank, rank)
+    return single, ranks
+
+
+def input_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in ([path] if path.is_file() else path.iterdir()))
+
+
+# --- measuring --------------------------------------------------------------------------------
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of a process and all its descendants."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(entry))
+            rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            continue
+    total, stack = 0, [pid]
+    while stack:
+        current = stack.pop()
+        total += rss.get(current, 0)
+        stack.extend(children.get(current, []))
+    return total
+
+
+def measure(command: list[str], env=None) -> dict:
+    """Run a command; wall time, CPU time of the tree and peak RSS of the tree (sampled every 20 ms)."""
+    before = os.times()
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    peak = 0
+    stop = threading.Event()
+
+    def sample():
+        nonlocal peak
+        while not stop.is_set():
+            peak = max(peak, tree_rss(process.pid))
+            stop.wait(0.02)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    _, stderr = process.communicate()
+    stop.set()
+    sampler.join()
+    seconds = time.perf_counter() - started
+    after = os.times()
+    if process.returncode != 0:
+        raise RuntimeError(f"{command[0]} failed: {stderr.decode()[-2000:]}")
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
+    return {"seconds": round(seconds, 3), "cpu_seconds": round(cpu, 3), "peak_rss_mb": round(peak / 2**20, 1)}
+
+
+def tlparse_binary(skip: bool) -> str | None:
+    if skip:
+        return None
+    venv = ROOT / "benchmarks" / ".venv-tlparse"
+    binary = venv / "bin" / "tlparse"
+    if not binary.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        result = subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "tlparse"], capture_output=True)
+        if result.returncode != 0:
+            print("tlparse could not be installed; comparing nothing", file=sys.stderr)
+            return None
+    return str(binary)
+
+
+def run_tlindex(input_path: Path, db: Path, jobs: int | None) -> dict:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    command = [sys.executable, "-m", "tlindex", "ingest", str(input_path), "--db", str(db), "--silent"]
+    if jobs:
+        command += ["--jobs", str(jobs)]
+    result = measure(command)
+    result["db_mb"] = round(db.stat().st_size / 2**20, 1)
+    return result
+
+
+def run_tlparse(binary: str, input_path: Path, out: Path) -> dict:
+    shutil.rmtree(out, ignore_errors=True)
+    command = [binary, str(input_path), "-o", str(out), "--no-browser"]
+    if input_path.is_dir():
+        command.append("--all-ranks-html")
+    return measure(command)
+
+
+# --- queries and pages ------------------------------------------------------------------------
+
+def time_queries(db: Path) -> dict[str, float]:
+    from tlindex.queries import load_queries, run_sql
+
+    conn = sqlite3.connect(db)
+    timings = {}
+    for name, query in load_queries().items():
+        started = time.perf_counter()
+        run_sql(conn, query.sql).fetchall()
+        timings[name] = round(time.perf_counter() - started, 3)
+    return timings
+
+
+def time_pages(db: Path) -> dict[str, float]:
+    from datasette.app import Datasette
+
+    conn = sqlite3.connect(db)
+    run = conn.execute("SELECT run_id FROM compiles GROUP BY run_id ORDER BY count(*) DESC LIMIT 1").fetchone()[0]
+    compile_row = conn.execute("SELECT id FROM compiles ORDER BY envelope_bytes + payload_bytes DESC LIMIT 1").fetchone()[0]
+    artifact = conn.execute("SELECT id FROM artifacts ORDER BY size DESC LIMIT 1").fetchone()[0]
+    name = db.stem
+    pages = {"run": f"/{name}/-/tlindex/run/{run}", "trie": f"/{name}/-/tlindex/trie/{run}",
+             "compile": f"/{name}/-/tlindex/compile/{compile_row}", "artifact": f"/{name}/-/tlindex/artifact/{artifact}"}
+
+    async def go():
+        datasette = Datasette([str(db)])
+        await datasette.invoke_startup()
+        timings = {}
+        for page, path in pages.items():
+            started = time.perf_counter()
+            response = await datasette.client.get(path)
+            assert response.status_code == 200, path
+            timings[page] = round(time.perf_counter() - started, 3)
+            timings[f"{page}_kb"] = round(len(response.content) / 1024)
+        return timings
+
+    return asyncio.run(go())
+
+
+# --- report -----------------------------------------------------------------------------------
+
+def machine() -> str:
+    cpu = "unknown cpu"
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return f"{os.cpu_count()} cores ({cpu}), {memory:.0f} GiB, Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}"
+
+
+def markdown(results: dict) -> str:
+    lines = ["# Benchmarks", "", f"Measured by `python benchmarks/ingest.py` on {results['machine']}.",
+             f"tlparse {results.get('tlparse_version') or '(not run)'}; {results['rounds']} rounds, medians.", "",
+             "| input | MB | tlindex s | tlindex MB/s | tlparse s | tlparse/tlindex (per round) | tlindex peak RSS MB | tlparse peak RSS MB | tlindex CPU s | DB MB |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for case in results["cases"]:
+        t = case["tlindex"]
+        p = case.get("tlparse") or {}
+        ratios = ", ".join(f"{r:.1f}×" for r in case.get("ratios", [])) or "–"
+        lines.append(f"| {case['name']} | {case['mb']} | {t['seconds']} | {case['mb'] / t['seconds']:.0f} | "
+                     f"{p.get('seconds', '–')} | {ratios} | {t['peak_rss_mb']} | {p.get('peak_rss_mb', '–')} | "
+                     f"{t['cpu_seconds']} | {t['db_mb']} |")
+    lines += ["", f"Queries on the {results['largest']} database (seconds):", "",
+              "| query | s |", "|---|---|"]
+    lines += [f"| {name} | {s} |" for name, s in results["queries"].items()]
+    lines += ["", "Pages through Datasette's in-process client:", "", "| page | s | KB |", "|---|---|---|"]
+    pages = results["pages"]
+    lines += [f"| {name} | {pages[name]} | {pages[name + '_kb']} |" for name in ("run", "trie", "compile", "artifact")]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="tiny inputs, one round (for CI)")
+    parser.add_argument("--sizes", default="250,1000", help="input sizes in MB, comma-separated")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--jobs", type=int, help="tlindex --jobs (default: all cores)")
+    parser.add_argument("--no-tlparse", action="store_true", help="do not run tlparse")
+    parser.add_argument("--work", type=Path, default=OUT / "work", help="where inputs and outputs go")
+    parser.add_argument("--write-docs", action="store_true", help="also write docs/benchmarks.md")
+    args = parser.parse_args()
+    sizes = [8] if args.quick else [int(s) for s in args.sizes.split(",")]
+    rounds = 1 if args.quick else args.rounds
+    args.work.mkdir(parents=True, exist_ok=True)
+    records = source_records()
+    binary = tlparse_binary(args.no_tlparse)
+    results = {"machine": machine(), "rounds": rounds, "cases": []}
+    if binary:
+        results["tlparse_version"] = subprocess.run([binary, "--version"], capture_output=True,
+                                                    text=True).stdout.strip()
+    largest_db = None
+    for size in sizes:
+        single, ranks = build_inputs(args.work, size, records)
+        for name, path in ((f"single file {size} MB", single), (f"8 ranks {size} MB", ranks)):
+            db = args.work / f"bench_{path.parent.name if path.is_file() else path.name}.db"
+            tlindex_runs, tlparse_runs, ratios = [], [], []
+            for _ in range(rounds):
+                tlindex_runs.append(run_tlindex(path, db, args.jobs))
+                if binary:
+                    tlparse_runs.append(run_tlparse(binary, path, args.work / "tlparse_out"))
+                    ratios.append(tlparse_runs[-1]["seconds"] / tlindex_runs[-1]["seconds"])
+                print(name, tlindex_runs[-1], tlparse_runs[-1] if tlparse_runs else "", file=sys.stderr)
+            median = lambda runs: {k: statistics.median(r[k] for r in runs) for k in runs[0]}  # noqa: E731
+            case = {"name": name, "mb": round(input_bytes(path) / 2**20), "tlindex": median(tlindex_runs),
+                    "ratios": [round(r, 2) for r in ratios]}
+            if tlparse_runs:
+                case["tlparse"] = median(tlparse_runs)
+            results["cases"].append(case)
+            largest_db = db
+    results["largest"] = largest_db.name
+    results["queries"] = time_queries(largest_db)
+    results["pages"] = time_pages(largest_db)
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / "results.json").write_text(json.dumps(results, indent=2))
+    report = markdown(results)
+    if args.write_docs:
+        (ROOT / "docs" / "benchmarks.md").write_text(report)
+    print(report)
+
+
+if __name__ == "__main__":
+    main()
