@@ -186,3 +186,15 @@ def test_string_table_is_per_process_not_per_file(tmp_path):
         "JOIN sources s ON s.id = e.source_id JOIN files f ON f.id = s.file_id "
         "WHERE f.name = 'dedicated_log_torch_trace_bbbb.log'").fetchone()
     assert resolved[0] > 0 and resolved[0] == resolved[1]
+
+
+@pytest.mark.parametrize("block", [7, 64, 1000, 4096])
+def test_records_split_across_read_blocks_are_read_whole(tmp_path, monkeypatch, block):
+    """The reader splits its input in blocks; a record may straddle any block boundary."""
+    import tlindex.reader
+
+    monkeypatch.setattr(tlindex.reader, "READ_BLOCK", block)
+    summary, conn, errors = ingest_one(tmp_path, str(REAL))
+    assert errors == []
+    assert conn.execute("SELECT count(*), sum(md5_ok) FROM envelopes").fetchone()[0] == len(records())
+    assert conn.execute("SELECT count(*) FROM envelopes WHERE md5_ok = 0").fetchone()[0] == 0

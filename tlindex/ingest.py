@@ -123,7 +123,8 @@ def restore_state(conn, file_id: int) -> dict[int, Process]:
     return processes
 
 
-def plan(conn, files: list[Path], staging_dir: Path, replace: bool, summary: IngestSummary) -> list[Planned]:
+def plan(conn, files: list[Path], staging_dir: Path, replace: bool, summary: IngestSummary,
+         main_db: str | None = None) -> list[Planned]:
     """Decide, per file, to skip it, continue it or ingest it (afresh)."""
     planned = []
     for number, path in enumerate(files):
@@ -137,7 +138,7 @@ def plan(conn, files: list[Path], staging_dir: Path, replace: bool, summary: Ing
             "SELECT id, size, mtime, bytes_ingested, lines_ingested, sha256, compressed FROM files "
             "WHERE path = ? ORDER BY id DESC LIMIT 1", (str(path),)).fetchone()
         if known is None:
-            planned.append(Planned(Task(str(path), staging), stat.st_size))
+            planned.append(Planned(Task(str(path), staging, main_db=main_db), stat.st_size))
             continue
         file_id, size, mtime, consumed, lines, sha256, compressed = known
         unchanged = stat.st_size == size and mtime == datetime.fromtimestamp(stat.st_mtime).isoformat(
@@ -148,9 +149,9 @@ def plan(conn, files: list[Path], staging_dir: Path, replace: bool, summary: Ing
             summary.skipped += 1
         elif not compressed and stat.st_size > consumed:
             resume = Resume(-file_id, lines, consumed, sha256, restore_state(conn, file_id))
-            planned.append(Planned(Task(str(path), staging, resume), stat.st_size - consumed))
+            planned.append(Planned(Task(str(path), staging, resume, main_db), stat.st_size - consumed))
         else:  # rewritten: ingested as a new file unless its content is known (see merge_result)
-            planned.append(Planned(Task(str(path), staging), stat.st_size))
+            planned.append(Planned(Task(str(path), staging, main_db=main_db), stat.st_size))
     return planned
 
 
@@ -171,7 +172,9 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
     staging_dir = Path(tempfile.mkdtemp(prefix=f".{Path(db_path).name}.staging-",
                                         dir=Path(db_path).resolve().parent))
     try:
-        planned = plan(conn, files, staging_dir, replace, summary)
+        # --replace deletes payloads no longer referenced: then every payload is staged.
+        planned = plan(conn, files, staging_dir, replace, summary,
+                       None if replace else str(Path(db_path).resolve()))
         total = sum(p.size for p in planned)
         by_staging = {p.task.staging: p for p in planned}
 

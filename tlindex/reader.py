@@ -22,6 +22,8 @@ import orjson
 
 ENVELOPE_RE = re.compile(rb"([VIWEC])(\d\d)(\d\d) (\d\d:\d\d:\d\d\.\d+) +(\d+) (.+?):(\d+)\] ")
 LAUNCHER_PREFIX_RE = re.compile(rb"\[[^\]\t]{1,64}\]:")
+RECORD_START_RE = re.compile(rb"\n(?=[^\t])")  # a line that is not a payload line starts here
+READ_BLOCK = 4 << 20
 EXCERPT_BYTES = 200
 
 # Every kind of ingest_errors row, with what it means (documented in docs/schema.md).
@@ -133,14 +135,35 @@ class LogReader:
         blanks: list[tuple[int, int, int]] = []  # blank lines seen while a payload was open
         orphan: ReadError | None = None     # a run of payload lines with no record
         last_raw = b"\n"
-        stream = iter(self.stream)
         if self.skip_rest_of_line:
             # The previous ingest ended on a line without its newline: the rest
             # of that line (normally just the newline) was part of it.
-            rest = next(stream, b"")
+            rest = self.stream.readline()
             offset += len(rest)
             self._consume(line_no, offset)
-        for raw in stream:
+        for raw in self._pieces():
+            if raw.__class__ is tuple:
+                # A whole, ordinary record: no per-line work (the common case).
+                if pending is not None:
+                    self._finish(pending, parts, had_cr)
+                    yield pending
+                    pending, parts, had_cr = None, [], False
+                    for blank_line, blank_start, size in blanks:
+                        yield ReadError(blank_line, blank_start, 1, size, "blank_line", "blank line")
+                    blanks = []
+                if orphan is not None:
+                    yield orphan
+                    orphan = None
+                record = raw[0]
+                start = offset
+                self._consume(line_no, start)
+                line_no += 1
+                offset += len(record)
+                last_raw = record
+                yield from self._whole_record(record, line_no, start)
+                line_no += record.count(b"\n") - 1
+                self._consume(line_no, offset)
+                continue
             line_no += 1
             start = offset
             offset += len(raw)
@@ -212,6 +235,54 @@ class LogReader:
             yield orphan
         self._consume(line_no, offset)
         self.ends_mid_line = last_raw[-1:] != b"\n"
+
+    def _pieces(self) -> Iterator[bytes | tuple[bytes]]:
+        """The input as whole records, `(record,)`, where they are ordinary, else as lines.
+
+        Reads blocks and splits them where a line does not start with a TAB. A
+        record goes whole when it is a plain envelope line with TAB payload
+        lines, no CR, and neither the last record nor followed by a blank line
+        (older torch wrote blank payload lines without their TAB); anything else
+        goes line by line through the careful path.
+        """
+        leftover = b""
+        while True:
+            block = self.stream.read(READ_BLOCK)
+            if not block:
+                break
+            buffer = leftover + block if leftover else block
+            start = 0
+            for match in RECORD_START_RE.finditer(buffer):
+                end = match.end()
+                record = buffer[start:end]
+                following = buffer[end:end + 1]
+                if record[:1] in b"VIWEC" and following not in b"\n\r" and b"\r" not in record:
+                    yield (record,)
+                else:
+                    yield from record.splitlines(keepends=True)
+                start = end
+            leftover = buffer[start:]
+        if leftover:
+            yield from leftover.splitlines(keepends=True)
+
+    def _whole_record(self, record: bytes, line_no: int, start: int) -> Iterator[Record | ReadError]:
+        """Parse an ordinary record: envelope line, then TAB payload lines de-tabbed in one go."""
+        newline = record.index(b"\n") + 1
+        item = self._parse_envelope(record[:newline], line_no, start, newline)
+        region = record[newline:]
+        if isinstance(item, Record) and "has_payload" in item.data:
+            item.payload_lines = record.count(b"\n") - 1
+            item.payload_bytes = len(region)
+            payload = region[1:-1].replace(b"\n\t", b"\n")
+            digest = hashlib.md5(payload).hexdigest()
+            item.payload, item.payload_hash = payload, digest
+            item.md5_ok = digest == item.data.get("has_payload")
+            yield item
+            return
+        yield item
+        if region:
+            yield ReadError(line_no + 1, start + newline, region.count(b"\n"), len(region), "orphan_payload",
+                            "payload lines follow a record that declares no payload", excerpt(region))
 
     def _consume(self, line_no: int, offset: int) -> None:
         self.consumed_lines = line_no

@@ -21,8 +21,11 @@ FLUSH_BYTES = 16 << 20
 class StagingWriter:
     """Buffer rows per table and write them with executemany in one transaction."""
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, main_db: str | Path | None = None):
         self.path = Path(path)
+        # Payloads the main database holds already (other ranks' graphs, an earlier
+        # run's code) are not written again: a read-only look-up is far cheaper.
+        self.main = sqlite3.connect(f"file:{main_db}?mode=ro", uri=True) if main_db else None
         self.conn = sqlite3.connect(self.path, isolation_level=None)
         self.conn.execute("PRAGMA journal_mode=OFF")
         self.conn.execute("PRAGMA synchronous=OFF")
@@ -47,7 +50,10 @@ class StagingWriter:
             self.flush(table)
 
     def add_payload(self, digest: str, text: str, size: int) -> None:
-        """Queue one payload; payloads are flushed by size, not only by count."""
+        """Queue one payload unless the main database has it; flushed by size, not only by count."""
+        if self.main is not None and self.main.execute(
+                "SELECT 1 FROM payloads WHERE hash = ?", (digest,)).fetchone():
+            return
         self.buffers["payloads"].append((digest, size, text))
         self.buffered_bytes += size
         if self.buffered_bytes >= FLUSH_BYTES or len(self.buffers["payloads"]) >= FLUSH_ROWS:
@@ -66,3 +72,5 @@ class StagingWriter:
         self.flush()
         self.conn.execute("COMMIT")
         self.conn.close()
+        if self.main is not None:
+            self.main.close()

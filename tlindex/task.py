@@ -35,6 +35,7 @@ class Task:
     path: str
     staging: str
     resume: Resume | None = None
+    main_db: str | None = None      # payloads already there are not staged again
 
 
 @dataclass
@@ -97,7 +98,7 @@ def run_task(task: Task, report: Callable[[int], None] = lambda n: None) -> Task
     if resume is not None and prefix_sha256(path, resume.offset) != resume.sha256:
         resume = None  # rewritten, not grown: ingest it afresh
     stat = os.stat(path)
-    staging = StagingWriter(task.staging)
+    staging = StagingWriter(task.staging, task.main_db)
     content, disk = open_content(path)
     hashing = HashingReader(content)
     stream = io.BufferedReader(hashing, READ_BUFFER)
