@@ -10,7 +10,8 @@ rank files. tlparse (from PyPI, into benchmarks/.venv-tlparse) and tlindex run
 alternately; the script reports medians, the tlparse/tlindex ratio of each
 round, peak RSS of the whole process tree, CPU time and database size, then
 times every canned query and the Datasette pages on the largest database.
-Figures go to benchmarks/out/results.json and, with --write-docs, docs/benchmarks.md.
+Figures go to benchmarks/out/results.json and, with --write-docs, to docs/benchmarks.md
+and docs/benchmarks.json.
 """
 
 from __future__ import annotations
@@ -264,6 +265,9 @@ def markdown(results: dict) -> str:
     lines += ["", "Pages through Datasette's in-process client:", "", "| page | s | KB |", "|---|---|---|"]
     pages = results["pages"]
     lines += [f"| {name} | {pages[name]} | {pages[name + '_kb']} |" for name in ("run", "trie", "compile", "artifact")]
+    notes = ROOT / "benchmarks" / "notes.md"
+    if notes.exists():
+        lines += ["", notes.read_text().rstrip()]
     return "\n".join(lines) + "\n"
 
 
@@ -313,6 +317,7 @@ def main() -> None:
     report = markdown(results)
     if args.write_docs:
         (ROOT / "docs" / "benchmarks.md").write_text(report)
+        (ROOT / "docs" / "benchmarks.json").write_text(json.dumps(results, indent=2))
     print(report)
 
 

@@ -10,17 +10,15 @@ WITH pairs AS (
         AND b.compiled_autograd_id IS a.compiled_autograd_id AND b.frame_id = a.frame_id
         AND b.frame_compile_id = a.frame_compile_id + 1
     WHERE coalesce(:compile, '') = '' OR CAST(:compile AS INTEGER) IN (a.id, b.id)
-), lines AS (
-    SELECT compile, guard_type, text FROM guards WHERE origin = 'dynamo_cpp_guards_str'
+), sides AS (
+    SELECT p.*, 0 AS side, g.guard_type, g.text FROM pairs p
+    JOIN guards g ON g.compile = p.before_id AND g.origin = 'dynamo_cpp_guards_str'
+    UNION ALL
+    SELECT p.*, 1, g.guard_type, g.text FROM pairs p
+    JOIN guards g ON g.compile = p.after_id AND g.origin = 'dynamo_cpp_guards_str'
 )
-SELECT p.run_id, p.rank, p.co_name, p.before, p.after, 'only in ' || p.before AS change,
-       g.guard_type, g.text
-FROM pairs p JOIN lines g ON g.compile = p.before_id
-WHERE NOT EXISTS (SELECT 1 FROM lines h WHERE h.compile = p.after_id AND h.guard_type IS g.guard_type
-                  AND h.text = g.text)
-UNION ALL
-SELECT p.run_id, p.rank, p.co_name, p.before, p.after, 'only in ' || p.after, g.guard_type, g.text
-FROM pairs p JOIN lines g ON g.compile = p.after_id
-WHERE NOT EXISTS (SELECT 1 FROM lines h WHERE h.compile = p.before_id AND h.guard_type IS g.guard_type
-                  AND h.text = g.text)
-ORDER BY 1, 2, 3, 4, 6
+SELECT run_id, rank, co_name, before, after,
+       'only in ' || CASE max(side) WHEN 0 THEN before ELSE after END AS change, guard_type, text
+FROM sides
+GROUP BY before_id, after_id, guard_type, text HAVING min(side) = max(side)
+ORDER BY run_id, rank, co_name, before, change

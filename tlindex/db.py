@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from .resources import schema_files
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 MIGRATIONS_TABLE = "_tlindex_migrations"
 
@@ -31,11 +33,13 @@ def apply_schema(conn: sqlite3.Connection) -> list[str]:
     return applied
 
 
-def open_db(path: str | Path) -> sqlite_utils.Database:
+def open_db(path: str | Path) -> "sqlite_utils.Database":
     """Open (creating if needed) a tlindex database with the current schema, in WAL mode.
 
     WAL lets Datasette read the database while an ingest writes to it.
     """
+    import sqlite_utils  # not in workers: they only need apply_schema
+
     db = sqlite_utils.Database(path)
     db.conn.execute("PRAGMA journal_mode=WAL")
     db.conn.execute("PRAGMA synchronous=NORMAL")

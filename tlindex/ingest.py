@@ -28,7 +28,7 @@ from .merge import merge
 from .normalize import Compile, Process
 from .runs import assign_runs
 from .search import refresh_fts
-from .task import Resume, Task, TaskResult, run_task
+from .task import Resume, Task, TaskResult, init_worker, run_in_worker, run_task
 
 
 @dataclass
@@ -59,23 +59,6 @@ class Planned:
     task: Task
     size: int
     replace_file: int | None = None
-
-
-_progress = None  # a multiprocessing.Value in workers
-
-
-def _init_worker(counter) -> None:
-    global _progress
-    _progress = counter
-
-
-def _report(n: int) -> None:
-    with _progress.get_lock():
-        _progress.value += n
-
-
-def _run_in_worker(task: Task) -> TaskResult:
-    return run_task(task, _report)
 
 
 def restore_state(conn, file_id: int) -> dict[int, Process]:
@@ -213,8 +196,8 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
         else:
             counter = multiprocessing.get_context("spawn").Value("q", 0)
             with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                                     initializer=_init_worker, initargs=(counter,)) as pool:
-                futures: dict[Future, Planned] = {pool.submit(_run_in_worker, p.task): p for p in planned}
+                                     initializer=init_worker, initargs=(counter,)) as pool:
+                futures: dict[Future, Planned] = {pool.submit(run_in_worker, p.task): p for p in planned}
                 pending = set(futures)
                 while pending:
                     finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)

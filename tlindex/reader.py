@@ -23,7 +23,7 @@ import orjson
 ENVELOPE_RE = re.compile(rb"([VIWEC])(\d\d)(\d\d) (\d\d:\d\d:\d\d\.\d+) +(\d+) (.+?):(\d+)\] ")
 LAUNCHER_PREFIX_RE = re.compile(rb"\[[^\]\t]{1,64}\]:")
 RECORD_START_RE = re.compile(rb"\n(?=[^\t])")  # a line that is not a payload line starts here
-READ_BLOCK = 4 << 20
+READ_BLOCK = 1 << 20
 EXCERPT_BYTES = 200
 
 # Every kind of ingest_errors row, with what it means (documented in docs/schema.md).

@@ -15,7 +15,7 @@ from .db import apply_schema
 from .tables import COLUMNS
 
 FLUSH_ROWS = 5000
-FLUSH_BYTES = 16 << 20
+FLUSH_BYTES = 4 << 20
 
 
 class StagingWriter:

@@ -135,6 +135,25 @@ def run_task(task: Task, report: Callable[[int], None] = lambda n: None) -> Task
                       stat.st_size)
 
 
+# Worker processes import only this module's dependencies (not sqlite-utils or click).
+_progress = None  # a multiprocessing.Value shared with the main process
+
+
+def init_worker(counter) -> None:
+    global _progress
+    _progress = counter
+
+
+def _report(n: int) -> None:
+    with _progress.get_lock():
+        _progress.value += n
+
+
+def run_in_worker(task: Task) -> TaskResult:
+    """run_task in a worker process, reporting progress through the shared counter."""
+    return run_task(task, _report)
+
+
 def _ends_mid_line(path: str, offset: int) -> bool:
     """Whether the first `offset` bytes of a plain log end inside a line."""
     if offset == 0:
