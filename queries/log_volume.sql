@@ -7,21 +7,36 @@
 -- :run  run id (empty: every run)
 -- :rank  rank (empty: every rank)
 -- :limit  rows (default 50)
-WITH grouped AS (
+WITH by_compile AS (
+    SELECT c.id AS key, c.compile_id, c.run_id, c.rank, c.envelope_count AS records,
+           c.envelope_bytes + c.payload_bytes AS bytes
+    FROM compiles c
+    WHERE (coalesce(:run, '') = '' OR c.run_id = :run) AND (coalesce(:rank, '') = '' OR c.rank = :rank)
+    UNION ALL  -- what no compile emitted
+    SELECT '(no compile)', NULL, NULL, NULL, sum(v.records) - coalesce((SELECT sum(envelope_count) FROM compiles c
+               WHERE (coalesce(:run, '') = '' OR c.run_id = :run) AND (coalesce(:rank, '') = '' OR c.rank = :rank)), 0),
+           sum(v.bytes) - coalesce((SELECT sum(envelope_bytes + payload_bytes) FROM compiles c
+               WHERE (coalesce(:run, '') = '' OR c.run_id = :run) AND (coalesce(:rank, '') = '' OR c.rank = :rank)), 0)
+    FROM volume v JOIN sources s ON s.id = v.source_id
+    WHERE (coalesce(:run, '') = '' OR s.run_id = :run) AND (coalesce(:rank, '') = '' OR s.rank = :rank)
+), by_other AS (
     SELECT CASE coalesce(nullif(:by, ''), 'kind')
-               WHEN 'emitter' THEN e.emitter_file || ':' || e.emitter_line
-               WHEN 'compile' THEN coalesce(e.compile, '(no compile)')
+               WHEN 'emitter' THEN v.emitter_file || ':' || v.emitter_line
                WHEN 'rank' THEN coalesce(s.rank, '(no rank)')
                WHEN 'run' THEN s.run_id
-               ELSE e.kind || coalesce(' ' || e.name, '') END AS key,
-           count(*) AS records, sum(e.envelope_bytes + e.payload_bytes) AS bytes,
-           min(s.run_id) AS run_id, min(e.compile_id) AS compile_id, min(s.rank) AS rank
-    FROM envelopes e JOIN sources s ON s.id = e.source_id
+               ELSE v.kind || coalesce(' ' || v.name, '') END AS key,
+           NULL AS compile_id, min(s.run_id) AS run_id, min(s.rank) AS rank,
+           sum(v.records) AS records, sum(v.bytes) AS bytes
+    FROM volume v JOIN sources s ON s.id = v.source_id
     WHERE (coalesce(:run, '') = '' OR s.run_id = :run) AND (coalesce(:rank, '') = '' OR s.rank = :rank)
-    GROUP BY key
+    GROUP BY 1
+), grouped AS (
+    SELECT * FROM by_compile WHERE coalesce(nullif(:by, ''), 'kind') = 'compile'
+    UNION ALL
+    SELECT * FROM by_other WHERE coalesce(nullif(:by, ''), 'kind') != 'compile'
 )
-SELECT key, CASE coalesce(nullif(:by, ''), 'kind') WHEN 'compile' THEN compile_id END AS compile_id,
+SELECT key, compile_id,
        CASE WHEN coalesce(nullif(:by, ''), 'kind') IN ('compile', 'rank', 'run') THEN run_id END AS run_id,
        CASE WHEN coalesce(nullif(:by, ''), 'kind') IN ('compile', 'rank') THEN rank END AS rank,
        records, bytes, round(100.0 * bytes / sum(bytes) OVER (), 2) AS share_percent
-FROM grouped ORDER BY bytes DESC LIMIT coalesce(nullif(:limit, ''), 50)
+FROM grouped WHERE records > 0 ORDER BY bytes DESC LIMIT coalesce(nullif(:limit, ''), 50)

@@ -293,6 +293,18 @@ CREATE TABLE tensor_descriptions (
     source TEXT                          -- source name (describe_source), e.g. L['x']
 );
 
+-- Log volume per source, envelope kind, artifact name and emitting torch line:
+-- envelopes summed at ingest, so "who is generating all the logs" reads a few rows.
+CREATE TABLE volume (
+    source_id INTEGER NOT NULL REFERENCES sources(id), -- the process stream
+    kind TEXT NOT NULL,                  -- envelope kind
+    name TEXT,                           -- artifact name or metadata name
+    emitter_file TEXT,                   -- torch source file that logged them
+    emitter_line INTEGER,                -- line in emitter_file
+    records INTEGER NOT NULL,            -- number of envelopes
+    bytes INTEGER NOT NULL               -- bytes of their envelope and payload lines
+);
+
 -- Lines that could not be indexed as they are, and other problems met while
 -- reading. Lines recorded here with bytes > 0 are not in envelopes.
 CREATE TABLE ingest_errors (
@@ -335,3 +347,4 @@ CREATE INDEX cache_events_compile ON cache_events(compile);
 CREATE INDEX symbols_compile ON symbols(compile);
 CREATE INDEX tensor_descriptions_compile ON tensor_descriptions(compile);
 CREATE INDEX ingest_errors_file ON ingest_errors(file_id, line);
+CREATE INDEX volume_source ON volume(source_id);

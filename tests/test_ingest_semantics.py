@@ -19,7 +19,7 @@ from tlindex.ingest import ingest
 
 TABLES = ("files", "sources", "envelopes", "payloads", "compiles", "frames", "artifacts", "guards",
           "metrics", "chromium_events", "failed_guards", "graph_break_events", "cache_events", "symbols",
-          "tensor_descriptions", "ingest_errors", "strings", "runs")
+          "tensor_descriptions", "ingest_errors", "strings", "runs", "volume")
 
 
 def counts(db_path) -> dict[str, int]:

@@ -72,7 +72,7 @@ def delete_file_rows(conn: sqlite3.Connection, file_id: int, from_offset: int | 
     conn.execute(f"DELETE FROM main.envelopes WHERE id IN ({envelopes})", params)
     if from_offset is not None:
         return
-    for table in ("compiles", "strings"):
+    for table in ("compiles", "strings", "volume"):
         conn.execute(f"DELETE FROM main.{table} WHERE source_id IN ({sources})", params)
     conn.execute("DELETE FROM main.sources WHERE file_id = :file", params)
     conn.execute("DELETE FROM main.files WHERE id = :file", params)
@@ -80,6 +80,17 @@ def delete_file_rows(conn: sqlite3.Connection, file_id: int, from_offset: int | 
                  "WHERE payload IS NOT NULL) AND hash NOT IN (SELECT value FROM main.metrics, json_each("
                  "json_array(dynamo_config, inductor_config, functorch_config, compiler_config)) "
                  "WHERE value IS NOT NULL)")
+
+
+def refresh_volume(conn: sqlite3.Connection, file_id: int) -> None:
+    """Recompute the volume rows of a file's sources from their envelopes."""
+    sources = "SELECT id FROM main.sources WHERE file_id = ?"
+    conn.execute(f"DELETE FROM main.volume WHERE source_id IN ({sources})", (file_id,))
+    conn.execute(f"""
+        INSERT INTO main.volume (source_id, kind, name, emitter_file, emitter_line, records, bytes)
+        SELECT source_id, kind, name, emitter_file, emitter_line, count(*), sum(envelope_bytes + payload_bytes)
+        FROM main.envelopes WHERE source_id IN ({sources})
+        GROUP BY source_id, kind, name, emitter_file, emitter_line""", (file_id,))
 
 
 def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | None = None,
@@ -103,6 +114,7 @@ def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | No
                 conn.execute(statement)
             (staged_id,) = conn.execute("SELECT id FROM staging.files").fetchone()
             file_id = -staged_id if staged_id < 0 else staged_id + offsets["files"]
+            refresh_volume(conn, file_id)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
