@@ -111,6 +111,30 @@ def queries(**output) -> None:
     emit(["name", "title", "params", "description"], rows, **output)
 
 
+@cli.group()
+def export() -> None:
+    """Export the database for other engines."""
+
+
+@export.command()
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@db_option
+@click.option("--tables", "-t", multiple=True, help="Only these tables (repeatable; default: all)")
+@click.option("--replace", is_flag=True, help="Overwrite OUT_DIR when it is not empty")
+def parquet(out_dir: str, db_path: str, tables: tuple[str, ...], replace: bool) -> None:
+    """Write every table as a Parquet dataset in OUT_DIR/<table>/, hive-partitioned by run and rank."""
+    from .export import ExportError, export_parquet
+
+    if not os.path.exists(db_path):
+        raise click.ClickException(f"{db_path}: no such database")
+    try:
+        manifest = export_parquet(db_path, out_dir, list(tables) or None, replace)
+    except ExportError as error:
+        raise click.ClickException(str(error))
+    rows = sum(t["rows"] for t in manifest["tables"].values())
+    click.echo(f"exported {len(manifest['tables'])} tables, {rows:,} rows to {out_dir}", err=True)
+
+
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.argument("db", required=False)
 @click.pass_context

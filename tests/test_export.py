@@ -1,0 +1,107 @@
+"""Parquet export: read back with pyarrow, and queried with DuckDB it answers like SQLite."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tlindex.cli import cli
+from tlindex.export import ExportError, duckdb_views, export_parquet, schema_tables
+from tlindex.queries import load_queries, run_sql
+
+ROOT = Path(__file__).resolve().parents[1]
+LIST_COLUMNS = {"compile_ids", "ranks", "functions"}
+
+
+@pytest.fixture(scope="module")
+def export_dir(fixtures_db, tmp_path_factory):
+    out = tmp_path_factory.mktemp("parquet") / "out"
+    export_parquet(fixtures_db, out)
+    return out
+
+
+def test_every_table_reads_back_equal(fixtures_db, export_dir):
+    import pyarrow.dataset as ds
+
+    conn = sqlite3.connect(fixtures_db)
+    manifest = json.loads((export_dir / "_manifest.json").read_text())
+    assert set(manifest["tables"]) == set(schema_tables(conn))
+    assert manifest["schema_migrations"] == ["001_initial"]
+    for table, info in manifest["tables"].items():
+        columns = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+        (count,) = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+        assert info["rows"] == count, table
+        if count == 0:
+            continue
+        dataset = ds.dataset(export_dir / table, format="parquet",
+                             partitioning="hive" if info["partitioning"] else None)
+        exported = dataset.to_table().to_pylist()
+        assert len(exported) == count, table
+        key = columns[0] if table not in ("strings",) else None
+        got = Counter(tuple(row[c] for c in columns) for row in exported)
+        want = Counter(tuple(row) for row in conn.execute(f"SELECT {', '.join(columns)} FROM {table}"))
+        assert got == want, table
+        assert key is None or key in columns
+
+
+def test_tables_with_run_and_rank_are_hive_partitioned(export_dir):
+    manifest = json.loads((export_dir / "_manifest.json").read_text())
+    assert manifest["tables"]["compiles"]["partitioning"] == ["run_id", "rank"]
+    assert manifest["tables"]["envelopes"]["partitioning"] == ["rank"]
+    assert manifest["tables"]["frames"]["partitioning"] == []
+    assert list((export_dir / "compiles").glob("run_id=*/rank=0/*.parquet"))
+
+
+def test_reexport_is_explicit(fixtures_db, export_dir, tmp_path):
+    with pytest.raises(ExportError, match="--replace"):
+        export_parquet(fixtures_db, export_dir)
+    out = tmp_path / "again"
+    runner = CliRunner()
+    result = runner.invoke(cli, ["export", "parquet", str(out), "--db", str(fixtures_db), "-t", "runs", "-t", "compiles"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["_manifest.json", "compiles", "runs"]
+    result = runner.invoke(cli, ["export", "parquet", str(out), "--db", str(fixtures_db), "-t", "runs"])
+    assert result.exit_code == 1 and "--replace" in result.output
+    result = runner.invoke(cli, ["export", "parquet", str(out), "--db", str(fixtures_db), "-t", "runs", "--replace"])
+    assert result.exit_code == 0 and sorted(p.name for p in out.iterdir()) == ["_manifest.json", "runs"]
+
+
+def normalize(rows: list[tuple], columns: list[str]) -> Counter:
+    """Rows as comparable values: lists compared as sets, numbers and keys as text."""
+    out = []
+    for row in rows:
+        values = []
+        for column, value in zip(columns, row):
+            if column in LIST_COLUMNS and isinstance(value, str):
+                value = ",".join(sorted(set(value.split(","))))
+            values.append(None if value is None else str(value))
+        out.append(tuple(values))
+    return Counter(out)
+
+
+@pytest.mark.parametrize("name,params", [
+    ("recompile_reasons", {"run": None, "rank": None}),
+    ("log_volume", {"by": None, "run": None, "rank": None, "limit": 1000}),
+    ("log_volume", {"by": "compile", "run": None, "rank": None, "limit": 1000}),
+    ("log_volume", {"by": "rank", "run": None, "rank": None, "limit": 1000}),
+    ("rank_divergence", {"run": None}),
+])
+def test_duckdb_over_parquet_answers_like_sqlite(fixtures_db, export_dir, name, params):
+    duckdb = pytest.importorskip("duckdb")
+    conn = sqlite3.connect(fixtures_db)
+    cursor = run_sql(conn, load_queries()[name].sql, {k: v for k, v in params.items() if v is not None})
+    columns = [d[0] for d in cursor.description]
+    expected = normalize(cursor.fetchall(), columns)
+    con = duckdb.connect()
+    for statement in duckdb_views(export_dir):
+        con.execute(statement)
+    sql = (ROOT / "queries" / "duckdb" / f"{name}.sql").read_text()
+    result = con.execute(sql, params)
+    assert [d[0] for d in result.description] == columns
+    assert normalize(result.fetchall(), columns) == expected
+    assert expected  # the fixtures give every one of these an answer

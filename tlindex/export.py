@@ -1,0 +1,117 @@
+"""Export every table of a tlindex database as Parquet datasets (pyarrow), for DuckDB, Spark, Polars.
+
+OUT_DIR/<table>/ holds one dataset per table, hive-partitioned by run_id and
+rank where the table has those columns (OUT_DIR/compiles/run_id=3/rank=0/...),
+with column types taken from the schema. Rows stream in batches, so memory
+stays flat on a large database. OUT_DIR/_manifest.json records the schema
+version and the row count of every table.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Iterator
+
+from . import __version__
+from .db import MIGRATIONS_TABLE
+
+BATCH_ROWS = 20_000
+PARTITION_COLUMNS = ("run_id", "rank")
+MANIFEST = "_manifest.json"
+
+
+class ExportError(Exception):
+    pass
+
+
+def schema_tables(conn: sqlite3.Connection) -> list[str]:
+    """The tables of the tlindex schema (not migrations, FTS or SQLite's own)."""
+    names = [r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name")]
+    fts = {f"{name}_fts" for name in names}
+    return [n for n in names if not n.startswith(("_", "sqlite")) and n != MIGRATIONS_TABLE
+            and not any(n.startswith(prefix) for prefix in fts)]
+
+
+def arrow_schema(conn: sqlite3.Connection, table: str):
+    """The Arrow schema of a table, from its declared SQLite types."""
+    import pyarrow as pa
+
+    types = {"INTEGER": pa.int64(), "REAL": pa.float64(), "TEXT": pa.large_string(), "BLOB": pa.large_binary()}
+    return pa.schema([(name, types.get(declared.upper(), pa.large_string()))
+                      for _, name, declared, *_ in conn.execute(f"PRAGMA table_info({table})")])
+
+
+def _batches(conn: sqlite3.Connection, table: str, schema) -> Iterator:
+    import pyarrow as pa
+
+    cursor = conn.execute(f"SELECT {', '.join(schema.names)} FROM {table}")
+    while rows := cursor.fetchmany(BATCH_ROWS):
+        columns = list(zip(*rows))
+        yield pa.RecordBatch.from_arrays([pa.array(column, type=field.type)
+                                          for column, field in zip(columns, schema)], schema=schema)
+
+
+def export_parquet(db_path: str | Path, out_dir: str | Path, tables: list[str] | None = None,
+                   replace: bool = False) -> dict:
+    """Write the tables as Parquet datasets under out_dir; return the manifest."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    out = Path(out_dir)
+    if out.exists() and any(out.iterdir()):
+        if not replace:
+            raise ExportError(f"{out} is not empty: pass --replace to overwrite it")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    # pyarrow pulls batches on a worker thread: the connection must allow it.
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, check_same_thread=False)
+    available = schema_tables(conn)
+    unknown = set(tables or ()) - set(available)
+    if unknown:
+        raise ExportError(f"no such table: {', '.join(sorted(unknown))}")
+    manifest = {"tlindex_version": __version__,
+                "schema_migrations": [r[0] for r in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE} ORDER BY name")],
+                "exported_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "tables": {}}
+    for table in tables or available:
+        schema = arrow_schema(conn, table)
+        partitions = [c for c in PARTITION_COLUMNS if c in schema.names]
+        reader = pa.RecordBatchReader.from_batches(schema, _batches(conn, table, schema))
+        partitioning = ds.partitioning(pa.schema([schema.field(c) for c in partitions]), flavor="hive") \
+            if partitions else None
+        ds.write_dataset(reader, out / table, format="parquet", partitioning=partitioning,
+                         existing_data_behavior="error", basename_template="part-{i}.parquet",
+                         max_rows_per_group=BATCH_ROWS * 5)
+        rows = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+        manifest["tables"][table] = {"rows": rows, "partitioning": partitions,
+                                     "columns": {f.name: str(f.type) for f in schema}}
+    (out / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    conn.close()
+    return manifest
+
+
+DUCKDB_TYPES = {"int64": "BIGINT", "double": "DOUBLE", "large_string": "VARCHAR", "large_binary": "BLOB"}
+
+
+def duckdb_views(out_dir: str | Path) -> list[str]:
+    """CREATE VIEW statements that expose an export's tables, by name, to DuckDB."""
+    out = Path(out_dir).resolve()
+    manifest = json.loads((out / MANIFEST).read_text())
+    statements = []
+    for table, info in manifest["tables"].items():
+        files = list((out / table).rglob("*.parquet"))
+        if files:
+            hive = "true" if info["partitioning"] else "false"
+            source = f"read_parquet('{out / table}/**/*.parquet', hive_partitioning = {hive})"
+            columns = ", ".join(f'"{c}"' for c in info["columns"])  # the schema's column order
+            statements.append(f"CREATE OR REPLACE VIEW {table} AS SELECT {columns} FROM {source}")
+        else:  # an empty table leaves no file: an empty view of the same columns
+            columns = ", ".join(f'CAST(NULL AS {DUCKDB_TYPES.get(t, "VARCHAR")}) AS "{c}"'
+                                for c, t in info["columns"].items())
+            statements.append(f"CREATE OR REPLACE VIEW {table} AS SELECT {columns} WHERE false")
+    return statements
