@@ -135,6 +135,31 @@ def parquet(out_dir: str, db_path: str, tables: tuple[str, ...], replace: bool) 
     click.echo(f"exported {len(manifest['tables'])} tables, {rows:,} rows to {out_dir}", err=True)
 
 
+@cli.command(name="spark-ingest")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory for the Parquet tables (the layout of `tlindex export parquet`)")
+@click.option("--master", default="local[2]", show_default=True, help="Spark master URL")
+@click.option("--run", "run_label", help="Put every file given into the run of this label")
+@click.option("--replace", is_flag=True, help="Overwrite --out when it is not empty")
+def spark_ingest(paths: tuple[str, ...], out_dir: str, master: str, run_label: str | None, replace: bool) -> None:
+    """Ingest logs with Apache Spark (one task per file) straight into Parquet; needs tlindex[spark]."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise click.ClickException("spark-ingest needs pyspark: pip install 'tlindex[spark]'")
+    from .export import ExportError
+    from .spark import spark_ingest as run_spark_ingest
+
+    try:
+        manifest = run_spark_ingest(list(paths), out_dir, master=master, replace=replace, run_label=run_label)
+    except ExportError as error:
+        raise click.ClickException(str(error))
+    spark = manifest["spark"]
+    click.echo(f"{spark['files']} files ingested with Spark: {spark['envelopes']:,} envelopes, "
+               f"{spark['ingest_errors']:,} ingest errors -> {out_dir}", err=True)
+
+
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.argument("db", required=False)
 @click.pass_context

@@ -46,50 +46,81 @@ def arrow_schema(conn: sqlite3.Connection, table: str):
                       for _, name, declared, *_ in conn.execute(f"PRAGMA table_info({table})")])
 
 
-def _batches(conn: sqlite3.Connection, table: str, schema) -> Iterator:
+def _batches(cursor: sqlite3.Cursor, schema) -> Iterator:
     import pyarrow as pa
 
-    cursor = conn.execute(f"SELECT {', '.join(schema.names)} FROM {table}")
     while rows := cursor.fetchmany(BATCH_ROWS):
         columns = list(zip(*rows))
         yield pa.RecordBatch.from_arrays([pa.array(column, type=field.type)
                                           for column, field in zip(columns, schema)], schema=schema)
 
 
-def export_parquet(db_path: str | Path, out_dir: str | Path, tables: list[str] | None = None,
-                   replace: bool = False) -> dict:
-    """Write the tables as Parquet datasets under out_dir; return the manifest."""
+def write_table(conn: sqlite3.Connection, table: str, out: Path, *, id_base: int = 0,
+                basename: str = "part-{i}.parquet", exists: str = "error") -> list[str]:
+    """Stream one table into the dataset out/<table>; return its partition columns.
+
+    With id_base, the table's own id and every foreign key to a table keyed by an
+    integer id are shifted by it (how Spark tasks keep ids unique without talking).
+    """
     import pyarrow as pa
     import pyarrow.dataset as ds
 
-    out = Path(out_dir)
+    from .merge import NATURAL_KEYS
+
+    schema = arrow_schema(conn, table)
+    references = {row[3]: row[2] for row in conn.execute(f"PRAGMA foreign_key_list({table})")}
+    select = []
+    for name in schema.names:
+        shifted = id_base and ((name == "id" and table not in NATURAL_KEYS) or
+                               (name in references and references[name] not in NATURAL_KEYS))
+        select.append(f"{name} + {id_base}" if shifted else name)
+    cursor = conn.execute(f"SELECT {', '.join(select)} FROM {table}")
+    partitions = [c for c in PARTITION_COLUMNS if c in schema.names]
+    partitioning = ds.partitioning(pa.schema([schema.field(c) for c in partitions]), flavor="hive") \
+        if partitions else None
+    ds.write_dataset(pa.RecordBatchReader.from_batches(schema, _batches(cursor, schema)), out / table,
+                     format="parquet", partitioning=partitioning, existing_data_behavior=exists,
+                     basename_template=basename, max_rows_per_group=BATCH_ROWS * 5)
+    return partitions
+
+
+def table_manifest(conn: sqlite3.Connection, table: str, rows: int) -> dict:
+    schema = arrow_schema(conn, table)
+    return {"rows": rows, "partitioning": [c for c in PARTITION_COLUMNS if c in schema.names],
+            "columns": {f.name: str(f.type) for f in schema}}
+
+
+def new_manifest(conn: sqlite3.Connection) -> dict:
+    return {"tlindex_version": __version__,
+            "schema_migrations": [r[0] for r in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE} ORDER BY name")],
+            "exported_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "tables": {}}
+
+
+def prepare_out_dir(out: Path, replace: bool) -> None:
     if out.exists() and any(out.iterdir()):
         if not replace:
             raise ExportError(f"{out} is not empty: pass --replace to overwrite it")
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
+
+
+def export_parquet(db_path: str | Path, out_dir: str | Path, tables: list[str] | None = None,
+                   replace: bool = False) -> dict:
+    """Write the tables as Parquet datasets under out_dir; return the manifest."""
+    out = Path(out_dir)
     # pyarrow pulls batches on a worker thread: the connection must allow it.
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, check_same_thread=False)
     available = schema_tables(conn)
     unknown = set(tables or ()) - set(available)
     if unknown:
         raise ExportError(f"no such table: {', '.join(sorted(unknown))}")
-    manifest = {"tlindex_version": __version__,
-                "schema_migrations": [r[0] for r in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE} ORDER BY name")],
-                "exported_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                "tables": {}}
+    prepare_out_dir(out, replace)
+    manifest = new_manifest(conn)
     for table in tables or available:
-        schema = arrow_schema(conn, table)
-        partitions = [c for c in PARTITION_COLUMNS if c in schema.names]
-        reader = pa.RecordBatchReader.from_batches(schema, _batches(conn, table, schema))
-        partitioning = ds.partitioning(pa.schema([schema.field(c) for c in partitions]), flavor="hive") \
-            if partitions else None
-        ds.write_dataset(reader, out / table, format="parquet", partitioning=partitioning,
-                         existing_data_behavior="error", basename_template="part-{i}.parquet",
-                         max_rows_per_group=BATCH_ROWS * 5)
+        write_table(conn, table, out)
         rows = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-        manifest["tables"][table] = {"rows": rows, "partitioning": partitions,
-                                     "columns": {f.name: str(f.type) for f in schema}}
+        manifest["tables"][table] = table_manifest(conn, table, rows)
     (out / MANIFEST).write_text(json.dumps(manifest, indent=2))
     conn.close()
     return manifest
