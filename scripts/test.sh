@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install tlindex with its test dependencies into .venv and run the test suite.
 # The browser tests drive Debian's Chromium with Playwright (no browser download);
-# as root, this installs it when it is missing, elsewhere those tests skip.
+# as root, this installs it when it is missing, elsewhere those tests skip. The Spark
+# tests need Java 17 (pyspark comes from PyPI with the spark extra).
 # Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,5 +11,5 @@ if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get 
 fi
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/python -m pip install -q -e '.[test,spark]'
 exec .venv/bin/python -m pytest "$@"

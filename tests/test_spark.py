@@ -66,14 +66,23 @@ def canonical(tables: dict[str, list[dict]]) -> dict[str, Counter]:
     return result
 
 
-def test_spark_ingest_equals_ingest_and_export(tmp_path):
+@pytest.fixture(scope="module")
+def spark():
+    from tlindex.spark import session
+
+    spark = session("local[2]")
+    yield spark
+    spark.stop()
+
+
+def test_spark_ingest_equals_ingest_and_export(tmp_path, spark):
     from tlindex.spark import spark_ingest
 
     paths = [str(DATA / name) for name in SCENARIOS]
     db = tmp_path / "traces.db"
     ingest(db, paths, jobs=1)
     export_parquet(db, tmp_path / "export")
-    manifest = spark_ingest(paths, tmp_path / "spark", master="local[2]")
+    manifest = spark_ingest(paths, tmp_path / "spark", master="local[2]", spark=spark)
     assert manifest["spark"]["files"] == 6
 
     expected, got = canonical(load(tmp_path / "export")), canonical(load(tmp_path / "spark"))
@@ -83,3 +92,29 @@ def test_spark_ingest_equals_ingest_and_export(tmp_path):
     # the 4-rank job is one run of 4 ranks on Spark too
     runs = {row["label"]: row for row in load(tmp_path / "spark")["runs"]}
     assert sorted(r["world_size"] for r in runs.values()) == [2, 4]
+
+
+@pytest.mark.parametrize("name,params", [
+    ("recompile_reasons", {"run": None, "rank": None}),
+    ("log_volume", {"by": None, "run": None, "rank": None, "limit": 1000}),
+    ("log_volume", {"by": "compile", "run": None, "rank": None, "limit": 1000}),
+    ("rank_divergence", {"run": None}),
+])
+def test_spark_sql_over_parquet_answers_like_sqlite(fixtures_db, tmp_path_factory, spark, name, params):
+    from test_export import normalize
+    from tlindex.queries import load_queries, run_sql
+    from tlindex.spark import spark_views
+
+    out = tmp_path_factory.getbasetemp() / "spark-queries-export"
+    if not out.exists():
+        export_parquet(fixtures_db, out)
+    conn = sqlite3.connect(fixtures_db)
+    cursor = run_sql(conn, load_queries()[name].sql, {k: v for k, v in params.items() if v is not None})
+    columns = [d[0] for d in cursor.description]
+    expected = normalize(cursor.fetchall(), columns)
+    spark_views(spark, out)
+    sql = (Path(__file__).resolve().parents[1] / "queries" / "spark" / f"{name}.sql").read_text()
+    frame = spark.sql(sql, args=params)
+    assert frame.columns == columns
+    assert normalize([tuple(row) for row in frame.collect()], columns) == expected
+    assert expected

@@ -126,3 +126,19 @@ def session(master: str):
             .config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", "4")
             .getOrCreate())
+
+
+SPARK_TYPES = {"int64": "BIGINT", "double": "DOUBLE", "large_string": "STRING", "large_binary": "BINARY"}
+
+
+def spark_views(spark, out_dir: str | Path) -> None:
+    """Register an export's (or spark-ingest's) tables as Spark SQL temp views, by name."""
+    out = Path(out_dir)
+    manifest = json.loads((out / MANIFEST).read_text())
+    for table, info in manifest["tables"].items():
+        if (out / table).is_dir():
+            frame = spark.read.parquet(str(out / table)).select(*info["columns"])
+        else:  # an empty table leaves no file
+            schema = ", ".join(f"`{c}` {SPARK_TYPES.get(t, 'STRING')}" for c, t in info["columns"].items())
+            frame = spark.createDataFrame([], schema)
+        frame.createOrReplaceTempView(table)
