@@ -84,13 +84,18 @@ def normalize(rows: list[tuple], columns: list[str]) -> Counter:
     return Counter(out)
 
 
-@pytest.mark.parametrize("name,params", [
-    ("recompile_reasons", {"run": None, "rank": None}),
-    ("log_volume", {"by": None, "run": None, "rank": None, "limit": 1000}),
-    ("log_volume", {"by": "compile", "run": None, "rank": None, "limit": 1000}),
-    ("log_volume", {"by": "rank", "run": None, "rank": None, "limit": 1000}),
-    ("rank_divergence", {"run": None}),
-])
+def engine_cases() -> list[tuple[str, dict]]:
+    """Every canned query with its parameters unset ("all"; limits high enough to avoid ties)."""
+    cases = []
+    for name, query in sorted(load_queries().items()):
+        params = {p: (100000 if p == "limit" else None) for p, _ in query.params}
+        cases.append((name, params))
+        if "by" in params:
+            cases += [(name, {**params, "by": by}) for by in ("compile", "emitter", "rank", "run")]
+    return cases
+
+
+@pytest.mark.parametrize("name,params", engine_cases())
 def test_duckdb_over_parquet_answers_like_sqlite(fixtures_db, export_dir, name, params):
     duckdb = pytest.importorskip("duckdb")
     conn = sqlite3.connect(fixtures_db)
@@ -105,3 +110,13 @@ def test_duckdb_over_parquet_answers_like_sqlite(fixtures_db, export_dir, name, 
     assert [d[0] for d in result.description] == columns
     assert normalize(result.fetchall(), columns) == expected
     assert expected  # the fixtures give every one of these an answer
+
+
+def test_spark_queries_are_the_translation_of_the_duckdb_queries():
+    from tlindex.dialects import duckdb_to_spark
+
+    duckdb_files = sorted((ROOT / "queries" / "duckdb").glob("*.sql"))
+    assert [p.stem for p in duckdb_files] == sorted(load_queries())  # every canned query has both
+    for path in duckdb_files:
+        assert (ROOT / "queries" / "spark" / path.name).read_text() == duckdb_to_spark(path.read_text()), \
+            "run: python -m tlindex.dialects"

@@ -94,12 +94,10 @@ def test_spark_ingest_equals_ingest_and_export(tmp_path, spark):
     assert sorted(r["world_size"] for r in runs.values()) == [2, 4]
 
 
-@pytest.mark.parametrize("name,params", [
-    ("recompile_reasons", {"run": None, "rank": None}),
-    ("log_volume", {"by": None, "run": None, "rank": None, "limit": 1000}),
-    ("log_volume", {"by": "compile", "run": None, "rank": None, "limit": 1000}),
-    ("rank_divergence", {"run": None}),
-])
+from test_export import engine_cases  # noqa: E402
+
+
+@pytest.mark.parametrize("name,params", engine_cases())
 def test_spark_sql_over_parquet_answers_like_sqlite(fixtures_db, tmp_path_factory, spark, name, params):
     from test_export import normalize
     from tlindex.queries import load_queries, run_sql
