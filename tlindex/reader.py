@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import BinaryIO, Iterator
 
@@ -107,6 +107,36 @@ class Clock:
         return year
 
 
+@dataclass(slots=True)
+class _Pending:
+    """A record whose payload lines are still being read, line by line."""
+
+    record: Record
+    parts: list[bytes] = field(default_factory=list)
+    had_cr: bool = False
+    blanks: list[tuple[int, int, int]] = field(default_factory=list)  # (line, offset, bytes)
+
+    def add(self, raw: bytes, size: int) -> None:
+        if self.blanks:
+            # Older torch wrote empty payload lines without their TAB.
+            self.parts.extend(b"" for _ in self.blanks)
+            self.record.payload_lines += len(self.blanks)
+            self.record.payload_bytes += sum(blank[2] for blank in self.blanks)
+            self.blanks = []
+        body = raw[1:-1] if raw[-1:] == b"\n" else raw[1:]
+        if body[-1:] == b"\r":
+            body = body[:-1]
+            self.had_cr = True
+        self.parts.append(body)
+        self.record.payload_lines += 1
+        self.record.payload_bytes += size
+
+    def blank_errors(self) -> Iterator[ReadError]:
+        """Blank lines after the payload that no payload line followed."""
+        for line, offset, size in self.blanks:
+            yield ReadError(line, offset, 1, size, "blank_line", "blank line")
+
+
 class LogReader:
     """Stream records out of one log; `consumed_*` say how far it got.
 
@@ -129,10 +159,7 @@ class LogReader:
     def __iter__(self) -> Iterator[Record | ReadError]:
         line_no = self.consumed_lines
         offset = self.consumed_offset
-        pending: Record | None = None      # a record collecting payload lines
-        parts: list[bytes] = []
-        had_cr = False
-        blanks: list[tuple[int, int, int]] = []  # blank lines seen while a payload was open
+        pending: _Pending | None = None     # a record collecting payload lines
         orphan: ReadError | None = None     # a run of payload lines with no record
         last_raw = b"\n"
         if self.skip_rest_of_line:
@@ -142,18 +169,41 @@ class LogReader:
             offset += len(rest)
             self._consume(line_no, offset)
         for raw in self._pieces():
-            if raw.__class__ is tuple:
+            is_record = raw.__class__ is tuple
+            if not is_record:
+                line_no += 1
+                start = offset
+                offset += len(raw)
+                last_raw = raw
+                if raw[:1] == b"[":
+                    prefix = LAUNCHER_PREFIX_RE.match(raw)
+                    if prefix and raw[prefix.end():prefix.end() + 1] == b"\t":
+                        raw = raw[prefix.end():]
+                if raw[:1] == b"\t":
+                    if pending is not None:
+                        pending.add(raw, offset - start)
+                    elif orphan is not None:
+                        orphan.lines += 1
+                        orphan.bytes += offset - start
+                    else:
+                        orphan = ReadError(line_no, start, 1, offset - start, "orphan_payload",
+                                           "payload lines follow a record that declares no payload",
+                                           excerpt(raw))
+                    continue
+                if pending is not None and not raw.strip():
+                    pending.blanks.append((line_no, start, offset - start))
+                    continue
+            # A new record (or a non-record line) ends the pending one.
+            if pending is not None:
+                self._finish(pending)
+                yield pending.record
+                yield from pending.blank_errors()
+                pending = None
+            if orphan is not None:
+                yield orphan
+                orphan = None
+            if is_record:
                 # A whole, ordinary record: no per-line work (the common case).
-                if pending is not None:
-                    self._finish(pending, parts, had_cr)
-                    yield pending
-                    pending, parts, had_cr = None, [], False
-                    for blank_line, blank_start, size in blanks:
-                        yield ReadError(blank_line, blank_start, 1, size, "blank_line", "blank line")
-                    blanks = []
-                if orphan is not None:
-                    yield orphan
-                    orphan = None
                 record = raw[0]
                 start = offset
                 self._consume(line_no, start)
@@ -164,55 +214,10 @@ class LogReader:
                 line_no += record.count(b"\n") - 1
                 self._consume(line_no, offset)
                 continue
-            line_no += 1
-            start = offset
-            offset += len(raw)
-            last_raw = raw
-            if raw[:1] == b"[":
-                prefix = LAUNCHER_PREFIX_RE.match(raw)
-                if prefix and raw[prefix.end():prefix.end() + 1] == b"\t":
-                    raw = raw[prefix.end():]
-            if raw[:1] == b"\t":
-                if pending is not None:
-                    if blanks:
-                        # Older torch wrote empty payload lines without their TAB.
-                        parts.extend(b"" for _ in blanks)
-                        pending.payload_lines += len(blanks)
-                        pending.payload_bytes += sum(size for _, _, size in blanks)
-                        blanks = []
-                    body = raw[1:-1] if raw[-1:] == b"\n" else raw[1:]
-                    if body[-1:] == b"\r":
-                        body = body[:-1]
-                        had_cr = True
-                    parts.append(body)
-                    pending.payload_lines += 1
-                    pending.payload_bytes += offset - start
-                elif orphan is not None:
-                    orphan.lines += 1
-                    orphan.bytes += offset - start
-                else:
-                    orphan = ReadError(line_no, start, 1, offset - start, "orphan_payload",
-                                       "payload lines follow a record that declares no payload",
-                                       excerpt(raw))
-                continue
-            if pending is not None and not raw.strip():
-                blanks.append((line_no, start, offset - start))
-                continue
-            # A new record (or a non-record line) ends the pending one.
-            if pending is not None:
-                self._finish(pending, parts, had_cr)
-                yield pending
-                pending, parts, had_cr = None, [], False
-                for blank_line, blank_start, size in blanks:
-                    yield ReadError(blank_line, blank_start, 1, size, "blank_line", "blank line")
-                blanks = []
-            if orphan is not None:
-                yield orphan
-                orphan = None
             self._consume(line_no - 1, start)
             item = self._parse_envelope(raw, line_no, start, offset - start)
             if isinstance(item, Record) and "has_payload" in item.data:
-                pending = item
+                pending = _Pending(item)
                 continue
             if isinstance(item, ReadError) and raw[-1:] != b"\n" and item.kind != "blank_line":
                 # An unterminated last line that does not parse is still being written.
@@ -223,14 +228,13 @@ class LogReader:
             yield item
             self._consume(line_no, offset)
         if pending is not None:
-            if not self._finish(pending, parts, had_cr):
+            if not self._finish(pending):
                 # Possibly cut off by a writer still at work: indexed as read, but
                 # not consumed, so a later ingest of the grown log reads it again.
-                yield pending
+                yield pending.record
                 return
-            yield pending
-            for blank_line, blank_start, size in blanks:
-                yield ReadError(blank_line, blank_start, 1, size, "blank_line", "blank line")
+            yield pending.record
+            yield from pending.blank_errors()
         elif orphan is not None:
             yield orphan
         self._consume(line_no, offset)
@@ -289,12 +293,13 @@ class LogReader:
         self.consumed_offset = offset
 
     @staticmethod
-    def _finish(record: Record, parts: list[bytes], had_cr: bool) -> bool:
+    def _finish(pending: "_Pending") -> bool:
         """Join and verify the payload; return whether its md5 matches."""
+        record, parts = pending.record, pending.parts
         payload = b"\n".join(parts)
         digest = hashlib.md5(payload).hexdigest()
         claimed = record.data.get("has_payload")
-        if digest != claimed and had_cr:
+        if digest != claimed and pending.had_cr:
             # The file was converted to CRLF after writing, or the payload
             # itself ends lines with \r: accept whichever the md5 confirms.
             raw_payload = b"\n".join(p + b"\r" for p in parts)
