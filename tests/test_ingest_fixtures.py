@@ -246,3 +246,25 @@ def test_text_people_search_is_full_text_indexed(db):
                       "ON f.rowid = r.id WHERE failed_guards_fts MATCH 'dtype AND BFloat16'").fetchall()
     assert rows and all("BFloat16" in r[0] for r in rows)
     assert db.execute("SELECT count(*) FROM compiles_fts WHERE compiles_fts MATCH 'recompile'").fetchone()[0] >= 1
+
+
+def test_full_text_index_follows_later_ingests(tmp_path):
+    import sqlite3
+
+    from tlindex.ingest import ingest
+
+    db_path = tmp_path / "t.db"
+
+    def matches() -> tuple[int, int]:
+        conn = sqlite3.connect(db_path)
+        found = conn.execute("SELECT count(*) FROM failed_guards_fts WHERE failed_guards_fts MATCH 'BFloat16'").fetchone()[0]
+        want = conn.execute("SELECT count(*) FROM failed_guards WHERE reason LIKE '%BFloat16%'").fetchone()[0]
+        conn.close()
+        return found, want
+
+    ingest(db_path, [str(DATA / "graph_breaks")], jobs=1)
+    ingest(db_path, [str(DATA / "recompiles")], jobs=1)       # rows appended to the index
+    found, want = matches()
+    assert found == want > 0
+    ingest(db_path, [str(DATA / "recompiles")], jobs=1, replace=True)  # rows replaced: rebuilt
+    assert matches() == (found, want)

@@ -212,7 +212,7 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
                         merge_result(result)
         assign_runs(conn, run_label)
         if summary.files:
-            refresh_fts(db)
+            refresh_fts(db, rebuild=replace or summary.continued > 0)
         if progress:
             progress(total, total)
     finally:

@@ -1,8 +1,9 @@
 """Full-text search indexes (SQLite FTS5 via sqlite-utils) on the text people search.
 
 Datasette shows a search box on a table that has one. The indexes are
-external-content tables, rebuilt after each ingest: cheaper than triggers on
-the bulk-load path, and these tables are small next to envelopes and payloads.
+external-content tables filled after each ingest rather than kept by triggers,
+which would slow the bulk load: new rows are appended to them, and an ingest
+that replaced or rewrote rows (--replace, a grown log) rebuilds them.
 """
 
 from __future__ import annotations
@@ -19,9 +20,18 @@ FTS_COLUMNS: dict[str, list[str]] = {
 }
 
 
-def refresh_fts(db: sqlite_utils.Database) -> None:
-    """Create the FTS indexes if missing and bring them up to date."""
+def refresh_fts(db: sqlite_utils.Database, rebuild: bool = False) -> None:
+    """Create the FTS indexes if missing and index the rows added since (all rows with rebuild)."""
     for table, columns in FTS_COLUMNS.items():
         if db[table].detect_fts() is None:
             db[table].enable_fts(columns, create_triggers=False)
-        db[table].rebuild_fts()
+            rebuild_table = True
+        else:
+            rebuild_table = rebuild
+        if rebuild_table:
+            db[table].rebuild_fts()
+            continue
+        names = ", ".join(f"[{c}]" for c in columns)
+        with db.conn:
+            db.execute(f"INSERT INTO [{table}_fts] (rowid, {names}) SELECT rowid, {names} FROM [{table}] "
+                       f"WHERE rowid > (SELECT coalesce(max(rowid), 0) FROM [{table}_fts])")
