@@ -31,7 +31,9 @@ def refresh_fts(db: sqlite_utils.Database, rebuild: bool = False) -> None:
         if rebuild_table:
             db[table].rebuild_fts()
             continue
+        # An external-content index answers max(rowid) from its content table;
+        # its _docsize shadow table holds one row per document actually indexed.
         names = ", ".join(f"[{c}]" for c in columns)
         with db.conn:
             db.execute(f"INSERT INTO [{table}_fts] (rowid, {names}) SELECT rowid, {names} FROM [{table}] "
-                       f"WHERE rowid > (SELECT coalesce(max(rowid), 0) FROM [{table}_fts])")
+                       f"WHERE rowid > (SELECT coalesce(max(id), 0) FROM [{table}_fts_docsize])")
