@@ -51,6 +51,19 @@ def fixtures_db(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def traces_db(fixtures_db, tmp_path_factory) -> Path:
+    """A copy of the fixtures database named traces.db (so Datasette serves it at /traces)."""
+    import shutil
+
+    path = tmp_path_factory.mktemp("served") / "traces.db"
+    source = sqlite3.connect(fixtures_db)
+    source.execute("PRAGMA wal_checkpoint(FULL)")
+    source.close()
+    shutil.copy(fixtures_db, path)
+    return path
+
+
 @pytest.fixture
 def db(fixtures_db) -> sqlite3.Connection:
     conn = connect(fixtures_db)

@@ -37,12 +37,8 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server(fixtures_db, tmp_path_factory):
-    path = tmp_path_factory.mktemp("browser") / "traces.db"
-    conn = sqlite3.connect(fixtures_db)
-    conn.execute("PRAGMA wal_checkpoint(FULL)")
-    conn.close()
-    shutil.copy(fixtures_db, path)
+def server(traces_db):
+    path = traces_db
     port = free_port()
     process = subprocess.Popen([sys.executable, "-m", "datasette", "serve", str(path), "-h", "127.0.0.1",
                                 "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -75,6 +71,12 @@ def page(server):
         browser.close()
 
 
+def follow(page, locator) -> None:
+    """Click a link and wait for the page it leads to."""
+    with page.expect_navigation():
+        (page.locator(locator) if isinstance(locator, str) else locator).click()
+
+
 def shot(page, name: str) -> None:
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
@@ -85,11 +87,11 @@ def test_run_page_trie_compile_and_artifact(server, page):
     (run,) = scenario_run(conn, "ddp_4ranks_diverge")
     page.goto(f"{base}/traces/-/tlindex")
     shot(page, "runs")
-    page.click(f"a[href='/traces/-/tlindex/run/{run}']")
+    follow(page, f"a[href='/traces/-/tlindex/run/{run}']")
     assert page.locator("h1").inner_text().startswith("Run ddp_4ranks_diverge")
     shot(page, "run")
 
-    page.click("text=rank 1")
+    follow(page, "text=rank 1")
     assert "rank 1" in page.locator("h1").inner_text()
     folds = page.locator(".stack-trie details")
     assert folds.count() > 0 and folds.first.get_attribute("open") is not None  # a small trie starts open
@@ -103,8 +105,7 @@ def test_run_page_trie_compile_and_artifact(server, page):
     assert page.locator(".stack-trie details:not([open])").count() == 0
     shot(page, "trie")
 
-    recompiled = page.locator("a.compile", has_text="[0/1]").first
-    recompiled.click()
+    follow(page, page.locator("a.compile", has_text="[0/1]").first)
     assert "[0/1]" in page.locator("h1").inner_text()
     assert page.locator("text=Why it recompiled").count() == 1
     shot(page, "compile")
@@ -114,8 +115,8 @@ def test_run_page_trie_compile_and_artifact(server, page):
         "AND c.rank = 1 AND a.kind IN ('dynamo_output_graph', 'aot_forward_graph', 'optimize_ddp_split_graph') "
         "ORDER BY c.id LIMIT 1", (run,)).fetchone()
     page.go_back()
-    page.click(f"a.compile[href='/traces/-/tlindex/compile/{graph[0]}']")
-    page.locator("table.artifacts a", has_text=graph[1]).first.click()
+    follow(page, f"a.compile[href='/traces/-/tlindex/compile/{graph[0]}']")
+    follow(page, page.locator("table.artifacts a", has_text=graph[1]).first)
     assert page.locator("h1").inner_text() == graph[1]
     assert page.locator(".highlight .k").count() > 0  # keywords are highlighted
     page.goto(page.url + "#L-3")
@@ -128,7 +129,7 @@ def test_a_canned_query_runs_from_the_run_page(server, page):
     conn = sqlite3.connect(path)
     (run,) = scenario_run(conn, "recompiles")
     page.goto(f"{base}/traces/-/tlindex/run/{run}")
-    page.click("ul.queries >> text=recompile_reasons")
+    follow(page, "ul.queries >> text=recompile_reasons")
     assert "Recompile reasons" in page.content()
     cells = page.locator("table.rows-and-columns td").all_inner_texts()
     assert any("size mismatch at index 0. expected 4, actual 8" in cell for cell in cells)

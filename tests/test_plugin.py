@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import sqlite3
-from collections import Counter
 
 import pytest
 import pytest_asyncio
@@ -14,19 +13,6 @@ from conftest import connect, raw_envelopes, scenario_logs, scenario_run
 from tlindex.ingest import ingest
 
 LINK_RE = re.compile(r'<a class="compile status-(\w+)" href="/traces/-/tlindex/compile/(\d+)">\[([^\]]+)\]</a>')
-
-
-@pytest.fixture(scope="module")
-def traces_db(fixtures_db, tmp_path_factory):
-    """The fixtures database under the name traces.db (so its URLs start /traces)."""
-    import shutil
-
-    path = tmp_path_factory.mktemp("plugin") / "traces.db"
-    source = sqlite3.connect(fixtures_db)
-    source.execute("PRAGMA wal_checkpoint(FULL)")
-    source.close()
-    shutil.copy(fixtures_db, path)
-    return path
 
 
 @pytest_asyncio.fixture
@@ -147,7 +133,7 @@ async def test_canned_queries_run_from_the_ui(ds, traces_db):
     assert response.status_code == 200
     guards = {r["failed_guard"].split("#")[0].strip() for r in response.json()}
     assert "tensor 'x' size mismatch at index 0. expected 4, actual 8" in guards
-    page = await ds.client.get(f"/traces/log_volume?by=compile&limit=1")
+    page = await ds.client.get("/traces/log_volume?by=compile&limit=1")
     assert page.status_code == 200 and "Log volume" in page.text
     assert (await ds.client.get("/other/recompile_reasons")).status_code == 404
 

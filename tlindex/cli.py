@@ -144,9 +144,9 @@ def parquet(out_dir: str, db_path: str, tables: tuple[str, ...], replace: bool) 
 @click.option("--replace", is_flag=True, help="Overwrite --out when it is not empty")
 def spark_ingest(paths: tuple[str, ...], out_dir: str, master: str, run_label: str | None, replace: bool) -> None:
     """Ingest logs with Apache Spark (one task per file) straight into Parquet; needs tlindex[spark]."""
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark") is None:
         raise click.ClickException("spark-ingest needs pyspark: pip install 'tlindex[spark]'")
     from .export import ExportError
     from .spark import spark_ingest as run_spark_ingest

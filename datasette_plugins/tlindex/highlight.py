@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from markupsafe import Markup, escape
+from markupsafe import Markup
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CppLexer, JsonLexer, PythonLexer, TextLexer

@@ -13,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import dataclass, field
 
-from markupsafe import Markup, escape
+from markupsafe import Markup
 
 FrameKey = tuple  # (filename, line, name, loc)
 
