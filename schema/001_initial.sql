@@ -169,7 +169,8 @@ CREATE TABLE guards (
     user_code TEXT,                      -- user code the guard comes from (tree comment or user_stack top)
     symbol TEXT,                         -- specialized symbol
     value TEXT,                          -- specialized value
-    reason TEXT                          -- specialization reason
+    reason TEXT,                         -- specialization reason
+    key INTEGER                          -- crc32 of guard_type and text: compares guards across compiles as integers
 );
 
 -- Every key of compilation_metrics, bwd_compilation_metrics,
@@ -331,6 +332,7 @@ CREATE INDEX envelopes_payload ON envelopes(payload);
 CREATE INDEX compiles_source ON compiles(source_id);
 CREATE INDEX compiles_run ON compiles(run_id, rank);
 CREATE INDEX compiles_compile_id ON compiles(compile_id);
+CREATE INDEX compiles_frame ON compiles(source_id, generation, frame_id, frame_compile_id);
 CREATE INDEX frames_envelope ON frames(envelope_id);
 CREATE INDEX artifacts_compile ON artifacts(compile);
 CREATE INDEX artifacts_envelope ON artifacts(envelope_id);

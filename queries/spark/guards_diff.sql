@@ -9,14 +9,19 @@ WITH pairs AS (
         AND b.frame_compile_id = a.frame_compile_id + 1
     WHERE :compile IS NULL OR :compile IN (a.id, b.id)
 ), sides AS (
-    SELECT p.*, 0 AS side, g.guard_type, g.text FROM pairs p
+    -- guards compared by key (an integer hash of type and text): cheap to group
+    SELECT p.before_id, p.after_id, 0 AS side, g.key FROM pairs p
     JOIN guards g ON g.compile = p.before_id AND g.origin = 'dynamo_cpp_guards_str'
     UNION ALL
-    SELECT p.*, 1, g.guard_type, g.text FROM pairs p
+    SELECT p.before_id, p.after_id, 1, g.key FROM pairs p
     JOIN guards g ON g.compile = p.after_id AND g.origin = 'dynamo_cpp_guards_str'
+), changed AS (
+    SELECT before_id, after_id, key, max(side) AS side FROM sides
+    GROUP BY before_id, after_id, key HAVING min(side) = max(side)
 )
-SELECT run_id, rank, co_name, before, after,
-       'only in ' || CASE max(side) WHEN 0 THEN before ELSE after END AS change, guard_type, text
-FROM sides
-GROUP BY before_id, after_id, run_id, rank, co_name, before, after, guard_type, text HAVING min(side) = max(side)
-ORDER BY run_id, rank, co_name, before, change
+SELECT DISTINCT p.run_id, p.rank, p.co_name, p.before, p.after,
+       'only in ' || CASE d.side WHEN 0 THEN p.before ELSE p.after END AS change, g.guard_type, g.text
+FROM changed d JOIN pairs p ON p.before_id = d.before_id AND p.after_id = d.after_id
+JOIN guards g ON g.compile = CASE d.side WHEN 0 THEN d.before_id ELSE d.after_id END
+    AND g.origin = 'dynamo_cpp_guards_str' AND g.key = d.key
+ORDER BY 1, 2, 3, 4, 6, 7, 8

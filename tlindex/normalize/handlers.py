@@ -9,6 +9,7 @@ entry in HANDLERS (or ARTIFACT_HANDLERS) and its test.
 from __future__ import annotations
 
 import re
+import zlib
 from typing import TYPE_CHECKING, Any, Callable
 
 import orjson
@@ -116,6 +117,14 @@ def on_chromium_event(n: FileNormalizer, proc, rec, envelope_id, compile, meta, 
                                    envelope_id if phase != "E" else None, envelope_id if phase == "E" else None))
 
 
+def add_guard(n: FileNormalizer, envelope_id: int, compile, origin: str, position: int, depth, guard_type,
+              text: str, source=None, user_code=None, symbol=None, value=None, reason=None) -> None:
+    """One guards row; key (crc32 of type and text) lets queries compare guards as integers."""
+    key = zlib.crc32(f"{guard_type}\0{text}".encode("utf-8", "surrogatepass"))
+    n.sink.add("guards", (n.next_id("guards"), envelope_id, compile.id if compile else None, origin, position,
+                          depth, guard_type, text, source, user_code, symbol, value, reason, key))
+
+
 # A line of the guard tree: indentation bars, "+- ", then "TYPE: text" or a manager name.
 GUARD_LINE_RE = re.compile(r"^((?:\| )*)\+- (.*)$")
 GUARD_SOURCE_RE = re.compile(r"source=(.*?), accessed_by=")
@@ -124,7 +133,6 @@ GUARD_SOURCE_RE = re.compile(r"source=(.*?), accessed_by=")
 def on_cpp_guards(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -> None:
     if not text:
         return
-    compile_id = compile.id if compile else None
     position = 0
     for line in text.split("\n"):
         match = GUARD_LINE_RE.match(line)
@@ -137,10 +145,8 @@ def on_cpp_guards(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text
         if not sep or " " in guard_type:
             guard_type, rest = guard.split(" ", 1)[0].rstrip(":"), guard
         source = GUARD_SOURCE_RE.search(rest)
-        n.sink.add("guards", (n.next_id("guards"), envelope_id, compile_id, "dynamo_cpp_guards_str",
-                              position, len(bars) // 2, guard_type, rest,
-                              source.group(1) if source else None, user_code.strip() or None,
-                              None, None, None))
+        add_guard(n, envelope_id, compile, "dynamo_cpp_guards_str", position, len(bars) // 2, guard_type, rest,
+                  source.group(1) if source else None, user_code.strip() or None)
         position += 1
 
 
@@ -158,9 +164,8 @@ def on_dynamo_guards(n: FileNormalizer, proc, rec, envelope_id, compile, meta, t
         for key in ("stack", "user_stack"):
             if isinstance(guard.get(key), list):
                 n.frames(proc, envelope_id, f"guards[{position}].{key}", guard[key])
-        n.sink.add("guards", (n.next_id("guards"), envelope_id, compile.id if compile else None,
-                              "dynamo_guards", position, None, None, str(guard.get("code")), None,
-                              n.frame_text(proc, guard.get("user_stack")), None, None, None))
+        add_guard(n, envelope_id, compile, "dynamo_guards", position, None, None, str(guard.get("code")),
+                  user_code=n.frame_text(proc, guard.get("user_stack")))
 
 
 def on_guard_added(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -> None:
@@ -168,10 +173,8 @@ def on_guard_added(n: FileNormalizer, proc, rec, envelope_id, compile, meta, tex
         return
     kind = next(iter(rec.data))
     sources = meta.get("symbol_to_sources")
-    n.sink.add("guards", (n.next_id("guards"), envelope_id, compile.id if compile else None, kind, 0,
-                          None, meta.get("prefix"), str(meta.get("expr")),
-                          _json(sources) if sources else None,
-                          n.frame_text(proc, meta.get("user_stack")), None, None, None))
+    add_guard(n, envelope_id, compile, kind, 0, None, meta.get("prefix"), str(meta.get("expr")),
+              _json(sources) if sources else None, n.frame_text(proc, meta.get("user_stack")))
 
 
 def on_specialization(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -> None:
@@ -181,10 +184,9 @@ def on_specialization(n: FileNormalizer, proc, rec, envelope_id, compile, meta, 
     if isinstance(sources, list):
         sources = ", ".join(map(str, sources))
     symbol, value = meta.get("symbol"), meta.get("value")
-    n.sink.add("guards", (n.next_id("guards"), envelope_id, compile.id if compile else None,
-                          "symbolic_shape_specialization", 0, None, None, f"{symbol} = {value}",
-                          sources, n.frame_text(proc, meta.get("user_stack")), symbol,
-                          None if value is None else str(value), meta.get("reason")))
+    add_guard(n, envelope_id, compile, "symbolic_shape_specialization", 0, None, None, f"{symbol} = {value}",
+              sources, n.frame_text(proc, meta.get("user_stack")), symbol,
+              None if value is None else str(value), meta.get("reason"))
 
 
 def on_symbol(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -> None:
