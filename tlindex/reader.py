@@ -154,14 +154,12 @@ class LogReader:
         self.consumed_lines = line
         self.consumed_offset = offset
         self.skip_rest_of_line = skip_rest_of_line
-        self.ends_mid_line = False
 
     def __iter__(self) -> Iterator[Record | ReadError]:
         line_no = self.consumed_lines
         offset = self.consumed_offset
         pending: _Pending | None = None     # a record collecting payload lines
         orphan: ReadError | None = None     # a run of payload lines with no record
-        last_raw = b"\n"
         if self.skip_rest_of_line:
             # The previous ingest ended on a line without its newline: the rest
             # of that line (normally just the newline) was part of it.
@@ -174,7 +172,6 @@ class LogReader:
                 line_no += 1
                 start = offset
                 offset += len(raw)
-                last_raw = raw
                 if raw[:1] == b"[":
                     prefix = LAUNCHER_PREFIX_RE.match(raw)
                     if prefix and raw[prefix.end():prefix.end() + 1] == b"\t":
@@ -209,7 +206,6 @@ class LogReader:
                 self._consume(line_no, start)
                 line_no += 1
                 offset += len(record)
-                last_raw = record
                 yield from self._whole_record(record, line_no, start)
                 line_no += record.count(b"\n") - 1
                 self._consume(line_no, offset)
@@ -238,7 +234,6 @@ class LogReader:
         elif orphan is not None:
             yield orphan
         self._consume(line_no, offset)
-        self.ends_mid_line = last_raw[-1:] != b"\n"
 
     def _pieces(self) -> Iterator[bytes | tuple[bytes]]:
         """The input as whole records, `(record,)`, where they are ordinary, else as lines.
