@@ -136,6 +136,12 @@ async def test_canned_queries_run_from_the_ui(ds, traces_db):
     page = await ds.client.get("/traces/log_volume?by=compile&limit=1")
     assert page.status_code == 200 and "Log volume" in page.text
     assert (await ds.client.get("/other/recompile_reasons")).status_code == 404
+    from tlindex.queries import load_queries
+
+    run_page = (await ds.client.get(f"/traces/-/tlindex/run/{run}")).text
+    for name, query in load_queries().items():
+        takes_run = any(p == "run" for p, _ in query.params)
+        assert (f'href="/traces/{name}?run={run}"' in run_page) == takes_run, name
 
 
 @pytest.mark.asyncio

@@ -139,8 +139,10 @@ async def run_page(datasette, request):
     run = await db.execute_fn(lambda conn: run_data(conn, run_id))
     if run is None:
         raise NotFound(f"No run {run_id}")
-    queries = ["recompile_reasons", "graph_breaks", "failures", "compile_time", "compile_time_totals",
-               "log_volume", "cache", "rank_divergence", "biggest_artifacts", "dynamic_shapes"]
+    from tlindex.queries import load_queries
+
+    # Every canned query that takes a run, so a new one appears here without editing this page.
+    queries = [name for name, query in load_queries().items() if any(p == "run" for p, _ in query.params)]
     return await _page(datasette, request, "run.html", {"database": db.name, "run": run, "u": urls,
                                                          "queries": queries})
 
