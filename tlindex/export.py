@@ -55,6 +55,18 @@ def _batches(cursor: sqlite3.Cursor, schema) -> Iterator:
                                           for column, field in zip(columns, schema)], schema=schema)
 
 
+def shifted_columns(conn: sqlite3.Connection, table: str, id_base: int) -> list[str]:
+    """SELECT expressions for a table's columns, its id and integer-keyed foreign keys shifted by id_base."""
+    from .merge import NATURAL_KEYS
+
+    references = {row[3]: row[2] for row in conn.execute(f"PRAGMA foreign_key_list({table})")}
+    columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+    if not id_base:
+        return columns
+    return [f"{name} + {id_base}" if (name == "id" and table not in NATURAL_KEYS) or
+            (name in references and references[name] not in NATURAL_KEYS) else name for name in columns]
+
+
 def write_table(conn: sqlite3.Connection, table: str, out: Path, *, id_base: int = 0,
                 basename: str = "part-{i}.parquet", exists: str = "error") -> list[str]:
     """Stream one table into the dataset out/<table>; return its partition columns.
@@ -65,15 +77,8 @@ def write_table(conn: sqlite3.Connection, table: str, out: Path, *, id_base: int
     import pyarrow as pa
     import pyarrow.dataset as ds
 
-    from .merge import NATURAL_KEYS
-
     schema = arrow_schema(conn, table)
-    references = {row[3]: row[2] for row in conn.execute(f"PRAGMA foreign_key_list({table})")}
-    select = []
-    for name in schema.names:
-        shifted = id_base and ((name == "id" and table not in NATURAL_KEYS) or
-                               (name in references and references[name] not in NATURAL_KEYS))
-        select.append(f"{name} + {id_base}" if shifted else name)
+    select = shifted_columns(conn, table, id_base)
     cursor = conn.execute(f"SELECT {', '.join(select)} FROM {table}")
     partitions = [c for c in PARTITION_COLUMNS if c in schema.names]
     partitioning = ds.partitioning(pa.schema([schema.field(c) for c in partitions]), flavor="hive") \

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from .db import apply_schema
 from .discover import discover
-from .export import MANIFEST, ExportError, new_manifest, prepare_out_dir, table_manifest, write_table
+from .export import (MANIFEST, ExportError, new_manifest, prepare_out_dir, shifted_columns, table_manifest,
+                     write_table)
 from .merge import refresh_volume
 from .task import Task, run_task
 
@@ -51,9 +52,8 @@ def ingest_file(item: tuple[int, str, str]) -> dict:
         rows = {}
         for table in DRIVER_TABLES:
             columns = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
-            shifted = [f"{c} + {base}" if c in ("id", "file_id", "source_id", "dynamo_start") else c
-                       for c in columns]
-            rows[table] = (columns, conn.execute(f"SELECT {', '.join(shifted)} FROM {table}").fetchall())
+            select = ", ".join(shifted_columns(conn, table, base))
+            rows[table] = (columns, conn.execute(f"SELECT {select} FROM {table}").fetchall())
         conn.close()
         return {"path": path, "rows": rows, "envelopes": result.envelopes, "errors": result.errors}
     finally:
