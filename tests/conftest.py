@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+from collections import Counter
 from pathlib import Path
 
 import sys
 
 import pytest
 
+from tlindex.db import apply_schema
 from tlindex.ingest import ingest
+from tlindex.tables import COLUMNS
 
 DATA = Path(__file__).parent / "data"
 sys.path.insert(0, str(DATA))  # tests read the scenario programs of generate.py
@@ -76,3 +79,43 @@ def scenario_run(conn: sqlite3.Connection, name: str) -> list[int]:
     return [row[0] for row in conn.execute(
         "SELECT DISTINCT s.run_id FROM sources s JOIN files f ON f.id = s.file_id "
         "WHERE f.directory LIKE ? ORDER BY s.run_id", (f"%/{name}",))]
+
+
+def sqlite_tables(path: Path) -> dict[str, list[dict]]:
+    """Every row of every schema table of a database, as dicts."""
+    conn = connect(path)
+    try:
+        return {table: [dict(row) for row in conn.execute(f"SELECT * FROM {table}")] for table in [*COLUMNS, "runs"]}
+    finally:
+        conn.close()
+
+
+def canonical(tables: dict[str, list[dict]]) -> dict[str, Counter]:
+    conn = sqlite3.connect(":memory:")
+    apply_schema(conn)
+    references = {t: {r[3]: r[2] for r in conn.execute(f"PRAGMA foreign_key_list({t})")} for t in tables}
+    keys: dict[str, dict[int, object]] = {}
+    rows = {t: {r["id"]: r for r in tables.get(t, [])} for t in ("files", "runs", "sources", "envelopes", "compiles")}
+    keys["files"] = {i: r["path"] for i, r in rows["files"].items()}
+    keys["runs"] = {i: r["label"] for i, r in rows["runs"].items()}
+    keys["sources"] = {i: (keys["files"][r["file_id"]], r["pid"]) for i, r in rows["sources"].items()}
+    keys["envelopes"] = {i: (keys["sources"][r["source_id"]], r["line"]) for i, r in rows["envelopes"].items()}
+    keys["compiles"] = {i: (keys["sources"][r["source_id"]], r["generation"], r["compile_id"])
+                        for i, r in rows["compiles"].items()}
+    result = {}
+    for table, table_rows in tables.items():
+        canon = Counter()
+        for row in table_rows:
+            values = []
+            for column in sorted(row):
+                value = row[column]
+                if column == "id":
+                    value = keys[table][value] if table in keys else None
+                elif column in references[table] and references[table][column] in keys and value is not None:
+                    value = keys[references[table][column]][value]
+                elif column == "ingested_at":
+                    value = None
+                values.append((column, value))
+            canon[tuple(values)] += 1
+        result[table] = canon
+    return result

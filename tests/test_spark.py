@@ -9,13 +9,11 @@ compile's (source, generation, compile id), a run's label.
 from __future__ import annotations
 
 import sqlite3
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from conftest import DATA
-from tlindex.db import apply_schema
+from conftest import DATA, canonical
 from tlindex.export import export_parquet
 from tlindex.ingest import ingest
 
@@ -33,37 +31,6 @@ def load(out: Path) -> dict[str, list[dict]]:
         dataset = ds.dataset(directory, format="parquet", partitioning="hive")
         tables[directory.name] = dataset.to_table().to_pylist()
     return tables
-
-
-def canonical(tables: dict[str, list[dict]]) -> dict[str, Counter]:
-    conn = sqlite3.connect(":memory:")
-    apply_schema(conn)
-    references = {t: {r[3]: r[2] for r in conn.execute(f"PRAGMA foreign_key_list({t})")} for t in tables}
-    keys: dict[str, dict[int, object]] = {}
-    rows = {t: {r["id"]: r for r in tables.get(t, [])} for t in ("files", "runs", "sources", "envelopes", "compiles")}
-    keys["files"] = {i: r["path"] for i, r in rows["files"].items()}
-    keys["runs"] = {i: r["label"] for i, r in rows["runs"].items()}
-    keys["sources"] = {i: (keys["files"][r["file_id"]], r["pid"]) for i, r in rows["sources"].items()}
-    keys["envelopes"] = {i: (keys["sources"][r["source_id"]], r["line"]) for i, r in rows["envelopes"].items()}
-    keys["compiles"] = {i: (keys["sources"][r["source_id"]], r["generation"], r["compile_id"])
-                        for i, r in rows["compiles"].items()}
-    result = {}
-    for table, table_rows in tables.items():
-        canon = Counter()
-        for row in table_rows:
-            values = []
-            for column in sorted(row):
-                value = row[column]
-                if column == "id":
-                    value = keys[table][value] if table in keys else None
-                elif column in references[table] and references[table][column] in keys and value is not None:
-                    value = keys[references[table][column]][value]
-                elif column == "ingested_at":
-                    value = None
-                values.append((column, value))
-            canon[tuple(values)] += 1
-        result[table] = canon
-    return result
 
 
 @pytest.fixture(scope="module")

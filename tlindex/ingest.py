@@ -22,10 +22,11 @@ from typing import Callable
 
 import orjson
 
+from .chunks import SplitFile, chunk_size, split_points
 from .db import open_db
 from .discover import discover
 from .merge import merge
-from .normalize import Compile, Process
+from .resume import restore_state
 from .runs import assign_runs
 from .search import refresh_fts
 from .task import Resume, Task, TaskResult, init_worker, run_in_worker, run_task
@@ -59,51 +60,8 @@ class Planned:
     task: Task
     size: int
     replace_file: int | None = None
-
-
-def restore_state(conn, file_id: int) -> dict[int, Process]:
-    """The normalizer state of a file ingested before, to continue a grown log."""
-    processes: dict[int, Process] = {}
-    for source_id, pid, rank, file_rank, first, last, count, size, version, commit in conn.execute(
-            "SELECT id, pid, rank, file_rank, first_time, last_time, envelope_count, bytes, torch_version,"
-            " torch_commit FROM sources WHERE file_id = ?", (file_id,)).fetchall():
-        proc = Process(-source_id, pid, file_rank)
-        proc.rank, proc.first_time, proc.last_time = rank, first, last
-        proc.envelope_count, proc.bytes = count, size
-        proc.torch_version, proc.torch_commit = version, commit
-        proc.strings = dict(conn.execute("SELECT string_id, value FROM strings WHERE source_id = ?",
-                                         (source_id,)).fetchall())
-        rows = conn.execute("SELECT * FROM compiles WHERE source_id = ? ORDER BY id", (source_id,))
-        columns = [d[0] for d in rows.description]
-        for values in rows.fetchall():
-            row = dict(zip(columns, values))
-            compile = Compile(-row["id"], -source_id, row["rank"], row["generation"],
-                              (row["compiled_autograd_id"], row["frame_id"], row["frame_compile_id"]))
-            for name in ("co_name", "co_filename", "co_firstlineno", "fail_type", "fail_reason",
-                         "fail_user_frame_filename", "fail_user_frame_lineno", "recompile_reason",
-                         "graph_breaks", "start_time", "end_time", "duration_s", "dynamo_start",
-                         "envelope_count", "envelope_bytes", "payload_bytes"):
-                setattr(compile, name, row[name])
-            if compile.dynamo_start is not None:
-                compile.dynamo_start = -compile.dynamo_start
-            compile.max_attempt = row["attempts"] - 1
-            compile.started_attempts = set(range(row["attempts"])) if row["dynamo_start"] else set()
-            for kind, metrics_json in conn.execute(
-                    "SELECT m.kind, json_object('fail_type', fail_type, 'graph_op_count', graph_op_count,"
-                    " 'restart_reasons', json(restart_reasons)) FROM metrics m WHERE m.compile = ?",
-                    (row["id"],)).fetchall():
-                compile.add_metrics(kind, orjson.loads(metrics_json))
-            proc.all_compiles.append(compile)
-        # Spans still open when the log was last read are paired with their ends now.
-        for name, begin, compile_id, ts, cat in conn.execute(
-                "SELECT name, begin_envelope, compile, ts_us, cat FROM chromium_events "
-                "WHERE source_id = ? AND ph = 'B' ORDER BY id", (source_id,)).fetchall():
-            proc.open_spans.setdefault(name, []).append(
-                (-begin, -compile_id if compile_id else None, ts, cat))
-        proc.generation = max((c.generation for c in proc.all_compiles), default=0)
-        proc.compiles = {c.key: c for c in proc.all_compiles if c.generation == proc.generation}
-        processes[pid] = proc
-    return processes
+    split: SplitFile | None = None   # the file this task is a chunk of
+    chunk: int = 0
 
 
 def plan(conn, files: list[Path], staging_dir: Path, replace: bool, summary: IngestSummary,
@@ -138,12 +96,32 @@ def plan(conn, files: list[Path], staging_dir: Path, replace: bool, summary: Ing
     return planned
 
 
+def split_big_files(planned: list[Planned], chunk_bytes: int) -> list[Planned]:
+    """Replace each fresh plain file bigger than chunk_bytes by tasks for its chunks."""
+    result = []
+    for item in planned:
+        task = item.task
+        if task.resume is None and not task.path.endswith(".gz") and item.size > chunk_bytes:
+            points = split_points(task.path, item.size, chunk_bytes)
+            if len(points) > 1:
+                split = SplitFile(task.path, points, task.staging.removesuffix(".db"), item.replace_file,
+                                  task.main_db)
+                for index, chunk in enumerate(split.tasks()):
+                    result.append(Planned(chunk, (chunk.end or item.size) - chunk.start, split=split, chunk=index))
+                continue
+        result.append(item)
+    return result
+
+
 def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = None,
            replace: bool = False, jobs: int | None = None,
-           progress: Callable[[int, int], None] | None = None) -> IngestSummary:
+           progress: Callable[[int, int], None] | None = None,
+           chunk_bytes: int | None = None) -> IngestSummary:
     """Ingest the logs named by `paths` into the database at `db_path`.
 
-    `progress(done_bytes, total_bytes)` is called as work advances.
+    `progress(done_bytes, total_bytes)` is called as work advances. With more
+    than one job, files bigger than `chunk_bytes` (by default about a quarter
+    of the input per worker pair, at least 64 MB) are parsed in chunks.
     """
     started = time.perf_counter()
     summary = IngestSummary()
@@ -158,11 +136,26 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
         # --replace deletes payloads no longer referenced: then every payload is staged.
         planned = plan(conn, files, staging_dir, replace, summary,
                        None if replace else str(Path(db_path).resolve()))
+        workers = max(1, jobs or os.cpu_count() or 1)
+        if workers > 1:
+            planned = split_big_files(planned, chunk_bytes or chunk_size(sum(p.size for p in planned), workers))
         total = sum(p.size for p in planned)
         by_staging = {p.task.staging: p for p in planned}
 
         def merge_result(result: TaskResult) -> None:
             item = by_staging[result.staging]
+            if item.split is not None:
+                split = item.split
+                split.add(conn, item.chunk, result)
+                if split.done and split.drop_if_duplicate(conn):
+                    summary.skipped += 1
+                elif split.done:
+                    summary.files += 1
+                    summary.envelopes += split.counts.envelopes
+                    summary.compiles += split.counts.compiles
+                    summary.errors += split.counts.errors
+                    summary.md5_failures += split.counts.md5_failures
+                return
             duplicate = conn.execute("SELECT path FROM files WHERE sha256 = ? AND id IS NOT ?",
                                      (result.sha256, item.replace_file)).fetchone()
             if duplicate and not result.resumed:
@@ -178,7 +171,7 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
                 summary.md5_failures += result.md5_failures
             os.unlink(result.staging)
 
-        jobs = max(1, min(jobs or os.cpu_count() or 1, len(planned)))
+        jobs = max(1, min(workers, len(planned)))
         if jobs == 1:
             done = 0
             for item in planned:

@@ -10,6 +10,7 @@ file, sources and compiles) and is kept, negated, so the row is replaced.
 from __future__ import annotations
 
 import sqlite3
+from typing import Callable
 
 from .tables import COLUMNS
 
@@ -93,13 +94,23 @@ def refresh_volume(conn: sqlite3.Connection, file_id: int) -> None:
         GROUP BY source_id, kind, name, emitter_file, emitter_line""", (file_id,))
 
 
+Hook = Callable[[sqlite3.Connection], object]
+
+
 def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | None = None,
-          resumed_file: int | None = None) -> int:
-    """Merge one staging database into the main one atomically; return the main file id."""
+          resumed_file: int | None = None, prepare: Hook | None = None,
+          complete: Callable[[sqlite3.Connection, int], object] | None = None) -> int:
+    """Merge one staging database into the main one atomically; return the main file id.
+
+    In the same transaction, `prepare(conn)` may rewrite the attached staging
+    database first, and `complete(conn, file_id)` may add to the merged rows.
+    """
     conn.execute("ATTACH DATABASE ? AS staging", (staging_path,))
     try:
         conn.execute("BEGIN IMMEDIATE")
         try:
+            if prepare is not None:
+                prepare(conn)
             if replace_file is not None:
                 delete_file_rows(conn, replace_file)
             if resumed_file is not None:
@@ -115,6 +126,8 @@ def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | No
             (staged_id,) = conn.execute("SELECT id FROM staging.files").fetchone()
             file_id = -staged_id if staged_id < 0 else staged_id + offsets["files"]
             refresh_volume(conn, file_id)
+            if complete is not None:
+                complete(conn, file_id)
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")

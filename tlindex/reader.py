@@ -160,15 +160,18 @@ class LogReader:
     as consumed; a last record whose payload md5 fails is indexed but not
     counted as consumed either. A later ingest of the grown log replaces both
     and reads on from there. A whole last line without its newline is read as usual.
+    A `complete` stream (a chunk of a file that ends where another record
+    starts) has no such provisional end.
     """
 
     def __init__(self, stream: BinaryIO, clock: Clock, line: int = 0, offset: int = 0,
-                 skip_rest_of_line: bool = False):
+                 skip_rest_of_line: bool = False, complete: bool = False):
         self.stream = stream
         self.clock = clock
         self.consumed_lines = line
         self.consumed_offset = offset
         self.skip_rest_of_line = skip_rest_of_line
+        self.complete = complete
 
     def __iter__(self) -> Iterator[Record | ReadError]:
         line_no = self.consumed_lines
@@ -239,7 +242,7 @@ class LogReader:
             yield item
             self._consume(line_no, offset)
         if pending is not None:
-            if not self._finish(pending):
+            if not self._finish(pending) and not self.complete:
                 # Possibly cut off by a writer still at work: indexed as read, but
                 # not consumed, so a later ingest of the grown log reads it again.
                 yield pending.record

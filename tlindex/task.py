@@ -26,7 +26,7 @@ class Resume:
     file_id: int                     # negative: the file's id in the main database
     lines: int
     offset: int
-    sha256: str                      # of the first `offset` bytes
+    sha256: str | None               # of the first `offset` bytes (None: known to be unchanged)
     processes: dict[int, Process] = field(default_factory=dict)
 
 
@@ -36,6 +36,14 @@ class Task:
     staging: str
     resume: Resume | None = None
     main_db: str | None = None      # payloads already there are not staged again
+    # A chunk of a file split across workers (tlindex.chunks): its byte range,
+    # read without the state before it unless resumed; the caller hashes the file.
+    start: int = 0
+    end: int | None = None           # None: to the end of the file
+
+    @property
+    def is_chunk(self) -> bool:
+        return self.start > 0 or self.end is not None
 
 
 @dataclass
@@ -49,6 +57,9 @@ class TaskResult:
     errors: int = 0
     md5_failures: int = 0
     bytes_read: int = 0
+    lines: int = 0                  # lines consumed (counted from the chunk's start for a chunk)
+    offset: int = 0                 # byte offset consumed up to
+    processes: dict[int, Process] | None = None  # a chunk's final state, to fit it to the file
 
 
 class HashingReader(io.RawIOBase):
@@ -92,47 +103,76 @@ def prefix_sha256(path: str, size: int) -> str:
 
 
 def run_task(task: Task, report: Callable[[int], None] = lambda n: None) -> TaskResult:
-    """Parse one log into task.staging; `report(n)` is told of n more bytes read on disk."""
+    """Parse one log (or a chunk of one) into task.staging; `report(n)` is told of n more bytes read."""
     path = task.path
     resume = task.resume
-    if resume is not None and prefix_sha256(path, resume.offset) != resume.sha256:
+    if resume is not None and resume.sha256 is not None and prefix_sha256(path, resume.offset) != resume.sha256:
         resume = None  # rewritten, not grown: ingest it afresh
     stat = os.stat(path)
+    start = resume.offset if resume else task.start
     staging = StagingWriter(task.staging, task.main_db)
     content, disk = open_content(path)
-    hashing = HashingReader(content)
-    stream = io.BufferedReader(hashing, READ_BUFFER)
+    hashing = None if task.is_chunk or start else HashingReader(content)
+    raw: BinaryIO = hashing or content
+    if start and not path.endswith(".gz"):
+        disk.seek(start)
+    elif start:
+        _skip(raw, start)
+    if task.end is not None:
+        raw = LimitedReader(raw, task.end - start)
+    stream = io.BufferedReader(raw, READ_BUFFER)
     file_id = resume.file_id if resume else 1
     normalizer = FileNormalizer(staging, file_id, Path(path).name,
                                 processes=resume.processes if resume else None)
-    reader = LogReader(stream, Clock(stat.st_mtime), resume.lines if resume else 0,
-                       resume.offset if resume else 0,
-                       skip_rest_of_line=bool(resume) and _ends_mid_line(path, resume.offset))
-    reported = 0
+    reader = LogReader(stream, Clock(stat.st_mtime), resume.lines if resume else 0, start,
+                       skip_rest_of_line=bool(resume) and _ends_mid_line(path, resume.offset),
+                       complete=task.end is not None)
+    reported = start if not path.endswith(".gz") else 0
     with disk, content:
-        if resume:
-            _skip(stream, resume.offset)
         for count, item in enumerate(reader):
             normalizer.feed(item)
             if count % PROGRESS_EVERY == 0:
                 position = disk.tell()
                 report(position - reported)
                 reported = position
-        normalizer.finish()
-        report(stat.st_size - reported)
-    if resume is None and reader.consumed_offset == hashing.count:
+        normalizer.finish(check_file_rank=not task.is_chunk)
+        report((task.end or stat.st_size) - reported)
+    if task.is_chunk:
+        sha256 = ""  # the caller hashes the chunks in order
+    elif hashing is not None and reader.consumed_offset == hashing.count:
         sha256 = hashing.sha256.hexdigest()
     else:
         sha256 = prefix_sha256(path, reader.consumed_offset)
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     mtime = datetime.fromtimestamp(stat.st_mtime).isoformat(timespec="seconds")
-    staging.add("files", (file_id, path, Path(path).name, str(Path(path).parent), stat.st_size, mtime,
+    size = stat.st_size if task.end is None else task.end  # a chunk short of the end reads as a prefix
+    staging.add("files", (file_id, path, Path(path).name, str(Path(path).parent), size, mtime,
                           sha256, int(path.endswith(".gz")), reader.consumed_offset,
                           reader.consumed_lines, now))
     staging.close()
     return TaskResult(path, task.staging, sha256, resume is not None, normalizer.envelopes,
                       normalizer.new_compiles, normalizer.errors, normalizer.md5_failures,
-                      stat.st_size)
+                      stat.st_size, reader.consumed_lines, reader.consumed_offset,
+                      normalizer.processes if task.is_chunk else None)
+
+
+class LimitedReader(io.RawIOBase):
+    """A raw stream that ends after `limit` bytes of another."""
+
+    def __init__(self, inner: BinaryIO, limit: int):
+        self.inner = inner
+        self.remaining = limit
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        if self.remaining <= 0:
+            return 0
+        view = memoryview(buffer)[:min(len(buffer), self.remaining)]
+        n = self.inner.readinto(view)
+        self.remaining -= n or 0
+        return n
 
 
 # Worker processes import only this module's dependencies (not sqlite-utils or click).

@@ -220,31 +220,21 @@ class FileNormalizer:
             filename = proc.strings.get(filename, f"<string {filename}>")
         return f"{filename}:{frame.get('line')} in {frame.get('name')}"
 
-    def finish(self) -> None:
-        """Close open spans and write the source and compile rows."""
+    def finish(self, check_file_rank: bool = True) -> None:
+        """Close open spans and write the source and compile rows.
+
+        `check_file_rank` is False for a chunk of a file: whether the file name's
+        rank matches is decided once the chunks are put together (tlindex.resume).
+        """
         for proc in self.processes.values():
             for name, opened in proc.open_spans.items():
                 for envelope_id, compile_id, ts, cat in opened:
                     self.sink.add("chromium_events", (self.next_id("chromium_events"), proc.source_id,
                                                       compile_id, name, cat, "B", ts, None, envelope_id, None))
             proc.open_spans = {}
-            if proc.file_rank is not None and proc.rank is not None and proc.file_rank != proc.rank:
-                self.error(0, 0, "rank_mismatch",
-                           f"file name says rank {proc.file_rank}, its envelopes say rank {proc.rank}",
-                           pid=proc.pid)
+            conflict = proc.file_rank_conflict()
+            if check_file_rank and conflict:
+                self.error(0, 0, "rank_mismatch", conflict, pid=proc.pid)
             self.sink.add("sources", proc.row(self.file_id))
-            # A compile that failed before dynamo_start (the recompile limit) names no
-            # function: it is the same frame as the other compiles of its frame id.
-            frame_code: dict[tuple, Compile] = {}
-            for compile in proc.all_compiles:
-                if compile.co_name is not None:
-                    frame_code.setdefault((compile.generation, *compile.key[:2]), compile)
-            for compile in proc.all_compiles:
-                sibling = frame_code.get((compile.generation, *compile.key[:2]))
-                if compile.co_name is None and sibling is not None:
-                    compile.co_name = sibling.co_name
-                    compile.co_filename = compile.co_filename or sibling.co_filename
-                    compile.co_firstlineno = compile.co_firstlineno or sibling.co_firstlineno
-                if compile.rank is None:
-                    compile.rank = proc.rank
+            for compile in proc.finished_compiles():
                 self.sink.add("compiles", compile.row())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import orjson
 
+FILE_RANK_CONFLICT = "file name says rank {file_rank}, its envelopes say rank {rank}"
 CompileKey = tuple  # (compiled_autograd_id, frame_id, frame_compile_id)
 
 
@@ -75,6 +76,26 @@ class Compile:
             self.any_restart = True
             self.restart_reasons = (self.restart_reasons or []) + list(restarts)
 
+    def absorb(self, later: "Compile") -> None:
+        """Fold in what a later stretch of the same log recorded of this compilation."""
+        for name in ("co_name", "co_filename", "co_firstlineno", "fail_type", "fail_reason",
+                     "fail_user_frame_filename", "fail_user_frame_lineno", "recompile_reason",
+                     "duration_s", "dynamo_start", "start_time", "rank"):
+            if getattr(self, name) is None:
+                setattr(self, name, getattr(later, name))
+        if later.end_time is not None:
+            self.end_time = later.end_time
+        self.max_attempt = max(self.max_attempt, later.max_attempt)
+        self.started_attempts |= later.started_attempts
+        if later.restart_reasons:
+            self.restart_reasons = (self.restart_reasons or []) + later.restart_reasons
+        self.graph_breaks += later.graph_breaks
+        self.envelope_count += later.envelope_count
+        self.envelope_bytes += later.envelope_bytes
+        self.payload_bytes += later.payload_bytes
+        for flag in ("metrics_seen", "any_fail", "any_empty", "any_restart", "finished"):
+            setattr(self, flag, getattr(self, flag) or getattr(later, flag))
+
     @property
     def status(self) -> str:
         if not self.metrics_seen:
@@ -122,6 +143,41 @@ class Process:
         self.torch_version: str | None = None
         self.torch_commit: str | None = None
         self.rank_conflict_reported = False
+
+    def absorb(self, later: "Process") -> None:
+        """Fold in the totals a later stretch of the same log recorded of this process."""
+        self.first_time = self.first_time or later.first_time
+        self.last_time = later.last_time or self.last_time
+        self.envelope_count += later.envelope_count
+        self.bytes += later.bytes
+        for name in ("rank", "torch_version", "torch_commit"):
+            if getattr(self, name) is None:
+                setattr(self, name, getattr(later, name))
+        self.strings.update(later.strings)
+
+    def file_rank_conflict(self) -> str | None:
+        """The rank_mismatch message when the file name's rank is not the envelopes' rank."""
+        if self.file_rank is not None and self.rank is not None and self.file_rank != self.rank:
+            return FILE_RANK_CONFLICT.format(file_rank=self.file_rank, rank=self.rank)
+        return None
+
+    def finished_compiles(self) -> list[Compile]:
+        """All compiles, completed from their siblings, ready to be written."""
+        # A compile that failed before dynamo_start (the recompile limit) names no
+        # function: it is the same frame as the other compiles of its frame id.
+        frame_code: dict[tuple, Compile] = {}
+        for compile in self.all_compiles:
+            if compile.co_name is not None:
+                frame_code.setdefault((compile.generation, *compile.key[:2]), compile)
+        for compile in self.all_compiles:
+            sibling = frame_code.get((compile.generation, *compile.key[:2]))
+            if compile.co_name is None and sibling is not None:
+                compile.co_name = sibling.co_name
+                compile.co_filename = compile.co_filename or sibling.co_filename
+                compile.co_firstlineno = compile.co_firstlineno or sibling.co_firstlineno
+            if compile.rank is None:
+                compile.rank = self.rank
+        return self.all_compiles
 
     def reset_compile_ids(self) -> None:
         """torch._dynamo.reset() happened: the same ids now name new compiles."""

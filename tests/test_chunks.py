@@ -1,0 +1,62 @@
+"""A big file parsed in chunks by several workers gives the database one worker gives.
+
+Chunks are parsed without the state before them and fitted to the file's rows
+when merged (tlindex.resume). Tiny chunks put boundaries everywhere: inside
+compilations, between spans' begin and end events, after torch._dynamo.reset(),
+between a string table entry and its uses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from conftest import DATA, SHARED_CORPUS, canonical, sqlite_tables
+from tlindex.chunks import split_points
+from tlindex.ingest import ingest
+
+SCENARIOS = ["train_step", "recompiles", "compile_errors", "graph_breaks", "dynamic", "cache",
+             "compiled_autograd", "export", "ddp_4ranks_diverge"]
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    db = tmp_path_factory.mktemp("whole") / "t.db"
+    ingest(db, [str(DATA / name) for name in SCENARIOS], jobs=1)
+    return canonical(sqlite_tables(db))
+
+
+@pytest.mark.parametrize("chunk_bytes", [4096, 50_000])
+def test_chunked_ingest_equals_one_pass(tmp_path, whole, chunk_bytes):
+    db = tmp_path / "t.db"
+    summary = ingest(db, [str(DATA / name) for name in SCENARIOS], jobs=2, chunk_bytes=chunk_bytes)
+    got = canonical(sqlite_tables(db))
+    assert set(got) == set(whole)
+    for table in whole:
+        assert got[table] == whole[table], table
+    assert summary.files == sum(len(list((DATA / name).iterdir())) for name in SCENARIOS)
+
+
+@pytest.mark.skipif(not SHARED_CORPUS.exists(), reason="needs ../shared/corpus/tlparse")
+def test_chunked_ingest_of_the_tlparse_corpus_equals_one_pass(tmp_path):
+    """Real logs with resets followed by other compile ids, CRLF, launcher prefixes, ranks."""
+    # The corpus holds byte-identical copies; which one is kept depends on which
+    # finishes first, so each content is ingested once here.
+    unique = {hashlib.sha256(p.read_bytes()).digest(): str(p)
+              for p in sorted(SHARED_CORPUS.rglob("*"), reverse=True) if p.is_file()}
+    paths = sorted(unique.values())
+    ingest(tmp_path / "whole.db", paths, jobs=1)
+    ingest(tmp_path / "chunked.db", paths, jobs=2, chunk_bytes=20_000)
+    whole, got = canonical(sqlite_tables(tmp_path / "whole.db")), canonical(sqlite_tables(tmp_path / "chunked.db"))
+    for table in whole:
+        assert got[table] == whole[table], table
+
+
+def test_split_points_fall_on_envelope_lines():
+    log = sorted((DATA / "train_step").iterdir())[0]
+    content = log.read_bytes()
+    points = split_points(str(log), len(content), 10_000)
+    assert len(points) > 10 and points[0] == 0
+    for point in points[1:]:
+        assert content[point - 1:point] == b"\n" and content[point:point + 1] in b"VIWEC"
