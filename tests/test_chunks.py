@@ -9,6 +9,8 @@ between a string table entry and its uses.
 from __future__ import annotations
 
 import hashlib
+import os
+import sqlite3
 
 import pytest
 
@@ -60,3 +62,34 @@ def test_split_points_fall_on_envelope_lines():
     assert len(points) > 10 and points[0] == 0
     for point in points[1:]:
         assert content[point - 1:point] == b"\n" and content[point:point + 1] in b"VIWEC"
+
+
+def test_an_interrupted_chunked_ingest_reads_as_a_grown_log_and_is_continued(tmp_path, whole, monkeypatch):
+    import tlindex.chunks
+
+    calls = []
+    fit = tlindex.chunks.fit_chunk
+
+    def interrupted(*args):
+        calls.append(1)
+        if len(calls) == 5:
+            raise KeyboardInterrupt
+        return fit(*args)
+
+    monkeypatch.setattr(tlindex.chunks, "fit_chunk", interrupted)
+    db = tmp_path / "t.db"
+    paths = [str(DATA / name) for name in SCENARIOS]
+    with pytest.raises(KeyboardInterrupt):
+        ingest(db, paths, jobs=2, chunk_bytes=50_000)
+    monkeypatch.setattr(tlindex.chunks, "fit_chunk", fit)
+    conn = sqlite3.connect(db)
+    partial = [path for path, size in conn.execute("SELECT path, bytes_ingested FROM files")
+               if size < os.path.getsize(path)]
+    conn.close()
+    assert len(partial) == 1  # the file being merged stopped after its first chunks
+
+    again = ingest(db, paths, jobs=2, chunk_bytes=50_000)
+    assert again.continued == 1
+    got = canonical(sqlite_tables(db))
+    for table in whole:
+        assert got[table] == whole[table], table

@@ -1,8 +1,13 @@
 """Split one big log into chunks at record boundaries, so that several workers parse it.
 
 A chunk starts at an envelope line (a payload line starts with a TAB, so no
-record is ever cut in two). Each chunk is parsed without the state before it
-and fitted to the file's rows when it is merged, in order (tlindex.resume).
+record is ever cut in two). The one piece of state that changes how a record
+is read is which compile ids the process has started or finished since its
+last torch._dynamo.reset(): a dynamo_start of such an id is a reset. The main
+process finds it before each chunk by scanning only the dynamo_start and
+compilation_metrics lines of the chunks before (CompileState), so each worker
+parses its chunk exactly as a single pass would; everything else (ids, totals,
+spans, string tables) is fitted when the chunk is merged, in order (tlindex.resume).
 Every chunk is merged (and committed) as soon as the chunks before it are: an
 interrupted ingest leaves the file's first chunks, which read like a log that
 has since grown, and the next ingest continues it.
@@ -11,15 +16,21 @@ has since grown, and the next ingest continues it.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sqlite3
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+import orjson
+
 from .merge import delete_file_rows, merge
+from .normalize.state import CompileState
 from .reader import ENVELOPE_RE, LAUNCHER_PREFIX_RE
-from .resume import Reparse, fit_chunk, report_file_ranks, restore_state
-from .task import Resume, Task, TaskResult, run_task
+from .resume import fit_chunk, report_file_ranks
+from .task import Task, TaskResult
+
+STATE_RECORDS = (b'] {"dynamo_start"', b'] {"compilation_metrics"')  # envelopes that change it
 
 MIN_CHUNK = 64 << 20     # smaller chunks cost more in fitting than parallel parsing saves
 WINDOW = 1 << 20         # bytes read at a time while looking for a record start
@@ -70,13 +81,56 @@ def split_points(path: str, size: int, chunk_bytes: int) -> list[int]:
     return points
 
 
+def scan_compile_state(path: str, start: int, end: int, state: CompileState) -> None:
+    """Fold the dynamo_start and compilation_metrics records of bytes [start, end) into state."""
+    with open(path, "rb") as file:
+        file.seek(start)
+        remaining = end - start
+        carry = b""
+        while remaining > 0:
+            block = file.read(min(WINDOW * 4, remaining))
+            if not block:
+                break
+            remaining -= len(block)
+            block = carry + block if carry else block
+            cut = block.rfind(b"\n") + 1 if remaining > 0 else len(block)  # whole lines only
+            carry = block[cut:]
+            found = []
+            for needle in STATE_RECORDS:  # bytes.find is far faster than a regex here
+                at = block.find(needle, 0, cut)
+                while at != -1:
+                    found.append(at)
+                    at = block.find(needle, at + len(needle), cut)
+            for at in sorted(found):
+                line_start = block.rfind(b"\n", 0, at) + 1
+                if block[line_start:line_start + 1] == b"\t":
+                    continue  # inside a payload
+                line_end = block.find(b"\n", at, cut)
+                _fold(block[line_start:line_end if line_end != -1 else cut], state)
+
+
+def _fold(line: bytes, state: CompileState) -> None:
+    envelope = ENVELOPE_RE.search(line)
+    if envelope is None:
+        return
+    body = line[envelope.end():].rstrip(b"\r")
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        try:  # as the reader does
+            data = json.loads(body.decode("utf-8", "replace"))
+        except ValueError:
+            return
+    if isinstance(data, dict) and data:
+        state.fold(int(envelope.group(5)), data)
+
+
 @dataclass
 class Counts:
     envelopes: int = 0
     compiles: int = 0
     errors: int = 0
     md5_failures: int = 0
-    reparsed: int = 0      # chunks parsed again as continuations
 
 
 @dataclass
@@ -94,11 +148,23 @@ class SplitFile:
     counts: Counts = field(default_factory=Counts)
     sha256: "hashlib._Hash" = field(default_factory=hashlib.sha256)
     hashed: int = 0               # bytes of the file hashed so far
+    state: CompileState = field(default_factory=CompileState)
+    scanned: int = 0              # chunks whose compile state is in `state`
 
     def tasks(self) -> list[Task]:
+        """One task per chunk; give each its compile state (state_before) when it is submitted."""
         ends = self.points[1:] + [None]
-        return [Task(self.path, f"{self.staging}.{i}.db", main_db=self.main_db, start=start, end=end)
-                for i, (start, end) in enumerate(zip(self.points, ends))]
+        return [Task(self.path, f"{self.staging}.{index}.db", main_db=self.main_db, start=start, end=end)
+                for index, (start, end) in enumerate(zip(self.points, ends))]
+
+    def state_before(self, index: int) -> CompileState | None:
+        """The compile state at the start of chunk `index` (scanning the chunks before, once)."""
+        if index == 0:
+            return None
+        while self.scanned < index:
+            scan_compile_state(self.path, self.points[self.scanned], self.points[self.scanned + 1], self.state)
+            self.scanned += 1
+        return self.state.copy()
 
     @property
     def done(self) -> bool:
@@ -127,37 +193,22 @@ class SplitFile:
         last = index == len(self.points) - 1
         complete = report_file_ranks if last else None
         set_sha256 = lambda c: c.execute("UPDATE staging.files SET sha256 = ?", (sha256,))  # noqa: E731
-        continued = 0
         if index == 0:
             self.file_id = merge(conn, result.staging, replace_file=self.replace_file, prepare=set_sha256,
                                  complete=complete)
         else:
             (lines_before,) = conn.execute("SELECT lines_ingested FROM files WHERE id = ?",
                                            (self.file_id,)).fetchone()
-            fitted: list[int] = []
-            try:
-                merge(conn, result.staging, resumed_file=self.file_id, complete=complete,
-                      prepare=lambda c: fitted.append(fit_chunk(c, result.processes or {}, self.file_id,
-                                                                lines_before, sha256)))
-                continued = fitted[0]
-            except Reparse:
-                os.unlink(result.staging)
-                result = self._reparse(conn, index, lines_before)
-                merge(conn, result.staging, resumed_file=self.file_id, prepare=set_sha256, complete=complete)
+            merge(conn, result.staging, continued_file=self.file_id, complete=complete,
+                  prepare=lambda c: fit_chunk(c, result.processes or {}, self.file_id, lines_before, sha256))
         os.unlink(result.staging)
         self.counts.envelopes += result.envelopes
-        self.counts.compiles += result.compiles - continued
         self.counts.errors += result.errors
         self.counts.md5_failures += result.md5_failures
-
-    def _reparse(self, conn: sqlite3.Connection, index: int, lines_before: int) -> TaskResult:
-        """Parse a chunk again, in this process, with the state the file's rows end with."""
-        self.counts.reparsed += 1
-        start = self.points[index]
-        end = self.points[index + 1] if index + 1 < len(self.points) else None
-        resume = Resume(-self.file_id, lines_before, start, None, restore_state(conn, self.file_id))
-        return run_task(Task(self.path, f"{self.staging}.{index}.again.db", resume, self.main_db,
-                             start=start, end=end))
+        if last:
+            (self.counts.compiles,) = conn.execute(
+                "SELECT count(*) FROM compiles WHERE source_id IN (SELECT id FROM sources WHERE file_id = ?)",
+                (self.file_id,)).fetchone()
 
     def drop_if_duplicate(self, conn: sqlite3.Connection) -> bool:
         """After the last chunk: whether the same content was ingested under another path (then drop it)."""

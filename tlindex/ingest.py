@@ -141,6 +141,7 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
             planned = split_big_files(planned, chunk_bytes or chunk_size(sum(p.size for p in planned), workers))
         total = sum(p.size for p in planned)
         by_staging = {p.task.staging: p for p in planned}
+        continued_files: list[int] = []   # grown logs continued: their runs change
 
         def merge_result(result: TaskResult) -> None:
             item = by_staging[result.staging]
@@ -163,6 +164,8 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
             else:
                 merge(conn, result.staging, replace_file=item.replace_file,
                       resumed_file=-item.task.resume.file_id if result.resumed else None)
+                if result.resumed:
+                    continued_files.append(-item.task.resume.file_id)
                 summary.files += 1
                 summary.continued += int(result.resumed)
                 summary.envelopes += result.envelopes
@@ -190,7 +193,11 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
             counter = multiprocessing.get_context("spawn").Value("q", 0)
             with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
                                      initializer=init_worker, initargs=(counter,)) as pool:
-                futures: dict[Future, Planned] = {pool.submit(run_in_worker, p.task): p for p in planned}
+                futures: dict[Future, Planned] = {}
+                for item in planned:
+                    if item.split is not None:  # scanned as late as possible: workers start at once
+                        item.task.compile_state = item.split.state_before(item.chunk)
+                    futures[pool.submit(run_in_worker, item.task)] = item
                 pending = set(futures)
                 while pending:
                     finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
@@ -203,7 +210,7 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
                             summary.problems.append(f"{futures[future].task.path}: {error}")
                             continue
                         merge_result(result)
-        assign_runs(conn, run_label)
+        assign_runs(conn, run_label, tuple(continued_files))
         if summary.files:
             refresh_fts(db, rebuild=replace or summary.continued > 0)
         if progress:

@@ -16,6 +16,8 @@ from .tables import COLUMNS
 
 # Tables keyed by content or by a composite key: copied without offsetting their key.
 NATURAL_KEYS = {"payloads", "strings"}
+# Columns the ingest does not write but later steps fill in, kept when a row is replaced.
+KEPT_ON_REPLACE = {"sources": ("run_id",)}
 
 
 def foreign_keys(conn: sqlite3.Connection) -> dict[str, dict[str, str]]:
@@ -40,6 +42,9 @@ def merge_statements(conn: sqlite3.Connection) -> tuple[list[str], dict[str, int
         for column in columns:
             if column == "id" and table not in NATURAL_KEYS:
                 select.append(_shift("id", offsets[table]))
+            elif column in KEPT_ON_REPLACE.get(table, ()):
+                select.append(f"CASE WHEN id < 0 THEN (SELECT {column} FROM main.{table} kept "
+                              f"WHERE kept.id = -staging.{table}.id) ELSE {column} END")
             elif column in table_fks and table_fks[column] in offsets:
                 select.append(_shift(column, offsets[table_fks[column]]))
             else:
@@ -50,16 +55,16 @@ def merge_statements(conn: sqlite3.Connection) -> tuple[list[str], dict[str, int
     return statements, offsets
 
 
-def delete_file_rows(conn: sqlite3.Connection, file_id: int, from_offset: int | None = None) -> None:
-    """Delete every row that came from a file (--replace), or from its bytes at from_offset on.
+def delete_file_rows(conn: sqlite3.Connection, file_id: int, after_line: int | None = None) -> None:
+    """Delete every row that came from a file (--replace), or from its lines after after_line.
 
     The second form drops the provisional tail of a grown log (a record whose
     payload md5 failed at end of file, an unterminated last line) before the
     continuation of that log is merged.
     """
-    params = {"file": file_id, "offset": from_offset if from_offset is not None else -1}
+    params = {"file": file_id, "line": after_line if after_line is not None else -1}
     sources = "SELECT id FROM main.sources WHERE file_id = :file"
-    envelopes = f"SELECT id FROM main.envelopes WHERE source_id IN ({sources}) AND offset >= :offset"
+    envelopes = f"SELECT id FROM main.envelopes WHERE source_id IN ({sources}) AND line > :line"
     for table, links in foreign_keys(conn).items():
         if table in ("files", "sources", "envelopes", "compiles", "strings"):
             continue
@@ -69,9 +74,9 @@ def delete_file_rows(conn: sqlite3.Connection, file_id: int, from_offset: int | 
             conn.execute(f"DELETE FROM main.{table} WHERE begin_envelope IN ({envelopes}) "
                          f"OR end_envelope IN ({envelopes})", params)
         elif "file_id" in links:
-            conn.execute(f"DELETE FROM main.{table} WHERE file_id = :file AND offset >= :offset", params)
+            conn.execute(f"DELETE FROM main.{table} WHERE file_id = :file AND line > :line", params)
     conn.execute(f"DELETE FROM main.envelopes WHERE id IN ({envelopes})", params)
-    if from_offset is not None:
+    if after_line is not None:
         return
     for table in ("compiles", "strings", "volume"):
         conn.execute(f"DELETE FROM main.{table} WHERE source_id IN ({sources})", params)
@@ -94,14 +99,32 @@ def refresh_volume(conn: sqlite3.Connection, file_id: int) -> None:
         GROUP BY source_id, kind, name, emitter_file, emitter_line""", (file_id,))
 
 
+def add_volume(conn: sqlite3.Connection, source_offset: int) -> None:
+    """Add the envelopes of the attached staging database to the volume rows."""
+    for source_id, kind, name, emitter_file, emitter_line, records, size in conn.execute(f"""
+            SELECT {_shift("source_id", source_offset)}, kind, name, emitter_file, emitter_line, count(*),
+                   sum(envelope_bytes + payload_bytes)
+            FROM staging.envelopes GROUP BY 1, kind, name, emitter_file, emitter_line""").fetchall():
+        key = (source_id, kind, name, emitter_file, emitter_line)
+        updated = conn.execute("UPDATE main.volume SET records = records + ?, bytes = bytes + ? WHERE "
+                               "source_id = ? AND kind = ? AND name IS ? AND emitter_file IS ? AND "
+                               "emitter_line IS ?", (records, size, *key)).rowcount
+        if not updated:
+            conn.execute("INSERT INTO main.volume (source_id, kind, name, emitter_file, emitter_line, records, "
+                         "bytes) VALUES (?, ?, ?, ?, ?, ?, ?)", (*key, records, size))
+
+
 Hook = Callable[[sqlite3.Connection], object]
 
 
 def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | None = None,
-          resumed_file: int | None = None, prepare: Hook | None = None,
+          resumed_file: int | None = None, continued_file: int | None = None, prepare: Hook | None = None,
           complete: Callable[[sqlite3.Connection, int], object] | None = None) -> int:
     """Merge one staging database into the main one atomically; return the main file id.
 
+    `resumed_file`: the staging rows continue a grown log, whose provisional tail
+    and open spans they replace. `continued_file`: they continue a file from
+    exactly where its rows end (the next chunk of it), replacing its open spans.
     In the same transaction, `prepare(conn)` may rewrite the attached staging
     database first, and `complete(conn, file_id)` may add to the merged rows.
     """
@@ -114,18 +137,23 @@ def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | No
             if replace_file is not None:
                 delete_file_rows(conn, replace_file)
             if resumed_file is not None:
-                (consumed,) = conn.execute("SELECT bytes_ingested FROM main.files WHERE id = ?",
+                (consumed,) = conn.execute("SELECT lines_ingested FROM main.files WHERE id = ?",
                                            (resumed_file,)).fetchone()
-                delete_file_rows(conn, resumed_file, from_offset=consumed)
+                delete_file_rows(conn, resumed_file, after_line=consumed)
+            continuing = resumed_file if resumed_file is not None else continued_file
+            if continuing is not None:
                 # Open spans were handed to the continuation, which writes them again.
                 conn.execute("DELETE FROM main.chromium_events WHERE ph = 'B' AND source_id IN "
-                             "(SELECT id FROM main.sources WHERE file_id = ?)", (resumed_file,))
+                             "(SELECT id FROM main.sources WHERE file_id = ?)", (continuing,))
             statements, offsets = merge_statements(conn)
             for statement in statements:
                 conn.execute(statement)
             (staged_id,) = conn.execute("SELECT id FROM staging.files").fetchone()
             file_id = -staged_id if staged_id < 0 else staged_id + offsets["files"]
-            refresh_volume(conn, file_id)
+            if resumed_file is not None:
+                refresh_volume(conn, file_id)  # the dropped tail's envelopes are no longer counted
+            else:
+                add_volume(conn, offsets["sources"])
             if complete is not None:
                 complete(conn, file_id)
             conn.execute("COMMIT")

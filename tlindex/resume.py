@@ -1,16 +1,13 @@
 """Continue a file from where its rows in the main database end.
 
 Two uses: a grown log is parsed again from where the last ingest stopped,
-with the state that ingest ended with (restore_state); and a big file split
-across workers (tlindex.chunks) has chunks parsed without the state before
-them, which are fitted to the file's rows when merged, in order (fit_chunk):
-line numbers follow on, processes and compilations already seen continue
-(their rows are replaced by combined ones), generations follow on, spans
-opened earlier are closed by the chunk's end events, and file names from
-earlier string tables are filled in. A chunk whose parse could have gone
-differently with that state (a dynamo_start of an id already started: a
-torch._dynamo.reset() near the boundary) raises Reparse; the caller then
-parses it again as a continuation, with restore_state.
+with the state that ingest ended with (restore_state); and the chunks of a
+big file split across workers (tlindex.chunks), parsed knowing only which
+compile ids were started before them, are fitted to the file's rows when
+merged, in order (fit_chunk): line numbers follow on, processes and
+compilations already seen continue (their rows are replaced by combined
+ones), generations follow on, spans opened earlier are closed by the chunk's
+end events, and file names from earlier string tables are filled in.
 """
 
 from __future__ import annotations
@@ -28,12 +25,12 @@ from .tables import COLUMNS
 STRING_REF_RE = re.compile(r"^<string (\d+)>")
 
 
-class Reparse(Exception):
-    """The chunk must be parsed again with the state before it."""
+def restore_state(conn, file_id: int, current_only: bool = False) -> dict[int, Process]:
+    """The normalizer state of a file ingested before, to continue a grown log.
 
-
-def restore_state(conn, file_id: int) -> dict[int, Process]:
-    """The normalizer state of a file ingested before, to continue a grown log."""
+    With current_only, only the compiles of each process's last generation (the
+    only ones a continuation can add to) are restored.
+    """
     processes: dict[int, Process] = {}
     for source_id, pid, rank, file_rank, first, last, count, size, version, commit in conn.execute(
             "SELECT id, pid, rank, file_rank, first_time, last_time, envelope_count, bytes, torch_version,"
@@ -44,7 +41,9 @@ def restore_state(conn, file_id: int) -> dict[int, Process]:
         proc.torch_version, proc.torch_commit = version, commit
         proc.strings = dict(conn.execute("SELECT string_id, value FROM strings WHERE source_id = ?",
                                          (source_id,)).fetchall())
-        rows = conn.execute("SELECT * FROM compiles WHERE source_id = ? ORDER BY id", (source_id,))
+        generation = "(SELECT max(generation) FROM compiles WHERE source_id = :source)" if current_only else "generation"
+        rows = conn.execute(f"SELECT * FROM compiles WHERE source_id = :source AND generation = {generation} "
+                            "ORDER BY id", {"source": source_id})
         columns = [d[0] for d in rows.description]
         for values in rows.fetchall():
             row = dict(zip(columns, values))
@@ -104,23 +103,18 @@ def fit_chunk(conn: sqlite3.Connection, local: dict[int, Process], file_id: int,
 
     `local` is the state the chunk's parse ended with; `lines_before` the lines
     of the file before the chunk. Runs inside the merge's transaction; returns
-    how many of the chunk's compilations continue earlier ones.
+    how many of the chunk's compiles continue earlier ones.
     """
-    state = restore_state(conn, file_id)
+    state = restore_state(conn, file_id, current_only=True)
     plans = []
     for pid, mine in local.items():
         known = state.get(pid)
-        if known is None:
-            continue
-        continued = {}
-        for compile in mine.all_compiles:
-            earlier = known.compiles.get(compile.key) if compile.generation == 0 else None
-            if earlier is None:
-                continue
-            if compile.started_attempts and (earlier.finished or earlier.started_attempts & compile.started_attempts):
-                raise Reparse(f"compile {compile.compile_id} of process {pid} starts again in this chunk")
-            continued[compile.id] = (compile, earlier)
-        plans.append((mine, known, continued))
+        if known is not None:
+            # The chunk's first generation is the file's current one (the chunk was
+            # given its compile ids): an id seen there continues that compile.
+            continued = {c.id: (c, known.compiles[c.key]) for c in mine.all_compiles
+                         if c.generation == 0 and c.key in known.compiles}
+            plans.append((mine, known, continued))
 
     conn.execute("UPDATE staging.envelopes SET line = line + ?", (lines_before,))
     conn.execute("UPDATE staging.ingest_errors SET line = line + ? WHERE line > 0", (lines_before,))
@@ -128,8 +122,8 @@ def fit_chunk(conn: sqlite3.Connection, local: dict[int, Process], file_id: int,
                  (-file_id, lines_before, sha256))
     _remap(conn, "files", {1: -file_id})
     _remap(conn, "sources", {mine.source_id: known.source_id for mine, known, _ in plans})
-    _remap(conn, "compiles", {local_id: earlier.id for local_id, (_, earlier) in
-                              ((k, v) for _, _, continued in plans for k, v in continued.items())})
+    _remap(conn, "compiles", {local_id: earlier.id for *_, continued in plans
+                              for local_id, (_, earlier) in continued.items()})
 
     for mine, known, continued in plans:
         _fill_string_references(conn, known)  # before the chunk's own strings join the table
@@ -140,14 +134,13 @@ def fit_chunk(conn: sqlite3.Connection, local: dict[int, Process], file_id: int,
             compile.generation += known.generation
             compile.source_id = known.source_id
         known.absorb(mine)
-        known.generation += mine.generation
         known.all_compiles += new
         conn.execute("DELETE FROM staging.sources WHERE id = ?", (mine.source_id,))
         _insert(conn, "sources", [known.row(-file_id)])
         conn.execute("DELETE FROM staging.compiles WHERE source_id = ?", (known.source_id,))
         _insert(conn, "compiles", [c.row() for c in known.finished_compiles()])
         _close_spans(conn, known)
-    return sum(len(continued) for _, _, continued in plans)
+    return sum(len(continued) for *_, continued in plans)
 
 
 def _close_spans(conn: sqlite3.Connection, proc: Process) -> None:

@@ -45,14 +45,19 @@ def _unique_label(conn: sqlite3.Connection, base: str) -> str:
     return label
 
 
-def assign_runs(conn: sqlite3.Connection, label: str | None = None) -> list[int]:
-    """Give every source without a run its run; return the runs touched. One transaction."""
+def assign_runs(conn: sqlite3.Connection, label: str | None = None, changed_files: tuple[int, ...] = ()) -> list[int]:
+    """Give every source without a run its run; return the runs touched. One transaction.
+
+    The runs of `changed_files` (continued logs: their sources keep their run) are refreshed too.
+    """
     conn.execute("BEGIN IMMEDIATE")
     try:
         pending = conn.execute(
             "SELECT s.id, f.directory FROM sources s JOIN files f ON f.id = s.file_id WHERE s.run_id IS NULL"
         ).fetchall()
-        touched: set[int] = set()
+        touched: set[int] = {run_id for (run_id,) in conn.execute(
+            f"SELECT DISTINCT run_id FROM sources WHERE run_id IS NOT NULL AND file_id IN "
+            f"({', '.join('?' * len(changed_files))})", changed_files)} if changed_files else set()
         if label is not None and pending:
             run_id = _run_for_label(conn, label)
             conn.executemany("UPDATE sources SET run_id = ? WHERE id = ?", [(run_id, s) for s, _ in pending])

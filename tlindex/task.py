@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO, Callable
 
-from .normalize import FileNormalizer, Process
+from .normalize import CompileState, FileNormalizer, Process
 from .reader import Clock, LogReader
 from .staging import StagingWriter
 
@@ -36,10 +36,11 @@ class Task:
     staging: str
     resume: Resume | None = None
     main_db: str | None = None      # payloads already there are not staged again
-    # A chunk of a file split across workers (tlindex.chunks): its byte range,
-    # read without the state before it unless resumed; the caller hashes the file.
+    # A chunk of a file split across workers (tlindex.chunks): its byte range and
+    # the compile ids started before it; the caller fits it to the file and hashes it.
     start: int = 0
     end: int | None = None           # None: to the end of the file
+    compile_state: CompileState | None = None
 
     @property
     def is_chunk(self) -> bool:
@@ -124,6 +125,8 @@ def run_task(task: Task, report: Callable[[int], None] = lambda n: None) -> Task
     file_id = resume.file_id if resume else 1
     normalizer = FileNormalizer(staging, file_id, Path(path).name,
                                 processes=resume.processes if resume else None)
+    if task.compile_state is not None:
+        normalizer.seed(task.compile_state)
     reader = LogReader(stream, Clock(stat.st_mtime), resume.lines if resume else 0, start,
                        skip_rest_of_line=bool(resume) and _ends_mid_line(path, resume.offset),
                        complete=task.end is not None)

@@ -15,7 +15,7 @@ import orjson
 
 from ..reader import ReadError, Record
 from .handlers import HANDLERS, METRICS_KINDS
-from .state import Compile, Process
+from .state import Compile, CompileState, Process
 
 FILE_RANK_RE = re.compile(r"dedicated_log_torch_trace_rank_(\d+)")
 
@@ -63,6 +63,16 @@ class FileNormalizer:
         if proc is None:
             proc = self.processes[pid] = Process(self.next_id("sources"), pid, self.file_rank)
         return proc
+
+    def seed(self, state: CompileState) -> None:
+        """Start from the compile ids a chunk's processes had started or finished before it."""
+        for pid, ids in state.processes.items():
+            proc = self.process(pid)
+            for key, (started, finished) in ids.items():
+                compile = Compile(self.next_id("compiles"), proc.source_id, None, 0, key)
+                compile.started_attempts, compile.finished = set(started), finished
+                proc.compiles[key] = compile
+                proc.all_compiles.append(compile)
 
     def feed(self, item: Record | ReadError) -> None:
         if isinstance(item, Record):

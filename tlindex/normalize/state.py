@@ -187,3 +187,37 @@ class Process:
     def row(self, file_id: int) -> tuple:
         return (self.source_id, file_id, self.pid, self.rank, self.file_rank, self.first_time,
                 self.last_time, self.envelope_count, self.bytes, self.torch_version, self.torch_commit)
+
+
+class CompileState:
+    """Per process, the compile ids started or finished since the last reset.
+
+    This is all that decides whether a dynamo_start is a torch._dynamo.reset(),
+    so it is what a chunk of a file must start with (tlindex.chunks). fold()
+    follows FileNormalizer.on_record, on_dynamo_start and Compile.add_metrics.
+    """
+
+    def __init__(self, processes: dict[int, dict[CompileKey, tuple[set[int], bool]]] | None = None):
+        self.processes = processes or {}
+
+    def copy(self) -> "CompileState":
+        return CompileState({pid: {key: (set(started), finished) for key, (started, finished) in ids.items()}
+                             for pid, ids in self.processes.items()})
+
+    def fold(self, pid: int, data: dict) -> None:
+        """Take one dynamo_start or compilation_metrics envelope of process pid into account."""
+        kind = next(iter(data))
+        key = (data.get("compiled_autograd_id"), data.get("frame_id"), data.get("frame_compile_id"))
+        if key == (None, None, None):
+            return
+        ids = self.processes.setdefault(pid, {})
+        started, finished = ids.get(key, (set(), False))
+        if kind == "dynamo_start":
+            attempt = data.get("attempt") or 0
+            if key in ids and (finished or attempt in started):
+                ids.clear()  # a reset: the ids start over
+                started, finished = set(), False
+            started.add(attempt)
+        elif kind == "compilation_metrics" and isinstance(data[kind], dict):
+            finished = True
+        ids[key] = (started, finished)
