@@ -93,3 +93,21 @@ def test_an_interrupted_chunked_ingest_reads_as_a_grown_log_and_is_continued(tmp
     got = canonical(sqlite_tables(db))
     for table in whole:
         assert got[table] == whole[table], table
+
+
+def test_a_process_that_changes_rank_is_reported_once_however_it_is_chunked(tmp_path):
+    """Hand-made from a real rank log: its second half claims rank 0 (envelope lines only, md5s hold)."""
+    log = next(p for p in sorted((DATA / "ddp_2ranks").iterdir()) if "rank_1" in p.name)
+    lines = log.read_bytes().splitlines(keepends=True)
+    half = len(lines) // 2
+    edited = tmp_path / "logs" / "two_ranks_in_one_process.log"
+    edited.parent.mkdir()
+    edited.write_bytes(b"".join(lines[:half] + [line.replace(b'"rank": 1', b'"rank": 0')
+                                                 if not line.startswith(b"\t") else line for line in lines[half:]]))
+    ingest(tmp_path / "whole.db", [str(edited)], jobs=1)
+    for chunk_bytes in (3000, 20_000, 100_000):
+        db = tmp_path / f"chunked-{chunk_bytes}.db"
+        ingest(db, [str(edited)], jobs=2, chunk_bytes=chunk_bytes)
+        assert canonical(sqlite_tables(db)) == canonical(sqlite_tables(tmp_path / "whole.db"))
+    conn = sqlite3.connect(tmp_path / "whole.db")
+    assert conn.execute("SELECT count(*) FROM ingest_errors WHERE message LIKE '%logs rank 0 after rank 1'").fetchone()[0] == 1

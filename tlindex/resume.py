@@ -19,7 +19,7 @@ import orjson
 
 from .merge import foreign_keys
 from .normalize import Compile, Process
-from .normalize.state import FILE_RANK_CONFLICT
+from .normalize.state import FILE_RANK_CONFLICT, RANK_CONFLICT
 from .tables import COLUMNS
 
 STRING_REF_RE = re.compile(r"^<string (\d+)>")
@@ -41,6 +41,9 @@ def restore_state(conn, file_id: int, current_only: bool = False) -> dict[int, P
         proc.torch_version, proc.torch_commit = version, commit
         proc.strings = dict(conn.execute("SELECT string_id, value FROM strings WHERE source_id = ?",
                                          (source_id,)).fetchall())
+        proc.rank_conflict_reported = conn.execute(
+            "SELECT 1 FROM ingest_errors WHERE source_id = ? AND kind = 'rank_mismatch' AND line > 0",
+            (source_id,)).fetchone() is not None
         generation = "(SELECT max(generation) FROM compiles WHERE source_id = :source)" if current_only else "generation"
         rows = conn.execute(f"SELECT * FROM compiles WHERE source_id = :source AND generation = {generation} "
                             "ORDER BY id", {"source": source_id})
@@ -127,6 +130,7 @@ def fit_chunk(conn: sqlite3.Connection, local: dict[int, Process], file_id: int,
 
     for mine, known, continued in plans:
         _fill_string_references(conn, known)  # before the chunk's own strings join the table
+        _fit_rank_conflict(conn, mine, known, file_id)
         for compile, earlier in continued.values():
             earlier.absorb(compile)
         new = [c for c in mine.all_compiles if c.id not in continued]
@@ -141,6 +145,27 @@ def fit_chunk(conn: sqlite3.Connection, local: dict[int, Process], file_id: int,
         _insert(conn, "compiles", [c.row() for c in known.finished_compiles()])
         _close_spans(conn, known)
     return sum(len(continued) for *_, continued in plans)
+
+
+def _fit_rank_conflict(conn: sqlite3.Connection, mine: Process, known: Process, file_id: int) -> None:
+    """Report a process that logs two ranks once, where a single pass reports it."""
+    if known.rank is None or mine.rank is None:
+        return  # the chunk's own report (if any) is the first
+    in_stream = "FROM staging.ingest_errors WHERE source_id = ? AND kind = 'rank_mismatch' AND line > 0"
+    reported = conn.execute("SELECT 1 FROM main.ingest_errors WHERE source_id = ? AND kind = 'rank_mismatch' "
+                            "AND line > 0", (-known.source_id,)).fetchone()
+    if not reported and mine.rank == known.rank:
+        return  # the chunk compared with the same first rank
+    conn.execute(f"DELETE {in_stream}", (known.source_id,))
+    if reported:
+        return
+    # The chunk's first rank differs from the process's: a single pass reports it there.
+    line, offset = conn.execute("SELECT line, offset FROM staging.envelopes WHERE source_id = ? AND rank IS NOT NULL "
+                                "ORDER BY id LIMIT 1", (known.source_id,)).fetchone()
+    (next_id,) = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM staging.ingest_errors").fetchone()
+    _insert(conn, "ingest_errors", [(next_id, -file_id, known.source_id, line, offset, 1, 0,
+                                     "rank_mismatch", RANK_CONFLICT.format(pid=mine.pid, rank=mine.rank,
+                                                                          first=known.rank), None)])
 
 
 def _close_spans(conn: sqlite3.Connection, proc: Process) -> None:

@@ -15,7 +15,7 @@ import orjson
 
 from ..reader import ReadError, Record
 from .handlers import HANDLERS, METRICS_KINDS
-from .state import Compile, CompileState, Process
+from .state import RANK_CONFLICT, Compile, CompileState, Process
 
 FILE_RANK_RE = re.compile(r"dedicated_log_torch_trace_rank_(\d+)")
 
@@ -131,7 +131,7 @@ class FileNormalizer:
             elif rank != proc.rank and not proc.rank_conflict_reported:
                 proc.rank_conflict_reported = True
                 self.error(rec.line, rec.offset, "rank_mismatch",
-                           f"process {rec.pid} logs rank {rank} after rank {proc.rank}", pid=rec.pid)
+                           RANK_CONFLICT.format(pid=rec.pid, rank=rank, first=proc.rank), pid=rec.pid)
 
         ca = data.get("compiled_autograd_id")
         frame = data.get("frame_id")

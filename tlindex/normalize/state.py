@@ -5,6 +5,7 @@ from __future__ import annotations
 import orjson
 
 FILE_RANK_CONFLICT = "file name says rank {file_rank}, its envelopes say rank {rank}"
+RANK_CONFLICT = "process {pid} logs rank {rank} after rank {first}"
 CompileKey = tuple  # (compiled_autograd_id, frame_id, frame_compile_id)
 
 
