@@ -14,8 +14,8 @@ from typing import Callable
 
 from .tables import COLUMNS
 
-# Tables keyed by content or by a composite key: copied without offsetting their key.
-NATURAL_KEYS = {"payloads", "strings"}
+# Tables without an id of their own (keyed by content or by other columns): nothing to offset.
+NATURAL_KEYS = {"payloads", "strings", "volume"}
 # Columns the ingest does not write but later steps fill in, kept when a row is replaced.
 KEPT_ON_REPLACE = {"sources": ("run_id",)}
 
@@ -99,19 +99,15 @@ def refresh_volume(conn: sqlite3.Connection, file_id: int) -> None:
         GROUP BY source_id, kind, name, emitter_file, emitter_line""", (file_id,))
 
 
-def add_volume(conn: sqlite3.Connection, source_offset: int) -> None:
-    """Add the envelopes of the attached staging database to the volume rows."""
-    for source_id, kind, name, emitter_file, emitter_line, records, size in conn.execute(f"""
-            SELECT {_shift("source_id", source_offset)}, kind, name, emitter_file, emitter_line, count(*),
-                   sum(envelope_bytes + payload_bytes)
-            FROM staging.envelopes GROUP BY 1, kind, name, emitter_file, emitter_line""").fetchall():
-        key = (source_id, kind, name, emitter_file, emitter_line)
-        updated = conn.execute("UPDATE main.volume SET records = records + ?, bytes = bytes + ? WHERE "
-                               "source_id = ? AND kind = ? AND name IS ? AND emitter_file IS ? AND "
-                               "emitter_line IS ?", (records, size, *key)).rowcount
-        if not updated:
-            conn.execute("INSERT INTO main.volume (source_id, kind, name, emitter_file, emitter_line, records, "
-                         "bytes) VALUES (?, ?, ?, ?, ?, ?, ?)", (*key, records, size))
+def consolidate_volume(conn: sqlite3.Connection, file_id: int) -> None:
+    """One volume row per key again, after a continuation added its rows to a file's."""
+    sources = "SELECT id FROM main.sources WHERE file_id = ?"
+    rows = conn.execute(f"SELECT source_id, kind, name, emitter_file, emitter_line, sum(records), sum(bytes) "
+                        f"FROM main.volume WHERE source_id IN ({sources}) "
+                        f"GROUP BY source_id, kind, name, emitter_file, emitter_line", (file_id,)).fetchall()
+    conn.execute(f"DELETE FROM main.volume WHERE source_id IN ({sources})", (file_id,))
+    conn.executemany("INSERT INTO main.volume (source_id, kind, name, emitter_file, emitter_line, records, bytes) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
 
 
 Hook = Callable[[sqlite3.Connection], object]
@@ -152,8 +148,8 @@ def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | No
             file_id = -staged_id if staged_id < 0 else staged_id + offsets["files"]
             if resumed_file is not None:
                 refresh_volume(conn, file_id)  # the dropped tail's envelopes are no longer counted
-            else:
-                add_volume(conn, offsets["sources"])
+            elif continued_file is not None:
+                consolidate_volume(conn, file_id)
             if complete is not None:
                 complete(conn, file_id)
             conn.execute("COMMIT")

@@ -23,7 +23,6 @@ from .db import apply_schema
 from .discover import discover
 from .export import (MANIFEST, ExportError, new_manifest, prepare_out_dir, shifted_columns, table_manifest,
                      write_table)
-from .merge import refresh_volume
 from .task import Task, run_task
 
 DRIVER_TABLES = ("files", "sources", "compiles")   # small: grouped into runs on the driver
@@ -38,8 +37,6 @@ def ingest_file(item: tuple[int, str, str]) -> dict:
         staging = work / "staging.db"
         result = run_task(Task(path, str(staging)))
         conn = sqlite3.connect(staging, check_same_thread=False)
-        refresh_volume(conn, 1)
-        conn.commit()
         base = number << 32
         tables = [r[0] for r in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\' "

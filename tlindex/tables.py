@@ -37,6 +37,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
                 "is_forward", "guard_latency_us", "structured_logging_overhead_s", "duration_us",
                 "pytorch_version", "dynamo_config", "inductor_config", "functorch_config",
                 "compiler_config", "other"),
+    "volume": ("source_id", "kind", "name", "emitter_file", "emitter_line", "records", "bytes"),
     "chromium_events": ("id", "source_id", "compile", "name", "cat", "ph", "ts_us", "duration_us",
                         "begin_envelope", "end_envelope"),
     "failed_guards": ("id", "envelope_id", "compile", "position", "previous_compile_id", "reason"),

@@ -182,6 +182,11 @@ class FileNormalizer:
         else:
             metadata = orjson.dumps(meta, default=repr).decode()
         envelope_id = self.next_id("envelopes")
+        counted = proc.volume.get((kind, name, rec.emitter_file, rec.emitter_line))
+        if counted is None:
+            counted = proc.volume[(kind, name, rec.emitter_file, rec.emitter_line)] = [0, 0]
+        counted[0] += 1
+        counted[1] += rec.envelope_bytes + rec.payload_bytes
         self.sink.add("envelopes", (
             envelope_id, proc.source_id, rec.line, rec.offset, rec.time, rec.pid, rec.emitter_file,
             rec.emitter_line, kind, name, compile.id if compile else None,
@@ -246,5 +251,8 @@ class FileNormalizer:
             if check_file_rank and conflict:
                 self.error(0, 0, "rank_mismatch", conflict, pid=proc.pid)
             self.sink.add("sources", proc.row(self.file_id))
+            for row in proc.volume_rows():
+                self.sink.add("volume", row)
+            proc.volume = {}
             for compile in proc.finished_compiles():
                 self.sink.add("compiles", compile.row())

@@ -125,7 +125,7 @@ class Process:
 
     __slots__ = ("source_id", "pid", "rank", "file_rank", "strings", "compiles", "all_compiles",
                  "generation", "open_spans", "first_time", "last_time", "envelope_count", "bytes",
-                 "torch_version", "torch_commit", "rank_conflict_reported")
+                 "torch_version", "torch_commit", "rank_conflict_reported", "volume")
 
     def __init__(self, source_id: int, pid: int, file_rank: int | None):
         self.source_id = source_id
@@ -144,6 +144,7 @@ class Process:
         self.torch_version: str | None = None
         self.torch_commit: str | None = None
         self.rank_conflict_reported = False
+        self.volume: dict[tuple, list[int]] = {}  # (kind, name, emitter) -> [records, bytes]
 
     def absorb(self, later: "Process") -> None:
         """Fold in the totals a later stretch of the same log recorded of this process."""
@@ -155,6 +156,9 @@ class Process:
             if getattr(self, name) is None:
                 setattr(self, name, getattr(later, name))
         self.strings.update(later.strings)
+
+    def volume_rows(self) -> list[tuple]:
+        return [(self.source_id, *key, records, size) for key, (records, size) in self.volume.items()]
 
     def file_rank_conflict(self) -> str | None:
         """The rank_mismatch message when the file name's rank is not the envelopes' rank."""
