@@ -88,7 +88,7 @@ def scan_compile_state(path: str, start: int, end: int, state: CompileState) -> 
         remaining = end - start
         carry = b""
         while remaining > 0:
-            block = file.read(min(WINDOW * 4, remaining))
+            block = file.read(min(WINDOW, remaining))
             if not block:
                 break
             remaining -= len(block)

@@ -80,9 +80,9 @@ def restore_state(conn, file_id: int, current_only: bool = False) -> dict[int, P
 
 
 
-def _insert(conn: sqlite3.Connection, table: str, rows: list[tuple], verb: str = "INSERT") -> None:
+def _insert(conn: sqlite3.Connection, table: str, rows: list[tuple]) -> None:
     columns = COLUMNS[table]
-    conn.executemany(f"{verb} INTO staging.{table} ({', '.join(columns)}) "
+    conn.executemany(f"INSERT INTO staging.{table} ({', '.join(columns)}) "
                      f"VALUES ({', '.join('?' * len(columns))})", rows)
 
 
@@ -101,12 +101,11 @@ def _remap(conn: sqlite3.Connection, target: str, mapping: dict[int, int]) -> No
 
 
 def fit_chunk(conn: sqlite3.Connection, local: dict[int, Process], file_id: int, lines_before: int,
-              sha256: str) -> int:
+              sha256: str) -> None:
     """Rewrite the attached staging database of a chunk as a continuation of file `file_id`.
 
     `local` is the state the chunk's parse ended with; `lines_before` the lines
-    of the file before the chunk. Runs inside the merge's transaction; returns
-    how many of the chunk's compiles continue earlier ones.
+    of the file before the chunk. Runs inside the merge's transaction.
     """
     state = restore_state(conn, file_id, current_only=True)
     plans = []
@@ -144,7 +143,6 @@ def fit_chunk(conn: sqlite3.Connection, local: dict[int, Process], file_id: int,
         conn.execute("DELETE FROM staging.compiles WHERE source_id = ?", (known.source_id,))
         _insert(conn, "compiles", [c.row() for c in known.finished_compiles()])
         _close_spans(conn, known)
-    return sum(len(continued) for *_, continued in plans)
 
 
 def _fit_rank_conflict(conn: sqlite3.Connection, mine: Process, known: Process, file_id: int) -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 from .db import apply_schema
 from .tables import COLUMNS
 
-FLUSH_ROWS = 5000
-FLUSH_BYTES = 4 << 20
+FLUSH_ROWS = 1000
+FLUSH_BYTES = 2 << 20
 
 
 class StagingWriter:

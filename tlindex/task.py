@@ -153,6 +153,9 @@ def run_task(task: Task, report: Callable[[int], None] = lambda n: None) -> Task
                           sha256, int(path.endswith(".gz")), reader.consumed_offset,
                           reader.consumed_lines, now))
     staging.close()
+    if task.is_chunk:
+        for proc in normalizer.processes.values():
+            proc.strings = {}  # staged already; the main process reads them from the database
     return TaskResult(path, task.staging, sha256, resume is not None, normalizer.envelopes,
                       normalizer.new_compiles, normalizer.errors, normalizer.md5_failures,
                       stat.st_size, reader.consumed_lines, reader.consumed_offset,

@@ -155,7 +155,6 @@ class Process:
         for name in ("rank", "torch_version", "torch_commit"):
             if getattr(self, name) is None:
                 setattr(self, name, getattr(later, name))
-        self.strings.update(later.strings)
 
     def volume_rows(self) -> list[tuple]:
         return [(self.source_id, *key, records, size) for key, (records, size) in self.volume.items()]
