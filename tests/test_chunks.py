@@ -111,3 +111,14 @@ def test_a_process_that_changes_rank_is_reported_once_however_it_is_chunked(tmp_
         assert canonical(sqlite_tables(db)) == canonical(sqlite_tables(tmp_path / "whole.db"))
     conn = sqlite3.connect(tmp_path / "whole.db")
     assert conn.execute("SELECT count(*) FROM ingest_errors WHERE message LIKE '%logs rank 0 after rank 1'").fetchone()[0] == 1
+
+
+def test_replace_of_a_chunked_file_gives_the_same_database(tmp_path, whole):
+    db = tmp_path / "t.db"
+    paths = [str(DATA / name) for name in SCENARIOS]
+    ingest(db, paths, jobs=2, chunk_bytes=50_000)
+    summary = ingest(db, paths, jobs=2, chunk_bytes=30_000, replace=True)
+    assert summary.files == sum(len(list((DATA / name).iterdir())) for name in SCENARIOS)
+    got = canonical(sqlite_tables(db))
+    for table in whole:
+        assert got[table] == whole[table], table

@@ -66,10 +66,19 @@ def test_the_same_content_under_another_path_is_not_ingested_twice(tmp_path):
 def test_replace_reingests_a_file(tmp_path):
     db_path = tmp_path / "t.db"
     ingest(db_path, [str(DATA / "graph_breaks")], jobs=1)
-    before, rows = counts(db_path), snapshot(db_path)
+    before, rows, labels = counts(db_path), snapshot(db_path), run_labels(db_path)
     summary = ingest(db_path, [str(DATA / "graph_breaks")], replace=True, jobs=1)
     assert summary.files == 1
     assert counts(db_path) == before and snapshot(db_path) == rows
+    assert run_labels(db_path) == labels  # the run keeps its name
+
+
+def run_labels(db_path) -> list[str]:
+    conn = connect(db_path)
+    try:
+        return [row[0] for row in conn.execute("SELECT label FROM runs ORDER BY label")]
+    finally:
+        conn.close()
 
 
 def test_a_grown_log_is_continued_not_duplicated(tmp_path):

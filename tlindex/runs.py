@@ -52,6 +52,8 @@ def assign_runs(conn: sqlite3.Connection, label: str | None = None, changed_file
     """
     conn.execute("BEGIN IMMEDIATE")
     try:
+        # Runs whose sources were all replaced (--replace) give their labels back first.
+        conn.execute("DELETE FROM runs WHERE id NOT IN (SELECT run_id FROM sources WHERE run_id IS NOT NULL)")
         pending = conn.execute(
             "SELECT s.id, f.directory FROM sources s JOIN files f ON f.id = s.file_id WHERE s.run_id IS NULL"
         ).fetchall()
