@@ -20,8 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-import orjson
-
 from .chunks import SplitFile, chunk_size, split_points
 from .db import open_db
 from .discover import discover

@@ -26,7 +26,7 @@ class Resume:
     file_id: int                     # negative: the file's id in the main database
     lines: int
     offset: int
-    sha256: str | None               # of the first `offset` bytes (None: known to be unchanged)
+    sha256: str                      # of the first `offset` bytes
     processes: dict[int, Process] = field(default_factory=dict)
 
 
@@ -107,7 +107,7 @@ def run_task(task: Task, report: Callable[[int], None] = lambda n: None) -> Task
     """Parse one log (or a chunk of one) into task.staging; `report(n)` is told of n more bytes read."""
     path = task.path
     resume = task.resume
-    if resume is not None and resume.sha256 is not None and prefix_sha256(path, resume.offset) != resume.sha256:
+    if resume is not None and prefix_sha256(path, resume.offset) != resume.sha256:
         resume = None  # rewritten, not grown: ingest it afresh
     stat = os.stat(path)
     start = resume.offset if resume else task.start

@@ -182,9 +182,10 @@ class FileNormalizer:
         else:
             metadata = orjson.dumps(meta, default=repr).decode()
         envelope_id = self.next_id("envelopes")
-        counted = proc.volume.get((kind, name, rec.emitter_file, rec.emitter_line))
+        volume_key = (kind, name, rec.emitter_file, rec.emitter_line)
+        counted = proc.volume.get(volume_key)
         if counted is None:
-            counted = proc.volume[(kind, name, rec.emitter_file, rec.emitter_line)] = [0, 0]
+            counted = proc.volume[volume_key] = [0, 0]
         counted[0] += 1
         counted[1] += rec.envelope_bytes + rec.payload_bytes
         self.sink.add("envelopes", (
