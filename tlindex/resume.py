@@ -86,6 +86,11 @@ def _insert(conn: sqlite3.Connection, table: str, rows: list[tuple]) -> None:
                      f"VALUES ({', '.join('?' * len(columns))})", rows)
 
 
+def _next_id(conn: sqlite3.Connection, table: str) -> int:
+    """The first id not used yet in a staging table."""
+    return conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM staging.{table}").fetchone()[0]
+
+
 def _remap(conn: sqlite3.Connection, target: str, mapping: dict[int, int]) -> None:
     """Point every staging reference to `target` ids in mapping at their new ids."""
     if not mapping:
@@ -160,8 +165,7 @@ def _fit_rank_conflict(conn: sqlite3.Connection, mine: Process, known: Process, 
     # The chunk's first rank differs from the process's: a single pass reports it there.
     line, offset = conn.execute("SELECT line, offset FROM staging.envelopes WHERE source_id = ? AND rank IS NOT NULL "
                                 "ORDER BY id LIMIT 1", (known.source_id,)).fetchone()
-    (next_id,) = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM staging.ingest_errors").fetchone()
-    _insert(conn, "ingest_errors", [(next_id, -file_id, known.source_id, line, offset, 1, 0,
+    _insert(conn, "ingest_errors", [(_next_id(conn, "ingest_errors"), -file_id, known.source_id, line, offset, 1, 0,
                                      "rank_mismatch", RANK_CONFLICT.format(pid=mine.pid, rank=mine.rank,
                                                                           first=known.rank), None)])
 
@@ -187,7 +191,7 @@ def _close_spans(conn: sqlite3.Connection, proc: Process) -> None:
     conn.execute("DELETE FROM staging.chromium_events WHERE source_id = ? AND ph = 'B'", (proc.source_id,))
     spans = [(name, *span) for name, opened in proc.open_spans.items() for span in opened]
     spans += still_open
-    (next_id,) = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM staging.chromium_events").fetchone()
+    next_id = _next_id(conn, "chromium_events")
     _insert(conn, "chromium_events", [(next_id + i, proc.source_id, compile_id, name, cat, "B", ts, None, begin, None)
                                       for i, (name, begin, compile_id, ts, cat) in enumerate(spans)])
 
