@@ -64,7 +64,28 @@ def test_split_points_fall_on_envelope_lines():
         assert content[point - 1:point] == b"\n" and content[point:point + 1] in b"VIWEC"
 
 
-def test_an_interrupted_chunked_ingest_reads_as_a_grown_log_and_is_continued(tmp_path, whole, monkeypatch):
+def _merged_in_turns(monkeypatch):
+    """Make the ingest merge the chunks of all files in turns: every file's first chunk, then every second..."""
+    import concurrent.futures
+    import re
+
+    import tlindex.ingest
+
+    def in_turns(pending, timeout=None, return_when=None):
+        finished, _ = concurrent.futures.wait(pending)
+
+        def turn(future):
+            staging = future.result().staging
+            index = re.search(r"\.(\d+)\.db$", staging)
+            return (int(index.group(1)) if index else 0, staging)
+        return sorted(finished, key=turn), set()
+
+    monkeypatch.setattr(tlindex.ingest, "wait", in_turns)
+
+
+@pytest.mark.parametrize("in_turns", [False, True])
+def test_an_interrupted_chunked_ingest_reads_as_a_grown_log_and_is_continued(tmp_path, whole, monkeypatch,
+                                                                              in_turns):
     import tlindex.chunks
 
     calls = []
@@ -77,19 +98,22 @@ def test_an_interrupted_chunked_ingest_reads_as_a_grown_log_and_is_continued(tmp
         return fit(*args)
 
     monkeypatch.setattr(tlindex.chunks, "fit_chunk", interrupted)
+    if in_turns:
+        _merged_in_turns(monkeypatch)
     db = tmp_path / "t.db"
     paths = [str(DATA / name) for name in SCENARIOS]
     with pytest.raises(KeyboardInterrupt):
         ingest(db, paths, jobs=2, chunk_bytes=50_000)
-    monkeypatch.setattr(tlindex.chunks, "fit_chunk", fit)
+    monkeypatch.undo()
     conn = sqlite3.connect(db)
     partial = [path for path, size in conn.execute("SELECT path, bytes_ingested FROM files")
                if size < os.path.getsize(path)]
     conn.close()
-    assert len(partial) == 1  # the file being merged stopped after its first chunks
+    # Each file merged so far stopped after some of its chunks; in turns, many at once.
+    assert len(partial) > 4 if in_turns else partial
 
     again = ingest(db, paths, jobs=2, chunk_bytes=50_000)
-    assert again.continued == 1
+    assert again.continued == len(partial)
     got = canonical(sqlite_tables(db))
     for table in whole:
         assert got[table] == whole[table], table
