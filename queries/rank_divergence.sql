@@ -2,7 +2,12 @@
 -- Where the ranks of a multi-rank run part ways: compile ids present on some ranks but not
 -- all (missing_compile), caches that hit on some ranks and miss on others (cache), graphs
 -- that differ for the same compile id (graph: same artifact, different payload), and the
--- compile-time gap between the fastest and slowest rank of each compile id (time).
+-- compile-time gap between the fastest and slowest rank of each compile id (time); and, from
+-- inductor's own logs, graphs whose collectives are scheduled differently across ranks
+-- (collective_schedule: the classic cause of a hang), whose ops or output shapes differ
+-- (tensor_meta), whose estimated runtime differs (estimated_runtime), and ranks that ran
+-- compiled graphs in a different order (execution_order, when the program recorded it with
+-- torch._inductor.debug.record_and_log_graph_execution_order()).
 -- :run  run id (empty: every multi-rank run)
 WITH runs_ AS (
     SELECT id, world_size FROM runs
@@ -29,6 +34,45 @@ WITH runs_ AS (
 ), times AS (
     SELECT c.run_id, c.compile_id, c.rank, c.duration_s FROM compiles c JOIN runs_ r ON r.id = c.run_id
     WHERE c.duration_s IS NOT NULL
+), scheduled AS (
+    -- compile ids for which some rank scheduled collectives; a rank that compiled one
+    -- without any is shown as "none"
+    SELECT DISTINCT c.run_id, c.compile_id FROM collective_ops o JOIN compiles c ON c.id = o.compile
+    JOIN runs_ r ON r.id = c.run_id WHERE o.origin = 'schedule'
+), schedules AS (
+    SELECT run_id, compile_id, rank, coalesce(group_concat(op, ' '), '') AS ops,
+           coalesce(group_concat(collective, ' '), 'none') AS shown
+    FROM (SELECT c.run_id, c.compile_id, c.rank, o.op, o.collective
+          FROM compiles c JOIN scheduled s ON s.run_id = c.run_id AND s.compile_id = c.compile_id
+          LEFT JOIN collective_ops o ON o.compile = c.id AND o.origin = 'schedule'
+          ORDER BY o.envelope_id, o.position)
+    GROUP BY run_id, compile_id, rank
+), schedule_groups AS (
+    SELECT run_id, compile_id, ops, shown, group_concat(rank) AS ranks, min(rank) AS first_rank
+    FROM (SELECT * FROM schedules ORDER BY rank) GROUP BY run_id, compile_id, ops, shown
+), tensor_meta AS (
+    SELECT run_id, compile_id, rank, group_concat(op || ' ' || outputs, '; ') AS meta
+    FROM (SELECT c.run_id, c.compile_id, c.rank, coalesce(o.op, '') AS op, coalesce(o.outputs, '') AS outputs
+          FROM op_estimates o JOIN compiles c ON c.id = o.compile JOIN runs_ r ON r.id = c.run_id
+          ORDER BY o.envelope_id, o.position)
+    GROUP BY run_id, compile_id, rank
+), estimates AS (
+    SELECT c.run_id, c.compile_id, c.rank, sum(o.estimated_runtime_ns) AS ns
+    FROM op_estimates o JOIN compiles c ON c.id = o.compile JOIN runs_ r ON r.id = c.run_id
+    GROUP BY c.run_id, c.compile_id, c.rank
+), executions AS (
+    -- per rank: the order its last graph_execution artifact recorded
+    SELECT run_id, rank, count(*) AS runs, group_concat(compile_id, ' ') AS graphs
+    FROM (SELECT s.run_id, s.rank, g.compile_id
+          FROM graph_executions g JOIN envelopes e ON e.id = g.envelope_id
+          JOIN sources s ON s.id = e.source_id JOIN runs_ r ON r.id = s.run_id
+          WHERE g.envelope_id = (SELECT max(g2.envelope_id) FROM graph_executions g2
+                                 JOIN envelopes e2 ON e2.id = g2.envelope_id WHERE e2.source_id = e.source_id)
+          ORDER BY g.position)
+    GROUP BY run_id, rank
+), execution_groups AS (
+    SELECT run_id, runs, graphs, group_concat(rank) AS ranks, min(rank) AS first_rank
+    FROM (SELECT * FROM executions ORDER BY rank) GROUP BY run_id, runs, graphs
 )
 SELECT p.run_id, 'missing_compile' AS finding, p.compile_id,
        p.ranks AS ranks, 'present on ' || p.n || ' of ' || r.world_size || ' ranks' AS detail
@@ -47,4 +91,25 @@ SELECT run_id, 'time', compile_id, group_concat(rank),
                             ORDER BY t2.duration_s DESC LIMIT 1)
        || ' took ' || round(max(duration_s) - min(duration_s), 3) || ' s longer than the fastest'
 FROM times t GROUP BY run_id, compile_id HAVING count(*) > 1
+UNION ALL
+SELECT run_id, 'collective_schedule', compile_id, group_concat(ranks),
+       group_concat(CASE WHEN instr(ranks, ',') THEN 'ranks ' ELSE 'rank ' END || ranks || ': ' || shown, '; ')
+FROM (SELECT * FROM schedule_groups ORDER BY first_rank)
+GROUP BY run_id, compile_id HAVING count(*) > 1
+UNION ALL
+SELECT run_id, 'tensor_meta', compile_id, group_concat(rank),
+       count(DISTINCT meta) || ' different lists of ops and output shapes across ranks'
+FROM tensor_meta GROUP BY run_id, compile_id HAVING count(DISTINCT meta) > 1
+UNION ALL
+SELECT run_id, 'estimated_runtime', compile_id, group_concat(rank),
+       'slowest rank ' || (SELECT e2.rank FROM estimates e2 WHERE e2.run_id = e.run_id AND e2.compile_id = e.compile_id
+                            ORDER BY e2.ns DESC LIMIT 1)
+       || ' is estimated ' || round((max(ns) - min(ns)) / 1e6, 3) || ' ms slower than the fastest'
+FROM estimates e GROUP BY run_id, compile_id HAVING count(*) > 1 AND max(ns) > min(ns)
+UNION ALL
+SELECT run_id, 'execution_order', NULL, group_concat(ranks),
+       group_concat(CASE WHEN instr(ranks, ',') THEN 'ranks ' ELSE 'rank ' END || ranks || ': ' || runs || ' graph runs ('
+                    || CASE WHEN length(graphs) > 200 THEN substr(graphs, 1, 200) || ' ...' ELSE graphs END || ')', '; ')
+FROM (SELECT * FROM execution_groups ORDER BY first_rank)
+GROUP BY run_id HAVING count(*) > 1
 ORDER BY 1, 2, 3

@@ -46,7 +46,25 @@ def test_every_error_kind_is_documented(fixtures_db):
         assert f'"{kind}"' in source
 
 
+MIGRATIONS = sorted(p.stem for p in (ROOT / "schema").glob("*.sql"))
+
+
 def test_applying_the_schema_twice_is_a_no_op():
     conn = sqlite3.connect(":memory:")
-    assert apply_schema(conn) == ["001_initial"]
+    assert apply_schema(conn) == MIGRATIONS and MIGRATIONS[0] == "001_initial"
     assert apply_schema(conn) == []
+
+
+def test_a_database_of_an_older_schema_is_upgraded_in_place_and_keeps_its_rows(tmp_path):
+    from tlindex.db import MIGRATIONS_TABLE
+
+    old = tmp_path / "old.db"
+    conn = sqlite3.connect(old)
+    conn.executescript((ROOT / "schema" / "001_initial.sql").read_text())
+    conn.execute(f"CREATE TABLE {MIGRATIONS_TABLE} (name TEXT PRIMARY KEY, applied_at TEXT)")
+    conn.execute(f"INSERT INTO {MIGRATIONS_TABLE} VALUES ('001_initial', 'then')")
+    conn.execute("INSERT INTO files VALUES (1, '/x.log', 'x.log', '/', 1, NULL, 'h', 0, 1, 1, 'then')")
+    conn.commit()
+    assert apply_schema(conn) == MIGRATIONS[1:]
+    assert conn.execute("SELECT path FROM files").fetchall() == [("/x.log",)]
+    assert {table for table in COLUMNS} <= {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}

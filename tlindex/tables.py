@@ -48,6 +48,9 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "tensor_descriptions": ("id", "envelope_id", "compile", "kind", "describer_id", "described_id",
                             "dtype", "device", "size", "stride", "storage", "requires_grad",
                             "is_parameter", "source"),
+    "collective_ops": ("id", "envelope_id", "compile", "origin", "position", "op", "collective"),
+    "op_estimates": ("id", "envelope_id", "compile", "position", "op", "type", "estimated_runtime_ns", "outputs"),
+    "graph_executions": ("id", "envelope_id", "position", "compile_id"),
     "ingest_errors": ("id", "file_id", "source_id", "line", "offset", "lines", "bytes", "kind",
                       "message", "excerpt"),
 }

@@ -22,6 +22,40 @@ WITH runs_ AS (
 ), times AS (
     SELECT c.run_id, c.compile_id, c.rank, c.duration_s FROM compiles c JOIN runs_ r ON r.id = c.run_id
     WHERE c.duration_s IS NOT NULL
+), scheduled AS (
+    SELECT DISTINCT c.run_id, c.compile_id FROM collective_ops o JOIN compiles c ON c.id = o.compile
+    JOIN runs_ r ON r.id = c.run_id WHERE o.origin = 'schedule'
+), schedules AS (
+    SELECT c.run_id, c.compile_id, c.rank,
+           coalesce(string_agg(o.op, ' ' ORDER BY o.envelope_id, o.position), '') AS ops,
+           coalesce(string_agg(o.collective, ' ' ORDER BY o.envelope_id, o.position), 'none') AS shown
+    FROM compiles c JOIN scheduled s ON s.run_id = c.run_id AND s.compile_id = c.compile_id
+    LEFT JOIN collective_ops o ON o.compile = c.id AND o.origin = 'schedule'
+    GROUP BY c.run_id, c.compile_id, c.rank
+), schedule_groups AS (
+    SELECT run_id, compile_id, ops, shown, string_agg(CAST(rank AS VARCHAR), ',' ORDER BY rank) AS ranks,
+           min(rank) AS first_rank
+    FROM schedules GROUP BY run_id, compile_id, ops, shown
+), tensor_meta AS (
+    SELECT c.run_id, c.compile_id, c.rank,
+           string_agg(coalesce(o.op, '') || ' ' || coalesce(o.outputs, ''), '; ' ORDER BY o.envelope_id, o.position) AS meta
+    FROM op_estimates o JOIN compiles c ON c.id = o.compile JOIN runs_ r ON r.id = c.run_id
+    GROUP BY c.run_id, c.compile_id, c.rank
+), estimates AS (
+    SELECT c.run_id, c.compile_id, c.rank, sum(o.estimated_runtime_ns) AS ns
+    FROM op_estimates o JOIN compiles c ON c.id = o.compile JOIN runs_ r ON r.id = c.run_id
+    GROUP BY c.run_id, c.compile_id, c.rank
+), last_executions AS (
+    SELECT e.source_id, max(g.envelope_id) AS envelope_id
+    FROM graph_executions g JOIN envelopes e ON e.id = g.envelope_id GROUP BY e.source_id
+), executions AS (
+    SELECT s.run_id, s.rank, count(*) AS runs, string_agg(g.compile_id, ' ' ORDER BY g.position) AS graphs
+    FROM graph_executions g JOIN last_executions l ON l.envelope_id = g.envelope_id
+    JOIN sources s ON s.id = l.source_id JOIN runs_ r ON r.id = s.run_id
+    GROUP BY s.run_id, s.rank
+), execution_groups AS (
+    SELECT run_id, runs, graphs, string_agg(CAST(rank AS VARCHAR), ',' ORDER BY rank) AS ranks, min(rank) AS first_rank
+    FROM executions GROUP BY run_id, runs, graphs
 )
 SELECT p.run_id, 'missing_compile' AS finding, p.compile_id, p.ranks,
        'present on ' || CAST(p.n AS VARCHAR) || ' of ' || CAST(r.world_size AS VARCHAR) || ' ranks' AS detail
@@ -39,4 +73,25 @@ SELECT run_id, 'time', compile_id, string_agg(CAST(rank AS VARCHAR), ',' ORDER B
        'slowest rank ' || CAST(arg_max(rank, duration_s) AS VARCHAR) || ' took '
        || CAST(round(max(duration_s) - min(duration_s), 3) AS VARCHAR) || ' s longer than the fastest'
 FROM times GROUP BY run_id, compile_id HAVING count(*) > 1
+UNION ALL
+SELECT run_id, 'collective_schedule', compile_id, string_agg(ranks, ',' ORDER BY first_rank),
+       string_agg(CASE WHEN contains(ranks, ',') THEN 'ranks ' ELSE 'rank ' END || ranks || ': ' || shown, '; '
+                  ORDER BY first_rank)
+FROM schedule_groups GROUP BY run_id, compile_id HAVING count(*) > 1
+UNION ALL
+SELECT run_id, 'tensor_meta', compile_id, string_agg(CAST(rank AS VARCHAR), ',' ORDER BY rank),
+       CAST(count(DISTINCT meta) AS VARCHAR) || ' different lists of ops and output shapes across ranks'
+FROM tensor_meta GROUP BY run_id, compile_id HAVING count(DISTINCT meta) > 1
+UNION ALL
+SELECT run_id, 'estimated_runtime', compile_id, string_agg(CAST(rank AS VARCHAR), ',' ORDER BY rank),
+       'slowest rank ' || CAST(arg_max(rank, ns) AS VARCHAR) || ' is estimated '
+       || CAST(round((max(ns) - min(ns)) / 1e6, 3) AS VARCHAR) || ' ms slower than the fastest'
+FROM estimates GROUP BY run_id, compile_id HAVING count(*) > 1 AND max(ns) > min(ns)
+UNION ALL
+SELECT run_id, 'execution_order', NULL, string_agg(ranks, ',' ORDER BY first_rank),
+       string_agg(CASE WHEN contains(ranks, ',') THEN 'ranks ' ELSE 'rank ' END || ranks || ': '
+                  || CAST(runs AS VARCHAR) || ' graph runs ('
+                  || CASE WHEN length(graphs) > 200 THEN substr(graphs, 1, 200) || ' ...' ELSE graphs END || ')',
+                  '; ' ORDER BY first_rank)
+FROM execution_groups GROUP BY run_id HAVING count(*) > 1
 ORDER BY 1, 2, 3

@@ -22,6 +22,40 @@ WITH runs_ AS (
 ), times AS (
     SELECT c.run_id, c.compile_id, c.rank, c.duration_s FROM compiles c JOIN runs_ r ON r.id = c.run_id
     WHERE c.duration_s IS NOT NULL
+), scheduled AS (
+    SELECT DISTINCT c.run_id, c.compile_id FROM collective_ops o JOIN compiles c ON c.id = o.compile
+    JOIN runs_ r ON r.id = c.run_id WHERE o.origin = 'schedule'
+), schedules AS (
+    SELECT c.run_id, c.compile_id, c.rank,
+           coalesce(nullif(array_join(transform(array_sort(collect_list(struct(o.envelope_id, o.position AS k, o.op AS v))), s -> s.v), ' '), ''), '') AS ops,
+           coalesce(nullif(array_join(transform(array_sort(collect_list(struct(o.envelope_id, o.position AS k, o.collective AS v))), s -> s.v), ' '), ''), 'none') AS shown
+    FROM compiles c JOIN scheduled s ON s.run_id = c.run_id AND s.compile_id = c.compile_id
+    LEFT JOIN collective_ops o ON o.compile = c.id AND o.origin = 'schedule'
+    GROUP BY c.run_id, c.compile_id, c.rank
+), schedule_groups AS (
+    SELECT run_id, compile_id, ops, shown, nullif(array_join(transform(array_sort(collect_list(struct(rank AS k, CAST(rank AS STRING) AS v))), s -> s.v), ','), '') AS ranks,
+           min(rank) AS first_rank
+    FROM schedules GROUP BY run_id, compile_id, ops, shown
+), tensor_meta AS (
+    SELECT c.run_id, c.compile_id, c.rank,
+           nullif(array_join(transform(array_sort(collect_list(struct(o.envelope_id, o.position AS k, coalesce(o.op, '') || ' ' || coalesce(o.outputs, '') AS v))), s -> s.v), '; '), '') AS meta
+    FROM op_estimates o JOIN compiles c ON c.id = o.compile JOIN runs_ r ON r.id = c.run_id
+    GROUP BY c.run_id, c.compile_id, c.rank
+), estimates AS (
+    SELECT c.run_id, c.compile_id, c.rank, sum(o.estimated_runtime_ns) AS ns
+    FROM op_estimates o JOIN compiles c ON c.id = o.compile JOIN runs_ r ON r.id = c.run_id
+    GROUP BY c.run_id, c.compile_id, c.rank
+), last_executions AS (
+    SELECT e.source_id, max(g.envelope_id) AS envelope_id
+    FROM graph_executions g JOIN envelopes e ON e.id = g.envelope_id GROUP BY e.source_id
+), executions AS (
+    SELECT s.run_id, s.rank, count(*) AS runs, nullif(array_join(transform(array_sort(collect_list(struct(g.position AS k, g.compile_id AS v))), s -> s.v), ' '), '') AS graphs
+    FROM graph_executions g JOIN last_executions l ON l.envelope_id = g.envelope_id
+    JOIN sources s ON s.id = l.source_id JOIN runs_ r ON r.id = s.run_id
+    GROUP BY s.run_id, s.rank
+), execution_groups AS (
+    SELECT run_id, runs, graphs, nullif(array_join(transform(array_sort(collect_list(struct(rank AS k, CAST(rank AS STRING) AS v))), s -> s.v), ','), '') AS ranks, min(rank) AS first_rank
+    FROM executions GROUP BY run_id, runs, graphs
 )
 SELECT p.run_id, 'missing_compile' AS finding, p.compile_id, p.ranks,
        'present on ' || CAST(p.n AS STRING) || ' of ' || CAST(r.world_size AS STRING) || ' ranks' AS detail
@@ -39,4 +73,23 @@ SELECT run_id, 'time', compile_id, nullif(array_join(transform(array_sort(collec
        'slowest rank ' || CAST(max_by(rank, duration_s) AS STRING) || ' took '
        || CAST(round(max(duration_s) - min(duration_s), 3) AS STRING) || ' s longer than the fastest'
 FROM times GROUP BY run_id, compile_id HAVING count(*) > 1
+UNION ALL
+SELECT run_id, 'collective_schedule', compile_id, nullif(array_join(transform(array_sort(collect_list(struct(first_rank AS k, ranks AS v))), s -> s.v), ','), ''),
+       nullif(array_join(transform(array_sort(collect_list(struct(first_rank AS k, CASE WHEN contains(ranks, ',') THEN 'ranks ' ELSE 'rank ' END || ranks || ': ' || shown AS v))), s -> s.v), '; '), '')
+FROM schedule_groups GROUP BY run_id, compile_id HAVING count(*) > 1
+UNION ALL
+SELECT run_id, 'tensor_meta', compile_id, nullif(array_join(transform(array_sort(collect_list(struct(rank AS k, CAST(rank AS STRING) AS v))), s -> s.v), ','), ''),
+       CAST(count(DISTINCT meta) AS STRING) || ' different lists of ops and output shapes across ranks'
+FROM tensor_meta GROUP BY run_id, compile_id HAVING count(DISTINCT meta) > 1
+UNION ALL
+SELECT run_id, 'estimated_runtime', compile_id, nullif(array_join(transform(array_sort(collect_list(struct(rank AS k, CAST(rank AS STRING) AS v))), s -> s.v), ','), ''),
+       'slowest rank ' || CAST(max_by(rank, ns) AS STRING) || ' is estimated '
+       || CAST(round((max(ns) - min(ns)) / 1e6, 3) AS STRING) || ' ms slower than the fastest'
+FROM estimates GROUP BY run_id, compile_id HAVING count(*) > 1 AND max(ns) > min(ns)
+UNION ALL
+SELECT run_id, 'execution_order', NULL, nullif(array_join(transform(array_sort(collect_list(struct(first_rank AS k, ranks AS v))), s -> s.v), ','), ''),
+       nullif(array_join(transform(array_sort(collect_list(struct(first_rank AS k, CASE WHEN contains(ranks, ',') THEN 'ranks ' ELSE 'rank ' END || ranks || ': '
+                  || CAST(runs AS STRING) || ' graph runs ('
+                  || CASE WHEN length(graphs) > 200 THEN substr(graphs, 1, 200) || ' ...' ELSE graphs END || ')' AS v))), s -> s.v), '; '), '')
+FROM execution_groups GROUP BY run_id HAVING count(*) > 1
 ORDER BY 1, 2, 3

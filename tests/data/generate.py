@@ -270,6 +270,58 @@ SCENARIOS["ddp_4ranks_diverge"] = DDP_TEMPLATE.format(
     world=4, diverge=True, port=29512, backend="aot_eager"
 )
 
+# Functional collectives compiled by inductor on 3 ranks over gloo, with the
+# per-op runtime/tensor estimates (LOG_TLPARSE=1) and the graph execution order
+# recorded. Rank 1's `step` issues one more all_reduce (on a group of itself
+# alone, so nothing hangs): its collective schedule differs. Rank 2 runs one
+# more compiled graph (`tail`, no collective) at the end: its execution order
+# differs and compile id 2/0 exists on rank 2 only.
+SCENARIOS["collectives_3ranks"] = """
+import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
+import torch.multiprocessing as mp
+
+WORLD = 3
+
+def work(rank):
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = "29514"
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    alone = [dist.new_group([r]) for r in range(WORLD)][rank]
+    extra = rank == 1
+
+    @torch.compile
+    def step(x, w):
+        y = funcol.all_reduce(x @ w, "sum", dist.group.WORLD)
+        if extra:
+            y = funcol.all_reduce(y, "max", alone)
+        return torch.relu(y)
+
+    @torch.compile
+    def gather(x):
+        return funcol.all_gather_tensor(x.cos(), 0, dist.group.WORLD).view(WORLD, *x.shape).sum(0)
+
+    @torch.compile
+    def tail(x):
+        return x.sin() + 1
+
+    with torch._inductor.debug.record_and_log_graph_execution_order():
+        x, w = torch.randn(4, 8), torch.randn(8, 8)
+        for _ in range(2):
+            x = gather(step(x, w))
+        if rank == 2:
+            tail(x)
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    mp.spawn(work, nprocs=WORLD, join=True)
+"""
+
+# Environment a scenario's program runs with, beyond the common one.
+EXTRA_ENV = {"collectives_3ranks": {"LOG_TLPARSE": "1"}}
+
 # Scenarios whose program runs more than once into the same trace dir.
 RUNS = {"cache": 2}
 
@@ -296,6 +348,7 @@ def run_scenario(name: str, python: str, out_root: Path) -> list[Path]:
             OMP_NUM_THREADS="1",
             PYTHONDONTWRITEBYTECODE="1",
         )
+        env.update(EXTRA_ENV.get(name, {}))
         for _ in range(RUNS.get(name, 1)):
             proc = subprocess.run(
                 [python, script.name], cwd=tmp_path, env=env, capture_output=True, text=True,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import orjson
 
 from ..tables import METRICS_CONFIGS, METRICS_TYPED
+from .collectives import on_collective_schedule, on_graph_execution, on_output_code, on_runtime_and_tensor_meta
 
 if TYPE_CHECKING:
     from ..reader import Record
@@ -317,6 +318,7 @@ HANDLERS: dict[str, Handler] = {
     "describe_storage": on_describe,
     "describe_source": on_describe,
     "artifact": on_artifact,
+    "inductor_output_code": on_output_code,
     **{kind: on_metrics for kind in METRICS_KINDS},
 }
 
@@ -324,4 +326,7 @@ ARTIFACT_HANDLERS: dict[str, Handler] = {
     "recompile_reasons": on_recompile_reasons,
     "dynamo_graph_break_reason": on_graph_break,
     "torch_version": on_torch_version,
+    "inductor_collective_schedule": on_collective_schedule,
+    "inductor_runtime_and_tensor_meta": on_runtime_and_tensor_meta,
+    "graph_execution": on_graph_execution,
 }
