@@ -114,6 +114,24 @@ async def test_compile_page_says_why_it_recompiled(ds, traces_db):
 
 
 @pytest.mark.asyncio
+async def test_compile_page_sets_its_collectives_beside_the_other_ranks(ds, traces_db):
+    conn = fixture_conn(traces_db)
+    (run,) = scenario_run(conn, "collectives_3ranks")
+    ids = dict(conn.execute("SELECT rank, id FROM compiles WHERE run_id = ? AND compile_id = '0/0'", (run,)).fetchall())
+    html = (await ds.client.get(f"/traces/-/tlindex/compile/{ids[1]}")).text
+    ranks = html.split('class="rows-and-columns collective-ranks"', 1)[1].split("</table>", 1)[0]
+    # rank 1 scheduled one all_reduce more than ranks 0 and 2 (tests/data/README.md)
+    assert re.findall(r'compile/(\d+)">rank (\d+)</a></td><td>([^<]+)</td><td class="(\w+)"', ranks) == [
+        (str(ids[0]), "0", "all_reduce wait", "differs"), (str(ids[2]), "2", "all_reduce wait", "differs")]
+    table = html.split('class="rows-and-columns collectives"', 1)[1].split("</table>", 1)[0]
+    assert re.findall(r'<tr class="(\w+)"><td>\d+</td><td><code title="([^"]+)">', table) == [
+        ("same", f"torch.ops._c10d_functional.{op}.default")
+        for op in ("all_reduce_", "wait_tensor", "all_reduce_", "wait_tensor")]
+    html = (await ds.client.get(f"/traces/-/tlindex/compile/{ids[2]}")).text
+    assert "differs from here</td>" in html and "same as here</td>" in html  # rank 0 same, rank 1 not
+
+
+@pytest.mark.asyncio
 async def test_artifact_page_highlights_code_with_line_anchors(ds, traces_db):
     conn = fixture_conn(traces_db)
     artifact = conn.execute("SELECT id FROM artifacts WHERE kind = 'inductor_output_code' LIMIT 1").fetchone()[0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from itertools import zip_longest
 
 from datasette.utils.asgi import NotFound, Response
 
@@ -256,12 +257,39 @@ def compile_data(conn: sqlite3.Connection, compile_row: int) -> dict | None:
         (compile_row,)))
     compile["links"] = dicts(conn.execute(
         "SELECT metadata FROM envelopes WHERE compile = ? AND kind = 'link'", (compile_row,)))
+    compile.update(collectives_data(conn, compile))
     compile["siblings"] = dicts(conn.execute("""
         SELECT id, compile_id, status FROM compiles WHERE source_id = ? AND generation = ?
         AND compiled_autograd_id IS ? AND frame_id IS ? AND id != ? ORDER BY frame_compile_id""",
         (compile["source_id"], compile["generation"], compile["compiled_autograd_id"], compile["frame_id"],
          compile_row)))
     return compile
+
+
+def collectives_data(conn: sqlite3.Connection, compile: dict) -> dict:
+    """The compile's scheduled collectives beside its code's, and the same compile id on the other ranks."""
+    ops = {"schedule": [], "code": []}
+    for origin, op, collective in conn.execute(
+            "SELECT origin, op, collective FROM collective_ops WHERE compile = ? ORDER BY envelope_id, position",
+            (compile["id"],)):
+        ops[origin].append({"op": op, "collective": collective})
+    if not (ops["schedule"] or ops["code"]):
+        return {"collectives": [], "collective_ranks": [], "estimate": None}
+    rows = [{"position": i, "schedule": s, "code": k, "same": bool(s and k and s["op"] == k["op"])}
+            for i, (s, k) in enumerate(zip_longest(ops["schedule"], ops["code"]))]
+    mine = " ".join(op["op"] for op in ops["schedule"])
+    ranks = dicts(conn.execute("""
+        SELECT c.id, c.rank, coalesce((SELECT group_concat(op, ' ') FROM (SELECT op FROM collective_ops
+            WHERE compile = c.id AND origin = 'schedule' ORDER BY envelope_id, position)), '') AS ops,
+            (SELECT group_concat(collective, ' ') FROM (SELECT collective FROM collective_ops
+            WHERE compile = c.id AND origin = 'schedule' ORDER BY envelope_id, position)) AS shown
+        FROM compiles c WHERE c.run_id = ? AND c.compile_id = ? AND c.id != ? ORDER BY c.rank""",
+        (compile["run_id"], compile["compile_id"], compile["id"])))
+    for rank in ranks:
+        rank["same"] = rank["ops"] == mine
+    estimate = one(conn, "SELECT count(*) AS ops, sum(estimated_runtime_ns) / 1e6 AS ms FROM op_estimates "
+                         "WHERE compile = ?", (compile["id"],))
+    return {"collectives": rows, "collective_ranks": ranks, "estimate": estimate if estimate["ops"] else None}
 
 
 def _metrics_fields(row: dict) -> dict:
