@@ -187,6 +187,39 @@ def test_dynamic_shapes_lists_every_symbol(db):
         1 for e in raw if "symbolic_shape_specialization" in e)
 
 
+def test_export_issues_lists_what_the_draft_export_found(db):
+    """Every issue record of the draft export log (read without tlindex), with its user frame."""
+    (log,) = scenario_logs("draft_export")
+    strings, expected, program_line = {}, [], None
+    with open(log, encoding="utf-8") as file:
+        for number, line in enumerate(file, 1):
+            if line.startswith("\t") or "] {" not in line:
+                continue
+            envelope = json.loads(line.split("] ", 1)[1])
+            kind = next(iter(envelope))
+            meta = envelope[kind]
+            if kind == "str":
+                strings[meta[1]] = meta[0]
+            elif kind == "exported_program":
+                program_line = number
+            elif kind in ("propagate_real_tensors_provenance", "missing_fake_kernel", "mismatched_fake_kernel") or \
+                    (kind == "guard_added" and meta.get("prefix") == "eval"):
+                frame = (meta.get("user_stack") or [None])[-1]
+                expected.append((number, meta.get("expr") or meta.get("op"),
+                                 frame and f"{strings[frame['filename']]}:{frame['line']} in {frame['name']}"))
+    assert len(expected) == 4 and program_line > expected[-1][0]  # the generator asserts 5 reported failures
+    (run,) = scenario_run(db, "draft_export")
+    rows = [dict(r) for r in run_sql(db, load_queries()["export_issues"].sql, {"run": run})]
+    assert [(r["line"], r["subject"], r["user_frame"]) for r in rows] == expected
+    assert [r["issue"] for r in rows] == ["data-dependent error", "guard evaluated", "missing fake kernel",
+                                          "mismatched fake kernel"]
+    (program,) = db.execute("SELECT a.id FROM artifacts a JOIN envelopes e ON e.id = a.envelope_id "
+                            "WHERE e.kind = 'exported_program' AND e.line = ? AND e.source_id IN "
+                            "(SELECT id FROM sources WHERE run_id = ?)", (program_line, run)).fetchone()
+    assert {r["artifact"] for r in rows} == {program}
+    assert "mismatch between fake value" in rows[-1]["detail"]
+
+
 def test_cli_query_formats(fixtures_db):
     runner = CliRunner()
     base = ["query", "cache", "--db", str(fixtures_db)]

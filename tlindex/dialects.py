@@ -55,6 +55,7 @@ def duckdb_to_spark(sql: str) -> str:
     sql = sql.replace("in DuckDB's dialect", "in Spark SQL")
     sql = re.sub(r"\$(\w+)", r":\1", sql)
     sql = sql.replace("AS VARCHAR)", "AS STRING)").replace("arg_max(", "max_by(")
+    sql = sql.replace("json_extract_string(", "get_json_object(")
     sql = sql.replace("round(100.0 * ", "round(100.0D * ")
     sql = re.sub(r"unnest\(CAST\(json\((\w+)\) AS VARCHAR\[\]\)\)", r"explode(from_json(\1, 'array<string>'))", sql)
     while (match := re.search(r"string_agg\(", sql)):

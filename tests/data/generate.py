@@ -319,8 +319,40 @@ if __name__ == "__main__":
     mp.spawn(work, nprocs=WORLD, join=True)
 """
 
-# Environment a scenario's program runs with, beyond the common one.
-EXTRA_ENV = {"collectives_3ranks": {"LOG_TLPARSE": "1"}}
+# torch.export.draft_export, whose report tlparse --export renders: a data-dependent
+# branch, a guard that specializes a dynamic dim, a custom op without a fake kernel
+# and one whose fake kernel disagrees with the real one. Draft export writes its own
+# log where TORCH_DTRACE points (see EXTRA_ENV).
+SCENARIOS["draft_export"] = """
+from torch.export import Dim, draft_export
+
+@torch.library.custom_op("tlindex::no_fake", mutates_args=())
+def no_fake(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+@torch.library.custom_op("tlindex::bad_fake", mutates_args=())
+def bad_fake(x: torch.Tensor) -> torch.Tensor:
+    return x[1:].clone()
+
+@bad_fake.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+class M(torch.nn.Module):
+    def forward(self, x, y):
+        n = y.item()
+        if n > 2:  # data-dependent branch
+            x = x * 2
+        if x.shape[0] > 3:  # specializes the dynamic dim
+            x = x + 1
+        return no_fake(x) + 1, bad_fake(x)
+
+ep = draft_export(M(), (torch.randn(4), torch.tensor(3)), dynamic_shapes={"x": {0: Dim("batch")}, "y": None})
+assert len(ep._report.failures) == 5, ep._report
+"""
+
+# Environment a scenario's program runs with, beyond the common one ({trace}: the trace dir).
+EXTRA_ENV = {"collectives_3ranks": {"LOG_TLPARSE": "1"}, "draft_export": {"TORCH_DTRACE": "{trace}"}}
 
 # Scenarios whose program runs more than once into the same trace dir.
 RUNS = {"cache": 2}
@@ -348,7 +380,7 @@ def run_scenario(name: str, python: str, out_root: Path) -> list[Path]:
             OMP_NUM_THREADS="1",
             PYTHONDONTWRITEBYTECODE="1",
         )
-        env.update(EXTRA_ENV.get(name, {}))
+        env.update({k: v.format(trace=trace_dir) for k, v in EXTRA_ENV.get(name, {}).items()})
         for _ in range(RUNS.get(name, 1)):
             proc = subprocess.run(
                 [python, script.name], cwd=tmp_path, env=env, capture_output=True, text=True,
