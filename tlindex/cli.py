@@ -135,6 +135,28 @@ def parquet(out_dir: str, db_path: str, tables: tuple[str, ...], replace: bool) 
     click.echo(f"exported {len(manifest['tables'])} tables, {rows:,} rows to {out_dir}", err=True)
 
 
+@export.command()
+@click.argument("out", type=click.File("wb"))
+@db_option
+@click.option("--run", "run_id", required=True, type=int, help="Run id (see the runs table)")
+def chromium(out, db_path: str, run_id: int) -> None:
+    """Write a run's chromium events as one trace for Perfetto or chrome://tracing (OUT, - for stdout).
+
+    Each rank is a process; spans carry the args of their begin and end events.
+    """
+    import sqlite3
+
+    from .chromium import trace_chunks
+
+    if not os.path.exists(db_path):
+        raise click.ClickException(f"{db_path}: no such database")
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+        raise click.ClickException(f"{db_path}: no run {run_id}")
+    for chunk in trace_chunks(conn, run_id):
+        out.write(chunk)
+
+
 @cli.command(name="spark-ingest")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),

@@ -54,6 +54,7 @@ def register_routes():
     return [
         (rf"^/{db}/-/tlindex$", views.runs_page),
         (rf"^/{db}/-/tlindex/run/(?P<run>[^/]+)$", views.run_page),
+        (rf"^/{db}/-/tlindex/run/(?P<run>[^/]+)/chromium\.json$", views.chromium_trace),
         (rf"^/{db}/-/tlindex/trie/(?P<run>[^/]+)$", views.trie_page),
         (rf"^/{db}/-/tlindex/trie/(?P<run>[^/]+)/node/(?P<node>[^/]+)$", views.trie_fragment),
         (rf"^/{db}/-/tlindex/compile/(?P<compile>[^/]+)$", views.compile_page),

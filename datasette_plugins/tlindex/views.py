@@ -12,7 +12,7 @@ import json
 import sqlite3
 from itertools import zip_longest
 
-from datasette.utils.asgi import NotFound, Response
+from datasette.utils.asgi import AsgiStream, NotFound, Response
 
 from .highlight import language, render_payload
 from .trie import STATUS_LEGEND, TrieRenderer, build_trie, find, short_path, size
@@ -44,6 +44,9 @@ class Urls:
 
     def run(self, run_id) -> str:
         return f"{self.base}/-/tlindex/run/{run_id}"
+
+    def chromium(self, run_id) -> str:
+        return f"{self.base}/-/tlindex/run/{run_id}/chromium.json"
 
     def trie(self, run_id, rank=None) -> str:
         return f"{self.base}/-/tlindex/trie/{run_id}" + (f"?rank={rank}" if rank is not None else "")
@@ -146,6 +149,29 @@ async def run_page(datasette, request):
     queries = [name for name, query in load_queries().items() if any(p == "run" for p, _ in query.params)]
     return await _page(datasette, request, "run.html", {"database": db.name, "run": run, "u": urls,
                                                          "queries": queries})
+
+
+async def chromium_trace(datasette, request):
+    """The run's chromium events as one Perfetto trace (tlindex.chromium), streamed batch by batch."""
+    from tlindex.chromium import HEAD, TAIL, encode, event_batch, metadata_events, process_ids
+
+    db, _ = await _database(datasette, request)
+    run_id = _int(request, "run")
+    if not (await db.execute("SELECT 1 FROM runs WHERE id = ?", [run_id])).rows:
+        raise NotFound(f"No run {run_id}")
+    pids = await db.execute_fn(lambda conn: process_ids(conn, run_id))
+
+    async def stream(writer) -> None:
+        await writer.write((HEAD + encode(metadata_events(pids), first=True)).decode())
+        written, after = bool(pids), 0
+        while after is not None:
+            events, after = await db.execute_fn(lambda conn: event_batch(conn, run_id, pids, after))
+            await writer.write(encode(events, first=not written).decode())
+            written = written or bool(events)
+        await writer.write(TAIL.decode())
+
+    return AsgiStream(stream, content_type="application/json", headers={
+        "content-disposition": f'attachment; filename="run-{run_id}-chromium.json"'})
 
 
 # --- stack trie -------------------------------------------------------------------------------

@@ -1,0 +1,93 @@
+"""A run's chromium trace (tlindex export chromium, and the plugin's chromium.json), checked
+against the chromium events of the logs read without tlindex."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+
+import pytest
+from click.testing import CliRunner
+from datasette.app import Datasette
+
+from conftest import scenario_logs, scenario_run
+from tlindex.chromium import trace_chunks
+from tlindex.cli import cli
+
+RANK_RE = re.compile(r"_rank_(\d+)_")
+
+
+def events_from_logs(name: str) -> tuple[set, int]:
+    """({(rank, span name, begin ts, duration)} of the B/E pairs, number of instant events) of a scenario."""
+    spans, instants = set(), 0
+    for path in scenario_logs(name):
+        rank = int(RANK_RE.search(path.name).group(1))
+        open_spans: list[dict] = []
+        payload: list[str] | None = None
+        for line in path.read_text().splitlines() + [""]:
+            if line.startswith("\t") and payload is not None:
+                payload.append(line[1:])
+                continue
+            if payload:
+                event = json.loads("\n".join(payload))
+                if event["ph"] == "B":
+                    open_spans.append(event)
+                elif event["ph"] == "E":
+                    begin = next(b for b in reversed(open_spans) if b["name"] == event["name"])
+                    open_spans.remove(begin)
+                    spans.add((rank, event["name"], begin["ts"], event["ts"] - begin["ts"]))
+                else:
+                    instants += 1
+            payload = [] if '{"chromium_event"' in line else None
+    return spans, instants
+
+
+def test_a_run_trace_has_every_span_of_every_rank(db):
+    (run,) = scenario_run(db, "collectives_3ranks")
+    trace = json.loads(b"".join(trace_chunks(db, run)))
+    events = trace["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert sorted(names) == [0, 1, 2] and all(name.startswith(f"rank {pid} (pid ") for pid, name in names.items())
+    spans, instants = events_from_logs("collectives_3ranks")
+    assert {(e["pid"], e["name"], e["ts"], e["dur"]) for e in events if e["ph"] == "X"} == spans
+    assert len([e for e in events if e["ph"] == "X"]) == len(spans)
+    assert len([e for e in events if e["ph"] == "i"]) == instants
+    dynamo = [e for e in events if e["ph"] == "X" and e["name"] == "dynamo"]
+    assert dynamo and all(e["args"]["compile_id"] for e in dynamo)
+
+
+def test_a_trace_longer_than_a_batch_is_valid_json(fixtures_db, monkeypatch):
+    import tlindex.chromium
+
+    conn = sqlite3.connect(fixtures_db)
+    (run,) = scenario_run(conn, "train_step")
+    whole = json.loads(b"".join(trace_chunks(conn, run)))["traceEvents"]
+    monkeypatch.setattr(tlindex.chromium, "BATCH", 7)
+    chunks = list(trace_chunks(conn, run))
+    assert len(chunks) > len(whole) // 7 and json.loads(b"".join(chunks))["traceEvents"] == whole
+
+
+def test_cli_writes_the_trace_and_refuses_an_unknown_run(fixtures_db, tmp_path):
+    conn = sqlite3.connect(fixtures_db)
+    (run,) = scenario_run(conn, "ddp_2ranks")
+    out = tmp_path / "trace.json"
+    result = CliRunner().invoke(cli, ["export", "chromium", str(out), "--db", str(fixtures_db), "--run", str(run)])
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes() == b"".join(trace_chunks(conn, run))
+    result = CliRunner().invoke(cli, ["export", "chromium", "-", "--db", str(fixtures_db), "--run", "99999"])
+    assert result.exit_code == 1 and "no run 99999" in result.output
+
+
+@pytest.mark.asyncio
+async def test_the_run_page_links_a_streamed_trace(traces_db):
+    ds = Datasette([str(traces_db)])
+    await ds.invoke_startup()
+    conn = sqlite3.connect(traces_db)
+    (run,) = scenario_run(conn, "collectives_3ranks")
+    page = (await ds.client.get(f"/traces/-/tlindex/run/{run}")).text
+    assert f'href="/traces/-/tlindex/run/{run}/chromium.json"' in page
+    response = await ds.client.get(f"/traces/-/tlindex/run/{run}/chromium.json")
+    assert response.status_code == 200 and response.headers["content-type"] == "application/json"
+    assert response.content == b"".join(trace_chunks(conn, run))
+    assert (await ds.client.get("/traces/-/tlindex/run/99999/chromium.json")).status_code == 404
