@@ -147,3 +147,24 @@ def test_a_lazy_trie_node_loads_when_opened(server, page):
     page.wait_for_function("document.querySelectorAll('a.compile').length > %d" % before)
     assert page.locator("li.loading").count() < page.locator("details.lazy").count() + 1
     shot(page, "trie_lazy")
+
+
+def test_provenance_highlights_the_lines_a_node_became(server, page):
+    base, path = server
+    conn = sqlite3.connect(path)
+    (run,) = scenario_run(conn, "provenance")
+    (compile_row, artifact) = conn.execute(
+        "SELECT c.id, a.id FROM compiles c JOIN artifacts a ON a.compile = c.id WHERE c.run_id = ? "
+        "AND c.compile_id = '0/0' AND a.name = 'inductor_provenance_tracking_node_mappings'", (run,)).fetchone()
+    page.goto(f"{base}/traces/-/tlindex/compile/{compile_row}")
+    follow(page, f"a[href='/traces/-/tlindex/provenance/{artifact}']")
+    gelu = page.locator("[data-pane=pre] .pl.linked", has_text="gelu:")
+    gelu.hover()
+    post = page.locator("[data-pane=post] .pl.hl").all_inner_texts()
+    code = page.locator("[data-pane=code] .pl.hl").all_inner_texts()
+    # gelu was decomposed into mul, mul, erf, add, mul after grad and fused into one C++ kernel
+    assert [line.split(":")[0].split()[-1] for line in post] == ["mul_1", "mul_2", "erf", "add", "mul_3"]
+    assert len(code) == 1 and "cpp_fused_gelu" in code[0]
+    page.locator("[data-pane=code] .pl.linked", has_text="cpp_fused_mul_relu_sigmoid").click()
+    assert len(page.locator("[data-pane=pre] .pl.hl").all_inner_texts()) == 3  # relu, sigmoid, x_1
+    shot(page, "provenance")

@@ -19,7 +19,7 @@ from tlindex.chunks import split_points
 from tlindex.ingest import ingest
 
 SCENARIOS = ["train_step", "recompiles", "compile_errors", "graph_breaks", "dynamic", "cache",
-             "compiled_autograd", "export", "ddp_4ranks_diverge", "collectives_3ranks", "draft_export"]
+             "compiled_autograd", "export", "ddp_4ranks_diverge", "collectives_3ranks", "draft_export", "provenance"]
 
 
 @pytest.fixture(scope="module")

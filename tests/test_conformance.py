@@ -69,3 +69,29 @@ def test_older_dynamo_guards_lists_keep_code_and_stacks(corpus_db):
     assert any(r["text"] == "utils_device.CURRENT_DEVICE == None" for r in rows)
     stacks = conn.execute("SELECT count(*) FROM frames WHERE stack LIKE 'guards[%].stack'").fetchone()[0]
     assert stacks > 0
+
+
+@pytest.mark.parametrize("name", ["inductor_provenance_jit_log.txt", "inductor_provenance_aot_log.txt",
+                                  "inductor_provenance_extended_log.txt"])
+def test_provenance_finds_every_node_and_kernel_of_tlparse_provenance_logs(tmp_path, name):
+    """JIT (Python wrapper), AOTInductor CPU and CUDA (C++ wrapper, Triton kernels run by call_<name>)."""
+    import json
+    import re
+
+    from datasette_plugins.tlindex.views import provenance_data
+
+    db_path = tmp_path / "t.db"
+    ingest(db_path, [str(SHARED_CORPUS / name)], jobs=1)
+    conn = connect(db_path)
+    (artifact,) = conn.execute("SELECT id FROM artifacts WHERE name = 'inductor_provenance_tracking_node_mappings' "
+                               "AND payload IS NOT NULL").fetchone()
+    data = provenance_data(conn, artifact)
+    mapping = json.loads(data["mapping"]["text"])
+    pre, post, code = (pane["lines"] for pane in data["panes"])
+    assert pre and post and code
+    node = lambda lines, n: re.split(r"[=:]", lines[n - 1].strip(), maxsplit=1)[0].strip()  # noqa: E731
+    assert {node(pre, n) for n in data["links"]["pre"]} == set(mapping["preToPost"])
+    assert {node(post, n) for n in data["links"]["post"]} == set(mapping["postToPre"]) | set(mapping["postToCppCode"])
+    kernels = mapping["cppCodeToPost"]
+    for kernel in kernels:
+        assert any(kernel + "(" in code[n - 1] for n in data["links"]["code"]), kernel

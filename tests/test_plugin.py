@@ -131,6 +131,60 @@ async def test_compile_page_sets_its_collectives_beside_the_other_ranks(ds, trac
     assert "differs from here</td>" in html and "same as here</td>" in html  # rank 0 same, rank 1 not
 
 
+def _provenance_links(html: str) -> dict:
+    import json
+
+    return json.loads(html.split('<script type="application/json" id="provenance-links">', 1)[1].split("</script>")[0])
+
+
+def _pane_lines(html: str, pane: str) -> dict[int, str]:
+    import html as html_lib
+
+    section = html.split(f'data-pane="{pane}"', 1)[1].split("</section>", 1)[0]
+    return {int(n): html_lib.unescape(text) for n, text in
+            re.findall(r'<span id="' + pane + r'-(\d+)" class="pl[^"]*" data-line="\d+"><span class="ln">\d+</span>(.*?)</span>',
+                       section, re.S)}
+
+
+@pytest.mark.asyncio
+async def test_provenance_links_follow_the_logged_node_mappings(ds, traces_db):
+    import json
+
+    conn = fixture_conn(traces_db)
+    (run,) = scenario_run(conn, "provenance")
+    (compile_row, artifact) = conn.execute(
+        "SELECT c.id, a.id FROM compiles c JOIN artifacts a ON a.compile = c.id WHERE c.run_id = ? "
+        "AND c.compile_id = '0/0' AND a.name = 'inductor_provenance_tracking_node_mappings'", (run,)).fetchone()
+    # the mapping, read from the log itself
+    (log,) = scenario_logs("provenance")
+    lines = log.read_text().splitlines()
+    at = next(i for i, line in enumerate(lines) if '"inductor_provenance_tracking_node_mappings"' in line)
+    mapping = json.loads(lines[at + 1][1:])
+    html = (await ds.client.get(f"/traces/-/tlindex/provenance/{artifact}")).text
+    links = _provenance_links(html)
+    pre, post, code = (_pane_lines(html, pane) for pane in ("pre", "post", "code"))
+    node = lambda text: re.split(r"[=:]", text.strip(), maxsplit=1)[0].strip()  # noqa: E731
+    assert {node(pre[int(n)]) for n in links["pre"]} == set(mapping["preToPost"])
+    for n, linked in links["pre"].items():
+        assert {node(post[m]) for m in linked["post"]} == set(mapping["preToPost"][node(pre[int(n)])])
+    for n, linked in links["post"].items():
+        assert {node(pre[m]) for m in linked["pre"]} == set(mapping["postToPre"][node(post[int(n)])])
+        kernels = {k.rsplit(":", 1)[0] for k in mapping["postToCppCode"].get(node(post[int(n)]), [])}
+        assert all(any(k + "(" in code[m] for k in kernels) for m in linked.get("code", []))
+        assert bool(linked.get("code")) == bool(kernels)
+    # every kernel of the mapping is found once, on a line that calls it
+    assert len(links["code"]) == len(mapping["cppCodeToPost"])
+    assert "class &lt;lambda&gt;(torch.nn.Module)" in html and "class <lambda>" not in html
+    compile_html = (await ds.client.get(f"/traces/-/tlindex/compile/{compile_row}")).text
+    assert f'href="/traces/-/tlindex/provenance/{artifact}"' in compile_html
+    artifact_html = (await ds.client.get(f"/traces/-/tlindex/artifact/{artifact}")).text
+    assert f'href="/traces/-/tlindex/provenance/{artifact}"' in artifact_html
+    (other, other_artifact) = conn.execute("SELECT compile, id FROM artifacts WHERE compile IN (SELECT id FROM "
+                                           "compiles WHERE run_id = ?) LIMIT 1", scenario_run(conn, "train_step")).fetchone()
+    assert (await ds.client.get(f"/traces/-/tlindex/provenance/{other_artifact}")).status_code == 404
+    assert "tlindex/provenance/" not in (await ds.client.get(f"/traces/-/tlindex/compile/{other}")).text
+
+
 @pytest.mark.asyncio
 async def test_artifact_page_highlights_code_with_line_anchors(ds, traces_db):
     conn = fixture_conn(traces_db)

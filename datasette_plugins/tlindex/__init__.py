@@ -58,6 +58,7 @@ def register_routes():
         (rf"^/{db}/-/tlindex/trie/(?P<run>[^/]+)$", views.trie_page),
         (rf"^/{db}/-/tlindex/trie/(?P<run>[^/]+)/node/(?P<node>[^/]+)$", views.trie_fragment),
         (rf"^/{db}/-/tlindex/compile/(?P<compile>[^/]+)$", views.compile_page),
+        (rf"^/{db}/-/tlindex/provenance/(?P<artifact>[^/]+)$", views.provenance_page),
         (rf"^/{db}/-/tlindex/artifact/(?P<artifact>[^/]+)$", views.artifact_page),
         (rf"^/{db}/-/tlindex/payload/(?P<hash>[0-9a-f]{{32}})(?P<ext>\.txt)?$", views.payload_page),
     ]

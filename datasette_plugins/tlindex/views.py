@@ -13,8 +13,10 @@ import sqlite3
 from itertools import zip_longest
 
 from datasette.utils.asgi import AsgiStream, NotFound, Response
+from markupsafe import Markup
 
 from .highlight import language, render_payload
+from .provenance import CODE, MAPPINGS, PANES, POST_GRAPHS, PRE_GRAPHS, line_links
 from .trie import STATUS_LEGEND, TrieRenderer, build_trie, find, short_path, size
 
 TRIE_BUDGET = 2000  # nodes rendered before the rest of the trie is loaded on demand
@@ -47,6 +49,9 @@ class Urls:
 
     def chromium(self, run_id) -> str:
         return f"{self.base}/-/tlindex/run/{run_id}/chromium.json"
+
+    def provenance(self, artifact_id) -> str:
+        return f"{self.base}/-/tlindex/provenance/{artifact_id}"
 
     def trie(self, run_id, rank=None) -> str:
         return f"{self.base}/-/tlindex/trie/{run_id}" + (f"?rank={rank}" if rank is not None else "")
@@ -284,6 +289,7 @@ def compile_data(conn: sqlite3.Connection, compile_row: int) -> dict | None:
     compile["links"] = dicts(conn.execute(
         "SELECT metadata FROM envelopes WHERE compile = ? AND kind = 'link'", (compile_row,)))
     compile.update(collectives_data(conn, compile))
+    compile["provenance"] = [a["id"] for a in compile["artifacts"] if a["name"] == MAPPINGS and a["payload"]]
     compile["siblings"] = dicts(conn.execute("""
         SELECT id, compile_id, status FROM compiles WHERE source_id = ? AND generation = ?
         AND compiled_autograd_id IS ? AND frame_id IS ? AND id != ? ORDER BY frame_compile_id""",
@@ -340,6 +346,60 @@ async def compile_page(datasette, request):
     if compile is None:
         raise NotFound(f"No compile {compile_row}")
     return await _page(datasette, request, "compile.html", {"database": db.name, "c": compile, "u": urls})
+
+
+# --- provenance -------------------------------------------------------------------------------
+
+PANE_TITLES = {"pre": "pre-grad graph", "post": "post-grad graph", "code": "generated code"}
+
+
+def _last_artifact(conn: sqlite3.Connection, mapping: dict, names: tuple[str, ...]) -> dict | None:
+    """The last artifact named `names` (or of that kind) of the mapping's compile (without one: of its process)."""
+    marks = ", ".join("?" * len(names))
+    return one(conn, f"""
+        SELECT a.id, a.name, p.text FROM artifacts a JOIN payloads p ON p.hash = a.payload
+        JOIN envelopes e ON e.id = a.envelope_id
+        WHERE a.compile IS ? AND e.source_id = ? AND (a.name IN ({marks}) OR a.kind IN ({marks}))
+        ORDER BY a.id DESC LIMIT 1""", (mapping["compile"], mapping["source_id"], *names, *names))
+
+
+def provenance_data(conn: sqlite3.Connection, artifact_id: int) -> dict | None:
+    """The three panes and their line links for one inductor_provenance_tracking_node_mappings artifact."""
+    mapping = one(conn, """
+        SELECT a.id, a.compile, e.source_id, p.text, c.compile_id, c.co_name, s.run_id
+        FROM artifacts a JOIN payloads p ON p.hash = a.payload JOIN envelopes e ON e.id = a.envelope_id
+        JOIN sources s ON s.id = e.source_id LEFT JOIN compiles c ON c.id = a.compile
+        WHERE a.id = ? AND a.name = ?""", (artifact_id, MAPPINGS))
+    if mapping is None:
+        return None
+    try:
+        parsed = json.loads(mapping["text"])
+    except ValueError:
+        parsed = None
+    panes = {pane: _last_artifact(conn, mapping, names)
+             for pane, names in zip(PANES, (PRE_GRAPHS, POST_GRAPHS, CODE))}
+    texts = {pane: (artifact or {}).get("text") or "" for pane, artifact in panes.items()}
+    links = line_links(parsed, texts["pre"], texts["post"], texts["code"]) if isinstance(parsed, dict) else {}
+    return {"mapping": mapping, "valid": isinstance(parsed, dict),
+            "panes": [{"key": pane, "title": PANE_TITLES[pane], "artifact": panes[pane],
+                       "lines": texts[pane].split("\n") if texts[pane] else [],
+                       "linked": set(links.get(pane, {}))} for pane in PANES],
+            "links": links}
+
+
+def script_json(value) -> Markup:
+    """JSON safe inside a <script> element."""
+    return Markup(json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
+
+
+async def provenance_page(datasette, request):
+    db, urls = await _database(datasette, request)
+    artifact_id = _int(request, "artifact")
+    data = await db.execute_fn(lambda conn: provenance_data(conn, artifact_id))
+    if data is None:
+        raise NotFound(f"Artifact {artifact_id} is no {MAPPINGS} with a payload (run with INDUCTOR_PROVENANCE=1)")
+    return await _page(datasette, request, "provenance.html", {"database": db.name, "u": urls, **data,
+                                                               "links_json": script_json(data["links"])})
 
 
 # --- artifact and payload ---------------------------------------------------------------------

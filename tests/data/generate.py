@@ -351,8 +351,27 @@ ep = draft_export(M(), (torch.randn(4), torch.tensor(3)), dynamic_shapes={"x": {
 assert len(ep._report.failures) == 5, ep._report
 """
 
+# Inductor provenance tracking (INDUCTOR_PROVENANCE=1): which pre-grad nodes became
+# which post-grad nodes and which kernels of the generated code.
+SCENARIOS["provenance"] = """
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(10, 16)
+        self.fc2 = torch.nn.Linear(16, 4)
+
+    def forward(self, x, a):
+        x = self.fc1(x)
+        x = torch.sigmoid(torch.relu(x)) * a
+        return torch.nn.functional.gelu(self.fc2(x))
+
+with torch.no_grad():
+    torch.compile(Model())(torch.randn(8, 10), torch.randn(8, 16))
+"""
+
 # Environment a scenario's program runs with, beyond the common one ({trace}: the trace dir).
-EXTRA_ENV = {"collectives_3ranks": {"LOG_TLPARSE": "1"}, "draft_export": {"TORCH_DTRACE": "{trace}"}}
+EXTRA_ENV = {"collectives_3ranks": {"LOG_TLPARSE": "1"}, "draft_export": {"TORCH_DTRACE": "{trace}"},
+             "provenance": {"INDUCTOR_PROVENANCE": "1"}}
 
 # Scenarios whose program runs more than once into the same trace dir.
 RUNS = {"cache": 2}

@@ -21,3 +21,35 @@ document.addEventListener("click", (event) => {
     if (!d.dataset.src) d.open = open;
   });
 });
+
+// Provenance page: highlight the lines a line is linked to in the other panes.
+(() => {
+  const data = document.getElementById("provenance-links");
+  if (!data) return;
+  const links = JSON.parse(data.textContent);
+  const targets = (line) => {
+    const pane = line.closest(".provenance-pane").dataset.pane;
+    const linked = (links[pane] || {})[line.dataset.line] || {};
+    return [line, ...Object.entries(linked).flatMap(([other, lines]) =>
+      lines.map((n) => document.getElementById(`${other}-${n}`)).filter(Boolean))];
+  };
+  const clear = () => document.querySelectorAll(".provenance .hl").forEach((e) => e.classList.remove("hl"));
+  document.querySelector(".provenance").addEventListener("mouseover", (event) => {
+    const line = event.target.closest(".pl.linked");
+    if (!line) return;
+    clear();
+    targets(line).forEach((e) => e.classList.add("hl"));
+  });
+  document.querySelector(".provenance").addEventListener("click", (event) => {
+    const line = event.target.closest(".pl.linked");
+    if (!line) return;
+    clear();
+    const found = targets(line);
+    found.forEach((e) => e.classList.add("hl"));
+    const seen = new Set([line.closest(".provenance-pane")]);
+    found.forEach((e) => {
+      const pane = e.closest(".provenance-pane");
+      if (!seen.has(pane)) { seen.add(pane); e.scrollIntoView({block: "center", inline: "nearest"}); }
+    });
+  });
+})();
