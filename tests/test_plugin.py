@@ -179,6 +179,16 @@ async def test_provenance_links_follow_the_logged_node_mappings(ds, traces_db):
     assert f'href="/traces/-/tlindex/provenance/{artifact}"' in compile_html
     artifact_html = (await ds.client.get(f"/traces/-/tlindex/artifact/{artifact}")).text
     assert f'href="/traces/-/tlindex/provenance/{artifact}"' in artifact_html
+    # the kernel stack traces, readable: each kernel, then its traces with their line breaks
+    at = next(i for i, line in enumerate(lines) if '"inductor_provenance_tracking_kernel_stack_traces"' in line)
+    traces = json.loads(lines[at + 1][1:])
+    (stacks,) = conn.execute("SELECT id FROM artifacts WHERE compile = ? AND name = "
+                             "'inductor_provenance_tracking_kernel_stack_traces'", (compile_row,)).fetchone()
+    stacks_html = (await ds.client.get(f"/traces/-/tlindex/artifact/{stacks}")).text
+    import html as html_lib
+    shown = re.findall(r'<h3><code>([^<]+)</code></h3>((?:<pre class="reason">.*?</pre>)+)', stacks_html, re.S)
+    assert [(kernel, [html_lib.unescape(t) for t in re.findall(r'<pre class="reason">(.*?)</pre>', pres, re.S)])
+            for kernel, pres in shown] == list(traces.items())
     (other, other_artifact) = conn.execute("SELECT compile, id FROM artifacts WHERE compile IN (SELECT id FROM "
                                            "compiles WHERE run_id = ?) LIMIT 1", scenario_run(conn, "train_step")).fetchone()
     assert (await ds.client.get(f"/traces/-/tlindex/provenance/{other_artifact}")).status_code == 404

@@ -423,7 +423,21 @@ async def artifact_page(datasette, request):
     body = render_payload(text, lang) if text is not None else None
     return await _page(datasette, request, "artifact.html", {
         "database": db.name, "a": artifact, "u": urls, "body": body, "lang": lang,
-        "lines": (text or "").count("\n") + 1 if text else 0})
+        "lines": (text or "").count("\n") + 1 if text else 0, "stack_traces": kernel_stack_traces(artifact, text)})
+
+
+def kernel_stack_traces(artifact: dict, text: str | None) -> list[tuple[str, list[str]]]:
+    """inductor_provenance_tracking_kernel_stack_traces as (kernel, [user stack traces]) (tlparse's _readable)."""
+    if artifact["name"] != "inductor_provenance_tracking_kernel_stack_traces" or not text:
+        return []
+    try:
+        traces = json.loads(text)
+    except ValueError:
+        return []
+    if not isinstance(traces, dict):
+        return []
+    return [(str(kernel), [str(t) for t in (value if isinstance(value, list) else [value])])
+            for kernel, value in traces.items()]
 
 
 async def payload_page(datasette, request):
