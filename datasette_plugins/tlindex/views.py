@@ -397,7 +397,7 @@ async def provenance_page(datasette, request):
     artifact_id = _int(request, "artifact")
     data = await db.execute_fn(lambda conn: provenance_data(conn, artifact_id))
     if data is None:
-        raise NotFound(f"Artifact {artifact_id} is no {MAPPINGS} with a payload (run with INDUCTOR_PROVENANCE=1)")
+        raise NotFound(f"Artifact {artifact_id} is not a {MAPPINGS} artifact with a payload (logged with INDUCTOR_PROVENANCE=1)")
     return await _page(datasette, request, "provenance.html", {"database": db.name, "u": urls, **data,
                                                                "links_json": script_json(data["links"])})
 
