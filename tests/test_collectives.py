@@ -166,8 +166,9 @@ def test_a_graph_whose_code_lost_a_wait_is_flagged(tmp_path):
 def test_tlparse_multi_rank_schedule_corpus(tmp_path):
     """tlparse's own expectation: rank 0 schedules 6 ops for graph 0/0, (edited) rank 1 only 4.
 
-    In these inputs rank 2 is a byte-identical copy of rank 0 and rank 1's envelopes say rank 0,
-    so tlindex keeps two files and compares each schedule with its generated code instead.
+    In these inputs rank 2 is a byte-identical copy of rank 0 (kept as its own file, marked
+    files.copy_of) and every file's envelopes say rank 0, so tlindex compares each schedule
+    with its generated code instead.
     """
     db_path = tmp_path / "t.db"
     ingest(db_path, [str(SHARED_CORPUS / "multi_rank_schedule")], jobs=1)
@@ -177,7 +178,10 @@ def test_tlparse_multi_rank_schedule_corpus(tmp_path):
         "JOIN sources s ON s.id = c.source_id JOIN files f ON f.id = s.file_id "
         "WHERE o.origin = 'schedule' AND c.compile_id = '0/0' GROUP BY f.name").fetchall())
     assert counts == {"dedicated_log_torch_trace_rank_0_6u3fubwl.log": 6,
-                      "dedicated_log_torch_trace_rank_1_n8zycf07.log": 4}
+                      "dedicated_log_torch_trace_rank_1_n8zycf07.log": 4,
+                      "dedicated_log_torch_trace_rank_2.log": 6}
+    assert [tuple(r) for r in conn.execute("SELECT f.name, o.name FROM files f JOIN files o ON o.id = f.copy_of")] == \
+        [("dedicated_log_torch_trace_rank_2.log", "dedicated_log_torch_trace_rank_0_6u3fubwl.log")]
     rows = [dict(r) for r in run_sql(conn, load_queries()["collectives"].sql, {})]
     assert [(r["compile_id"], r["parity"], r["unmatched_collectives"]) for r in rows if r["parity"] != "ok"] == \
         [("0/0", "mismatch", 1)]

@@ -51,7 +51,8 @@ def test_ingesting_the_same_logs_again_is_a_no_op(tmp_path):
     assert counts(db_path) == before
 
 
-def test_the_same_content_under_another_path_is_not_ingested_twice(tmp_path):
+def test_a_byte_identical_copy_is_its_own_file_and_says_whose_copy_it_is(tmp_path):
+    """Two rank files of one job can be byte-identical: each is a file and a source of its own."""
     db_path = tmp_path / "t.db"
     log = scenario_logs("export")[0]
     copy = tmp_path / "copy" / log.name
@@ -60,7 +61,30 @@ def test_the_same_content_under_another_path_is_not_ingested_twice(tmp_path):
     ingest(db_path, [str(log)], jobs=1)
     before = counts(db_path)
     summary = ingest(db_path, [str(copy)], jobs=1)
-    assert summary.skipped == 1 and counts(db_path) == before
+    assert summary.files == 1 and summary.copies == [(str(copy.resolve()), str(log.resolve()))]
+    assert any("byte-identical copy of" in note for note in summary.notes())
+    after = counts(db_path)
+    assert after["envelopes"] == 2 * before["envelopes"] and after["payloads"] == before["payloads"]
+    conn = connect(db_path)
+    (copy_of,) = conn.execute("SELECT copy_of FROM files WHERE path = ?", (str(copy.resolve()),)).fetchone()
+    assert conn.execute("SELECT path FROM files WHERE id = ?", (copy_of,)).fetchone()[0] == str(log.resolve())
+    assert ingest(db_path, [str(copy)], jobs=1).skipped == 1  # and only once
+
+
+def test_a_moved_log_is_not_ingested_twice_and_its_path_follows(tmp_path):
+    db_path = tmp_path / "t.db"
+    original = tmp_path / "before" / "x.log"
+    original.parent.mkdir()
+    shutil.copy(scenario_logs("export")[0], original)
+    ingest(db_path, [str(original)], jobs=1)
+    before = counts(db_path)
+    moved = tmp_path / "after" / "x.log"
+    moved.parent.mkdir()
+    original.rename(moved)
+    summary = ingest(db_path, [str(moved)], jobs=1)
+    assert summary.skipped == 1 and summary.moved == [(str(moved.resolve()), str(original.resolve()))]
+    assert counts(db_path) == before
+    assert [row[0] for row in connect(db_path).execute("SELECT path FROM files")] == [str(moved.resolve())]
 
 
 def test_replace_reingests_a_file(tmp_path):

@@ -24,7 +24,7 @@ from typing import BinaryIO
 
 import orjson
 
-from .merge import delete_file_rows, merge
+from .merge import merge
 from .normalize.state import CompileState
 from .reader import ENVELOPE_RE, LAUNCHER_PREFIX_RE
 from .resume import fit_chunk, report_file_ranks
@@ -209,13 +209,3 @@ class SplitFile:
             (self.counts.compiles,) = conn.execute(
                 "SELECT count(*) FROM compiles WHERE source_id IN (SELECT id FROM sources WHERE file_id = ?)",
                 (self.file_id,)).fetchone()
-
-    def drop_if_duplicate(self, conn: sqlite3.Connection) -> bool:
-        """After the last chunk: whether the same content was ingested under another path (then drop it)."""
-        duplicate = conn.execute("SELECT 1 FROM files WHERE sha256 = ? AND id != ?",
-                                 (self.sha256.hexdigest(), self.file_id)).fetchone()
-        if duplicate:
-            conn.execute("BEGIN IMMEDIATE")
-            delete_file_rows(conn, self.file_id)
-            conn.execute("COMMIT")
-        return duplicate is not None

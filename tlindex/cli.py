@@ -58,15 +58,22 @@ def cli() -> None:
 def ingest(paths: tuple[str, ...], db_path: str, run_label: str | None, replace: bool,
            jobs: int | None, silent: bool) -> None:
     """Ingest log files, TORCH_TRACE directories, globs and .gz files into the database."""
+    from .db import DatabaseError
     from .ingest import ingest as run_ingest
 
     bar = ProgressBar(enabled=not silent and sys.stderr.isatty())
-    summary = run_ingest(db_path, list(paths), run_label=run_label, replace=replace, jobs=jobs,
-                         progress=bar.update)
-    bar.close()
+    try:
+        summary = run_ingest(db_path, list(paths), run_label=run_label, replace=replace, jobs=jobs,
+                             progress=bar.update)
+    except DatabaseError as error:
+        raise click.ClickException(str(error))
+    finally:
+        bar.close()
     for problem in summary.problems:
         click.echo(f"error: {problem}", err=True)
     if not silent:
+        for note in summary.notes():
+            click.echo(f"note: {note}", err=True)
         click.echo(summary.line(), err=True)
     if summary.problems:
         sys.exit(1)

@@ -12,36 +12,104 @@ if TYPE_CHECKING:
     import sqlite_utils
 
 MIGRATIONS_TABLE = "_tlindex_migrations"
+SQLITE_HEADER = b"SQLite format 3\x00"
+BUSY_TIMEOUT_S = 600  # concurrent ingests wait for each other's merges (each one transaction)
+
+
+class DatabaseError(Exception):
+    """A database tlindex must not (or cannot) write to; the message says why, naming the file."""
+
+
+def _statements(sql: str) -> list[str]:
+    """The statements of a schema file, whole (comments stay with the statement they precede)."""
+    statements, current = [], ""
+    for line in sql.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            statements.append(current)
+            current = ""
+    return statements
+
+
+def _applied(conn: sqlite3.Connection) -> set[str]:
+    exists = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                          (MIGRATIONS_TABLE,)).fetchone()
+    return {row[0] for row in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")} if exists else set()
 
 
 def apply_schema(conn: sqlite3.Connection) -> list[str]:
     """Apply every schema/NNN_*.sql file not yet applied; return the names applied.
 
     Each file is one migration, recorded in _tlindex_migrations, so a database
-    made by an older tlindex is upgraded in place the next time it is opened.
+    made by an older tlindex is upgraded in place the next time it is opened. The
+    check and the migrations run under one write lock, so processes opening a new
+    database at once apply each migration exactly once. A database that records a
+    migration this tlindex does not know was written by a newer one: refused.
     """
-    conn.execute(f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (name TEXT PRIMARY KEY, applied_at TEXT)")
-    done = {row[0] for row in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")}
-    applied = []
-    for path in schema_files():
-        if path.stem in done:
-            continue
-        # executescript commits first; wrap the file in its own transaction.
-        conn.executescript("BEGIN;\n" + path.read_text() + f"\nINSERT INTO {MIGRATIONS_TABLE} VALUES "
-                           f"('{path.stem}', strftime('%Y-%m-%dT%H:%M:%SZ', 'now'));\nCOMMIT;")
-        applied.append(path.stem)
+    files = schema_files()
+    known = {path.stem for path in files}
+    done = _applied(conn)
+    if done - known:
+        raise DatabaseError(f"written by a newer tlindex (schema migrations {', '.join(sorted(done - known))} "
+                            f"are unknown to this one); upgrade tlindex to use it")
+    if known <= done:
+        return []
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (name TEXT PRIMARY KEY, applied_at TEXT)")
+        done = _applied(conn)  # again, now that no one else can be applying them
+        applied = []
+        for path in files:
+            if path.stem in done:
+                continue
+            for statement in _statements(path.read_text()):
+                conn.execute(statement)
+            conn.execute(f"INSERT INTO {MIGRATIONS_TABLE} VALUES (?, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
+                         (path.stem,))
+            applied.append(path.stem)
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
     return applied
+
+
+def check_database(path: str | Path) -> None:
+    """Refuse a file that is not SQLite, or a SQLite database that is not tlindex's (or empty)."""
+    path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb") as file:
+        if file.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
+            raise DatabaseError(f"{path}: not a SQLite database; give --db a tlindex database or a new file name")
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as error:
+        raise DatabaseError(f"{path}: cannot be read as a SQLite database ({error})")
+    if tables and MIGRATIONS_TABLE not in tables:
+        shown = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
+        raise DatabaseError(f"{path}: a SQLite database that tlindex did not make (tables: {shown}); "
+                            f"tlindex writes only to its own databases: give --db another file")
 
 
 def open_db(path: str | Path) -> "sqlite_utils.Database":
     """Open (creating if needed) a tlindex database with the current schema, in WAL mode.
 
-    WAL lets Datasette read the database while an ingest writes to it.
+    WAL lets Datasette read the database while an ingest writes to it. Raises
+    DatabaseError for a file that is not (or cannot become) a tlindex database.
     """
     import sqlite_utils  # not in workers: they only need apply_schema
 
-    db = sqlite_utils.Database(path)
-    db.conn.execute("PRAGMA journal_mode=WAL")
-    db.conn.execute("PRAGMA synchronous=NORMAL")
-    apply_schema(db.conn)
-    return db
+    check_database(path)
+    try:
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        apply_schema(conn)
+    except sqlite3.DatabaseError as error:
+        raise DatabaseError(f"{path}: cannot be opened as a tlindex database ({error})")
+    return sqlite_utils.Database(conn)

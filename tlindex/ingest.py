@@ -23,7 +23,7 @@ from typing import Callable
 from .chunks import SplitFile, chunk_size, split_points
 from .db import open_db
 from .discover import discover
-from .merge import merge
+from .merge import delete_file_rows, merge
 from .resume import restore_state
 from .runs import assign_runs
 from .search import refresh_fts
@@ -44,6 +44,8 @@ class IngestSummary:
     md5_failures: int = 0
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)  # paths that could not be read
+    copies: list[tuple[str, str]] = field(default_factory=list)  # (file, the earlier file it equals)
+    moved: list[tuple[str, str]] = field(default_factory=list)   # (new path, old path no longer there)
 
     def line(self) -> str:
         parts = [f"{self.files} file{'s' * (self.files != 1)} ingested"]
@@ -54,6 +56,13 @@ class IngestSummary:
         return (f"{', '.join(parts)}: {self.envelopes:,} envelopes, {self.compiles:,} compiles, "
                 f"{self.errors:,} ingest errors, {self.md5_failures:,} md5 failures "
                 f"in {self.seconds:.1f} s")
+
+    def notes(self) -> list[str]:
+        """What the summary line does not say: copies kept as their own files, logs moved."""
+        return ([f"{path}: a byte-identical copy of {earlier} (ingested as its own file; files.copy_of)"
+                 for path, earlier in self.copies] +
+                [f"{path}: already ingested as {earlier}, which is gone (the file moved; path updated)"
+                 for path, earlier in self.moved])
 
 
 @dataclass
@@ -95,6 +104,23 @@ def plan(conn, files: list[Path], staging_dir: Path, replace: bool, summary: Ing
         else:  # rewritten: ingested as a new file unless its content is known (see merge_result)
             planned.append(Planned(Task(str(path), staging, main_db=main_db), stat.st_size))
     return planned
+
+
+def earlier_copy(conn, path: str, sha256: str, other_than: int | None) -> tuple[int, str] | None:
+    """(id, path) of the file ingested first with this content, if any (not the file being replaced)."""
+    return conn.execute("SELECT id, path FROM files WHERE sha256 = ? AND id IS NOT ? "
+                        "ORDER BY path != ?, id LIMIT 1", (sha256, other_than, path)).fetchone()
+
+
+def record_move(conn, summary: IngestSummary, path: str, earlier: tuple[int, str]) -> None:
+    """The log ingested as earlier[1] now lives at path (the old path is gone): follow it."""
+    new = Path(path)
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute("UPDATE files SET path = ?, name = ?, directory = ? WHERE id = ?",
+                 (path, new.name, str(new.parent), earlier[0]))
+    conn.execute("COMMIT")
+    summary.skipped += 1
+    summary.moved.append((path, earlier[1]))
 
 
 def split_big_files(planned: list[Planned], chunk_bytes: int) -> list[Planned]:
@@ -150,22 +176,37 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
             if item.split is not None:
                 split = item.split
                 split.add(conn, item.chunk, result)
-                if split.done and split.drop_if_duplicate(conn):
-                    summary.skipped += 1
-                elif split.done:
+                if split.done:
+                    earlier = earlier_copy(conn, split.path, split.sha256.hexdigest(), split.file_id)
+                    if earlier is not None and not Path(earlier[1]).exists():
+                        conn.execute("BEGIN IMMEDIATE")
+                        delete_file_rows(conn, split.file_id)
+                        conn.execute("COMMIT")
+                        record_move(conn, summary, split.path, earlier)
+                        return
+                    if earlier is not None:
+                        conn.execute("BEGIN IMMEDIATE")
+                        conn.execute("UPDATE files SET copy_of = ? WHERE id = ?", (earlier[0], split.file_id))
+                        conn.execute("COMMIT")
+                        summary.copies.append((split.path, earlier[1]))
                     summary.files += 1
                     summary.envelopes += split.counts.envelopes
                     summary.compiles += split.counts.compiles
                     summary.errors += split.counts.errors
                     summary.md5_failures += split.counts.md5_failures
                 return
-            duplicate = conn.execute("SELECT path FROM files WHERE sha256 = ? AND id IS NOT ?",
-                                     (result.sha256, item.replace_file)).fetchone()
-            if duplicate and not result.resumed:
-                summary.skipped += 1  # the same content was ingested from another path
+            earlier = None if result.resumed else earlier_copy(conn, result.path, result.sha256, item.replace_file)
+            if earlier is not None and earlier[1] == result.path:
+                summary.skipped += 1  # a concurrent ingest took this very file first
+            elif earlier is not None and not Path(earlier[1]).exists():
+                record_move(conn, summary, result.path, earlier)
             else:
+                copy_of = (lambda c, file_id: c.execute("UPDATE main.files SET copy_of = ? WHERE id = ?",
+                                                        (earlier[0], file_id))) if earlier else None
                 merge(conn, result.staging, replace_file=item.replace_file,
-                      resumed_file=-item.task.resume.file_id if result.resumed else None)
+                      resumed_file=-item.task.resume.file_id if result.resumed else None, complete=copy_of)
+                if earlier is not None:
+                    summary.copies.append((result.path, earlier[1]))
                 if result.resumed:
                     continued_files.append(-item.task.resume.file_id)
                 summary.files += 1

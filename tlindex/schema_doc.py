@@ -13,25 +13,35 @@ from .resources import schema_files
 
 TABLE_RE = re.compile(r"((?:--[^\n]*\n)*)CREATE TABLE (\w+) \((.*?)\n\);", re.S)
 COLUMN_RE = re.compile(r"^\s+(\w+) ([A-Z]+)([^-]*?)(?:,)?\s*--\s*(.*)$")
+ADD_COLUMN_RE = re.compile(r"^ALTER TABLE (\w+) ADD COLUMN (\w+ [A-Z]+[^-]*?;\s*--.*)$", re.M)
 
 
 def tables() -> list[tuple[str, str, list[tuple[str, str, str]]]]:
     """(table, description, [(column, type, description)]) for every table of the schema."""
-    found = []
+    found: dict[str, tuple[str, str, list[tuple[str, str, str]]]] = {}
     for path in schema_files():
-        for comment, name, body in TABLE_RE.findall(path.read_text()):
+        text = path.read_text()
+        for comment, name, body in TABLE_RE.findall(text):
             description = " ".join(line.lstrip("- ").strip() for line in comment.strip().splitlines())
-            columns = []
-            for line in body.splitlines():
-                match = COLUMN_RE.match(line)
-                if match:
-                    column, type_, extra, text = match.groups()
-                    reference = re.search(r"REFERENCES (\w+)\((\w+)\)", extra)
-                    if reference:
-                        text += f" → `{reference.group(1)}.{reference.group(2)}`"
-                    columns.append((column, type_, text.strip()))
-            found.append((name, description, columns))
-    return found
+            columns = [column for line in body.splitlines() if (column := _column(line))]
+            found[name] = (name, description, columns)
+        for name, definition in ADD_COLUMN_RE.findall(text):  # a later migration's new columns
+            column = _column(" " + definition.replace(";", ",", 1))
+            if column and name in found:
+                found[name][2].append(column)
+    return list(found.values())
+
+
+def _column(line: str) -> tuple[str, str, str] | None:
+    """(column, type, description) of one commented column definition."""
+    match = COLUMN_RE.match(line)
+    if match is None:
+        return None
+    column, type_, extra, text = match.groups()
+    reference = re.search(r"REFERENCES (\w+)\((\w+)\)", extra)
+    if reference:
+        text += f" → `{reference.group(1)}.{reference.group(2)}`"
+    return column, type_, text.strip()
 
 
 def escape_pipes(text: str) -> str:

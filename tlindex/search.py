@@ -8,6 +8,8 @@ that replaced or rewrote rows (--replace, a grown log) rebuilds them.
 
 from __future__ import annotations
 
+import sqlite3
+
 import sqlite_utils
 
 FTS_COLUMNS: dict[str, list[str]] = {
@@ -23,17 +25,26 @@ FTS_COLUMNS: dict[str, list[str]] = {
 def refresh_fts(db: sqlite_utils.Database, rebuild: bool = False) -> None:
     """Create the FTS indexes if missing and index the rows added since (all rows with rebuild)."""
     for table, columns in FTS_COLUMNS.items():
+        rebuild_table = rebuild
         if db[table].detect_fts() is None:
-            db[table].enable_fts(columns, create_triggers=False)
-            rebuild_table = True
-        else:
-            rebuild_table = rebuild
+            try:
+                db[table].enable_fts(columns, create_triggers=False)
+                rebuild_table = True
+            except sqlite3.OperationalError as error:
+                if "already exists" not in str(error):
+                    raise  # else a concurrent ingest created it first: append below
         if rebuild_table:
             db[table].rebuild_fts()
             continue
         # An external-content index answers max(rowid) from its content table;
         # its _docsize shadow table holds one row per document actually indexed.
+        # Under a write lock taken first: a concurrent ingest appends before or after.
         names = ", ".join(f"[{c}]" for c in columns)
-        with db.conn:
-            db.execute(f"INSERT INTO [{table}_fts] (rowid, {names}) SELECT rowid, {names} FROM [{table}] "
-                       f"WHERE rowid > (SELECT coalesce(max(id), 0) FROM [{table}_fts_docsize])")
+        db.conn.execute("BEGIN IMMEDIATE")
+        try:
+            db.conn.execute(f"INSERT INTO [{table}_fts] (rowid, {names}) SELECT rowid, {names} FROM [{table}] "
+                            f"WHERE rowid > (SELECT coalesce(max(id), 0) FROM [{table}_fts_docsize])")
+            db.conn.execute("COMMIT")
+        except BaseException:
+            db.conn.execute("ROLLBACK")
+            raise

@@ -214,7 +214,9 @@ def step(x):
 step(torch.randn(2, 4))
 """
 
-# torch.export: non-strict with a dynamic Dim, and strict (traced by dynamo).
+# torch.export: non-strict with a dynamic Dim, strict (traced by dynamo), and a
+# strict export whose dynamic Dim the model specializes: a ConstraintViolationError
+# in a compilation_metrics record that has no compile id (tlparse's [-/-]).
 SCENARIOS["export"] = """
 from torch.export import Dim, export
 
@@ -222,10 +224,18 @@ class M(torch.nn.Module):
     def forward(self, x, y):
         return (x + 1) @ y
 
+class Specializes(torch.nn.Module):
+    def forward(self, x):
+        return x + torch.ones(4, 3)
+
 batch = Dim("batch", min=2, max=64)
 args = (torch.randn(4, 3), torch.randn(3, 5))
 export(M(), args, dynamic_shapes={"x": {0: batch}, "y": None}, strict=False)
 export(M(), args, strict=True)
+try:
+    export(Specializes(), (torch.randn(4, 3),), dynamic_shapes={"x": {0: batch}}, strict=True)
+except Exception as error:  # torch._dynamo.exc.UserError: Constraints violated (batch)!
+    print(type(error).__name__)
 """
 
 # Distributed data parallel over gloo; `diverge` makes one rank recompile alone.

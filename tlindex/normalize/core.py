@@ -138,7 +138,9 @@ class FileNormalizer:
         frame_compile = data.get("frame_compile_id")
         attempt = data.get("attempt")
         compile: Compile | None = None
-        if ca is not None or frame is not None or frame_compile is not None:
+        if kind != "str":  # string-table records belong to the process, not to a compile
+            # Records without any compile id (export, AOTInductor, spans outside a compile)
+            # belong to the process's compile-id-less compile, tlparse's [-/-].
             key = (ca, frame, frame_compile)
             compile = proc.compiles.get(key)
             if kind == "dynamo_start" and compile is not None and compile.starts_again(attempt or 0):

@@ -101,7 +101,9 @@ def on_chromium_event(n: FileNormalizer, proc, rec, envelope_id, compile, meta, 
     ts = event.get("ts")
     compile_id = compile.id if compile else None
     if phase == "B":
-        proc.open_spans.setdefault(name, []).append((envelope_id, compile_id, ts, event.get("cat")))
+        # A span begun outside any compile id takes its end's compile, if that has one.
+        opened_in = compile_id if compile is not None and not compile.anonymous else None
+        proc.open_spans.setdefault(name, []).append((envelope_id, opened_in, ts, event.get("cat")))
         return
     if phase == "E":
         opened = proc.open_spans.get(name)

@@ -7,6 +7,7 @@ import orjson
 FILE_RANK_CONFLICT = "file name says rank {file_rank}, its envelopes say rank {rank}"
 RANK_CONFLICT = "process {pid} logs rank {rank} after rank {first}"
 CompileKey = tuple  # (compiled_autograd_id, frame_id, frame_compile_id)
+ANONYMOUS: CompileKey = (None, None, None)  # records without a compile id: tlparse's [-/-]
 
 
 def compile_id_text(ca: int | None, frame: int | None, frame_compile: int | None) -> str:
@@ -50,6 +51,11 @@ class Compile:
         self.envelope_count = self.envelope_bytes = self.payload_bytes = 0
         self.metrics_seen = self.any_fail = self.any_empty = self.any_restart = False
         self.finished = False  # a forward compilation_metrics record closed it
+
+    @property
+    def anonymous(self) -> bool:
+        """Whether this is the compile of records without a compile id (tlparse's [-/-])."""
+        return self.key == ANONYMOUS
 
     def starts_again(self, attempt: int) -> bool:
         """Whether a dynamo_start for this id and attempt means the ids restarted (a reset)."""
@@ -100,7 +106,9 @@ class Compile:
     @property
     def status(self) -> str:
         if not self.metrics_seen:
-            return "missing"
+            # [-/-] gathers records that need not come from a compilation at all
+            # (spans, export records): without metrics there is nothing to judge.
+            return "none" if self.anonymous else "missing"
         if self.any_fail:
             return "error"
         if self.any_empty:
@@ -180,8 +188,13 @@ class Process:
                 compile.co_filename = compile.co_filename or sibling.co_filename
                 compile.co_firstlineno = compile.co_firstlineno or sibling.co_firstlineno
             if compile.rank is None:
-                compile.rank = self.rank
+                compile.rank = self.effective_rank
         return self.all_compiles
+
+    @property
+    def effective_rank(self) -> int | None:
+        """The envelopes' rank, else the file name's (older torch logged no "rank" key)."""
+        return self.rank if self.rank is not None else self.file_rank
 
     def reset_compile_ids(self) -> None:
         """torch._dynamo.reset() happened: the same ids now name new compiles."""
@@ -189,7 +202,7 @@ class Process:
         self.compiles = {}
 
     def row(self, file_id: int) -> tuple:
-        return (self.source_id, file_id, self.pid, self.rank, self.file_rank, self.first_time,
+        return (self.source_id, file_id, self.pid, self.effective_rank, self.file_rank, self.first_time,
                 self.last_time, self.envelope_count, self.bytes, self.torch_version, self.torch_commit)
 
 
