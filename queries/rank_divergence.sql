@@ -1,6 +1,8 @@
 -- Rank divergence
 -- Where the ranks of a multi-rank run part ways: compile ids present on some ranks but not
--- all (missing_compile), caches that hit on some ranks and miss on others (cache), graphs
+-- all (missing_compile; records without a compile id, [-/-], are no compilation and do not
+-- count), caches that hit on some ranks and miss on others (cache, per compile id), ranks
+-- whose whole sequence of cache hits and misses differs (cache_pattern, tlparse's check), graphs
 -- that differ for the same compile id (graph: same artifact, different payload), and the
 -- compile-time gap between the fastest and slowest rank of each compile id (time); and, from
 -- inductor's own logs, graphs whose collectives are scheduled differently across ranks
@@ -14,11 +16,27 @@ WITH runs_ AS (
     WHERE world_size > 1 AND (coalesce(:run, '') = '' OR id = :run)
 ), per_id AS (
     SELECT c.run_id, c.compile_id, count(DISTINCT c.rank) AS n, group_concat(DISTINCT c.rank) AS ranks
-    FROM compiles c JOIN runs_ r ON r.id = c.run_id GROUP BY c.run_id, c.compile_id
+    FROM compiles c JOIN runs_ r ON r.id = c.run_id WHERE c.compile_id != '-/-' GROUP BY c.run_id, c.compile_id
 ), cache AS (
     SELECT c.run_id, c.compile_id, e.cache, c.rank, group_concat(e.result) AS results
     FROM cache_events e JOIN compiles c ON c.id = e.compile JOIN runs_ r ON r.id = c.run_id
     GROUP BY c.run_id, c.compile_id, e.cache, c.rank
+), cache_patterns AS (
+    -- per rank: every cache result in log order (tlparse's hit/miss pattern)
+    SELECT run_id, rank, coalesce(group_concat(result, ' '), '') AS pattern,
+           CASE WHEN count(result) = 0 THEN 'no cache lookups'
+                ELSE sum(result = 'hit') || ' hits, ' || sum(result = 'miss') || ' misses'
+                     || CASE WHEN count(result) > sum(result IN ('hit', 'miss'))
+                             THEN ', ' || (count(result) - sum(result IN ('hit', 'miss'))) || ' other' ELSE '' END
+           END AS shown
+    FROM (SELECT s.run_id, s.rank, e.result
+          FROM sources s JOIN runs_ r ON r.id = s.run_id
+          LEFT JOIN compiles c ON c.source_id = s.id LEFT JOIN cache_events e ON e.compile = c.id
+          WHERE s.rank IS NOT NULL ORDER BY e.id)
+    GROUP BY run_id, rank
+), cache_groups AS (
+    SELECT run_id, pattern, shown, group_concat(rank) AS ranks, min(rank) AS first_rank
+    FROM (SELECT * FROM cache_patterns ORDER BY rank) GROUP BY run_id, pattern, shown
 ), graphs AS (
     -- per rank: the payloads of each graph artifact of a compile id (forward and backward
     -- graphs share a name, so compare the whole set)
@@ -81,6 +99,11 @@ UNION ALL
 SELECT run_id, 'cache', compile_id, group_concat(rank), cache || ': ' ||
        group_concat('rank ' || rank || ' ' || results, ', ')
 FROM cache GROUP BY run_id, compile_id, cache HAVING count(DISTINCT results) > 1
+UNION ALL
+SELECT run_id, 'cache_pattern', NULL, group_concat(ranks),
+       group_concat(CASE WHEN instr(ranks, ',') THEN 'ranks ' ELSE 'rank ' END || ranks || ': ' || shown, '; ')
+FROM (SELECT * FROM cache_groups ORDER BY first_rank)
+GROUP BY run_id HAVING count(*) > 1
 UNION ALL
 SELECT run_id, 'graph', compile_id, group_concat(rank),
        name || ': ' || count(DISTINCT payloads) || ' different versions across ranks'

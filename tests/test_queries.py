@@ -141,6 +141,19 @@ def test_failures_count_each_failure_type(db):
     assert got == raw == Counter({"Unsupported": 1, "BackendCompilerFailed": 2})
 
 
+def test_an_export_failure_without_compile_id_is_a_failure_of_compile_minus_minus(db):
+    """torch.export's compilation_metrics has compile_id null: it belongs to the process's [-/-]."""
+    (run,) = scenario_run(db, "export")
+    raw = [e["compilation_metrics"] for e in raw_envelopes(scenario_logs("export"))
+           if "compilation_metrics" in e and e["compilation_metrics"].get("fail_type")]
+    assert [m["compile_id"] for m in raw] == [None]
+    (found,) = [r for r in rows(db, "failures", run=run) if r["kind"] == "failure"]
+    assert (found["type"], found["compile_ids"]) == ("ConstraintViolationError", "-/-")
+    assert found["reason"] == raw[0]["fail_reason"]
+    (status,) = db.execute("SELECT status FROM compiles WHERE run_id = ? AND compile_id = '-/-'", (run,)).fetchone()
+    assert status == "error"
+
+
 def test_cache_counts_hits_and_misses_per_run(db):
     runs = scenario_run(db, "cache")
     found = {(r["run_id"], r["cache"]): r for r in rows(db, "cache")}

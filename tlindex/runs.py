@@ -1,9 +1,10 @@
 """Group sources into runs, and keep the run-level columns up to date.
 
 A run is one torch job. Sources in one directory belong to the same run when
-they share a pid (one process writing several files, e.g. draft_export) or
-their time spans overlap (the ranks of one distributed job); a script run
-twice into the same directory gives two runs. `--run LABEL` puts every new
+they share a pid (one process writing several files, e.g. draft_export), their
+time spans overlap (the ranks of one distributed job), or they are the rank
+files of the directory and no rank appears twice; a script run twice into the
+same directory gives two runs. `--run LABEL` puts every new
 source in the run of that label instead.
 """
 
@@ -88,6 +89,14 @@ def _group_directory(conn: sqlite3.Connection, directory: str) -> set[int]:
         "JOIN files f ON f.id = s.file_id WHERE f.directory = ? ORDER BY s.first_time, s.id",
         (directory,)).fetchall()
     groups = _Groups()
+    # Rank files (dedicated_log_torch_trace_rank_N_*.log) of one directory, each rank once,
+    # are one job however their times fall (tlparse --all-ranks-html reads them so too).
+    rank_files = conn.execute(
+        "SELECT s.id, s.file_rank FROM sources s JOIN files f ON f.id = s.file_id "
+        "WHERE f.directory = ? AND s.file_rank IS NOT NULL", (directory,)).fetchall()
+    if len(rank_files) > 1 and len({rank for _, rank in rank_files}) == len(rank_files):
+        for source_id, _ in rank_files[1:]:
+            groups.union(source_id, rank_files[0][0])
     by_pid: dict[int, int] = {}
     # Sweep in start order: a source overlapping the running end of a group joins it.
     group_end: str | None = None

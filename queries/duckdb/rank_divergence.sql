@@ -6,11 +6,27 @@ WITH runs_ AS (
 ), per_id AS (
     SELECT c.run_id, c.compile_id, count(DISTINCT c.rank) AS n,
            string_agg(DISTINCT CAST(c.rank AS VARCHAR), ',' ORDER BY CAST(c.rank AS VARCHAR)) AS ranks
-    FROM compiles c JOIN runs_ r ON r.id = c.run_id GROUP BY c.run_id, c.compile_id
+    FROM compiles c JOIN runs_ r ON r.id = c.run_id WHERE c.compile_id != '-/-' GROUP BY c.run_id, c.compile_id
 ), cache AS (
     SELECT c.run_id, c.compile_id, e.cache, c.rank, string_agg(e.result, ',' ORDER BY e.id) AS results
     FROM cache_events e JOIN compiles c ON c.id = e.compile JOIN runs_ r ON r.id = c.run_id
     GROUP BY c.run_id, c.compile_id, e.cache, c.rank
+), cache_patterns AS (
+    SELECT s.run_id, s.rank, coalesce(string_agg(e.result, ' ' ORDER BY e.id), '') AS pattern,
+           count(e.result) AS lookups, count(*) FILTER (WHERE e.result = 'hit') AS hits,
+           count(*) FILTER (WHERE e.result = 'miss') AS misses
+    FROM sources s JOIN runs_ r ON r.id = s.run_id
+    LEFT JOIN compiles c ON c.source_id = s.id LEFT JOIN cache_events e ON e.compile = c.id
+    WHERE s.rank IS NOT NULL GROUP BY s.run_id, s.rank
+), cache_groups AS (
+    SELECT run_id, pattern, shown, string_agg(CAST(rank AS VARCHAR), ',' ORDER BY rank) AS ranks,
+           min(rank) AS first_rank
+    FROM (SELECT *, CASE WHEN lookups = 0 THEN 'no cache lookups'
+                         ELSE CAST(hits AS VARCHAR) || ' hits, ' || CAST(misses AS VARCHAR) || ' misses'
+                              || CASE WHEN lookups > hits + misses
+                                      THEN ', ' || CAST(lookups - hits - misses AS VARCHAR) || ' other' ELSE '' END
+                    END AS shown FROM cache_patterns)
+    GROUP BY run_id, pattern, shown
 ), graphs AS (
     SELECT c.run_id, c.compile_id, a.name, c.rank, string_agg(a.payload, ',' ORDER BY a.payload) AS payloads
     FROM artifacts a JOIN compiles c ON c.id = a.compile JOIN runs_ r ON r.id = c.run_id
@@ -64,6 +80,11 @@ UNION ALL
 SELECT run_id, 'cache', compile_id, string_agg(CAST(rank AS VARCHAR), ',' ORDER BY rank),
        cache || ': ' || string_agg('rank ' || CAST(rank AS VARCHAR) || ' ' || results, ', ' ORDER BY rank)
 FROM cache GROUP BY run_id, compile_id, cache HAVING count(DISTINCT results) > 1
+UNION ALL
+SELECT run_id, 'cache_pattern', NULL, string_agg(ranks, ',' ORDER BY first_rank),
+       string_agg(CASE WHEN contains(ranks, ',') THEN 'ranks ' ELSE 'rank ' END || ranks || ': ' || shown, '; '
+                  ORDER BY first_rank)
+FROM cache_groups GROUP BY run_id HAVING count(*) > 1
 UNION ALL
 SELECT run_id, 'graph', compile_id, string_agg(CAST(rank AS VARCHAR), ',' ORDER BY rank),
        name || ': ' || CAST(count(DISTINCT payloads) AS VARCHAR) || ' different versions across ranks'

@@ -6,11 +6,27 @@ WITH runs_ AS (
 ), per_id AS (
     SELECT c.run_id, c.compile_id, count(DISTINCT c.rank) AS n,
            nullif(array_join(array_sort(collect_set(CAST(c.rank AS STRING))), ','), '') AS ranks
-    FROM compiles c JOIN runs_ r ON r.id = c.run_id GROUP BY c.run_id, c.compile_id
+    FROM compiles c JOIN runs_ r ON r.id = c.run_id WHERE c.compile_id != '-/-' GROUP BY c.run_id, c.compile_id
 ), cache AS (
     SELECT c.run_id, c.compile_id, e.cache, c.rank, nullif(array_join(transform(array_sort(collect_list(struct(e.id AS k, e.result AS v))), s -> s.v), ','), '') AS results
     FROM cache_events e JOIN compiles c ON c.id = e.compile JOIN runs_ r ON r.id = c.run_id
     GROUP BY c.run_id, c.compile_id, e.cache, c.rank
+), cache_patterns AS (
+    SELECT s.run_id, s.rank, coalesce(nullif(array_join(transform(array_sort(collect_list(struct(e.id AS k, e.result AS v))), s -> s.v), ' '), ''), '') AS pattern,
+           count(e.result) AS lookups, count(*) FILTER (WHERE e.result = 'hit') AS hits,
+           count(*) FILTER (WHERE e.result = 'miss') AS misses
+    FROM sources s JOIN runs_ r ON r.id = s.run_id
+    LEFT JOIN compiles c ON c.source_id = s.id LEFT JOIN cache_events e ON e.compile = c.id
+    WHERE s.rank IS NOT NULL GROUP BY s.run_id, s.rank
+), cache_groups AS (
+    SELECT run_id, pattern, shown, nullif(array_join(transform(array_sort(collect_list(struct(rank AS k, CAST(rank AS STRING) AS v))), s -> s.v), ','), '') AS ranks,
+           min(rank) AS first_rank
+    FROM (SELECT *, CASE WHEN lookups = 0 THEN 'no cache lookups'
+                         ELSE CAST(hits AS STRING) || ' hits, ' || CAST(misses AS STRING) || ' misses'
+                              || CASE WHEN lookups > hits + misses
+                                      THEN ', ' || CAST(lookups - hits - misses AS STRING) || ' other' ELSE '' END
+                    END AS shown FROM cache_patterns)
+    GROUP BY run_id, pattern, shown
 ), graphs AS (
     SELECT c.run_id, c.compile_id, a.name, c.rank, nullif(array_join(transform(array_sort(collect_list(struct(a.payload AS k, a.payload AS v))), s -> s.v), ','), '') AS payloads
     FROM artifacts a JOIN compiles c ON c.id = a.compile JOIN runs_ r ON r.id = c.run_id
@@ -64,6 +80,10 @@ UNION ALL
 SELECT run_id, 'cache', compile_id, nullif(array_join(transform(array_sort(collect_list(struct(rank AS k, CAST(rank AS STRING) AS v))), s -> s.v), ','), ''),
        cache || ': ' || nullif(array_join(transform(array_sort(collect_list(struct(rank AS k, 'rank ' || CAST(rank AS STRING) || ' ' || results AS v))), s -> s.v), ', '), '')
 FROM cache GROUP BY run_id, compile_id, cache HAVING count(DISTINCT results) > 1
+UNION ALL
+SELECT run_id, 'cache_pattern', NULL, nullif(array_join(transform(array_sort(collect_list(struct(first_rank AS k, ranks AS v))), s -> s.v), ','), ''),
+       nullif(array_join(transform(array_sort(collect_list(struct(first_rank AS k, CASE WHEN contains(ranks, ',') THEN 'ranks ' ELSE 'rank ' END || ranks || ': ' || shown AS v))), s -> s.v), '; '), '')
+FROM cache_groups GROUP BY run_id HAVING count(*) > 1
 UNION ALL
 SELECT run_id, 'graph', compile_id, nullif(array_join(transform(array_sort(collect_list(struct(rank AS k, CAST(rank AS STRING) AS v))), s -> s.v), ','), ''),
        name || ': ' || CAST(count(DISTINCT payloads) AS STRING) || ' different versions across ranks'
