@@ -141,7 +141,7 @@ CREATE TABLE frames (
 );
 
 -- Every IR dump and artifact: records with a payload (chromium events aside)
--- and every "artifact" record, payload or not.
+-- and every "artifact" and "link" record (a link's url is in its envelope's metadata), payload or not.
 CREATE TABLE artifacts (
     id INTEGER PRIMARY KEY,              -- artifact id
     envelope_id INTEGER NOT NULL REFERENCES envelopes(id), -- its envelope

@@ -270,3 +270,45 @@ async def test_a_payload_with_script_is_escaped(tmp_path):
         assert "<img src=x" not in html, path
     html = (await datasette.client.get("/evil/-/tlindex/artifact/1")).text
     assert "&lt;script&gt;" in html
+
+
+@pytest.mark.asyncio
+async def test_link_records_and_subgraphs_show_on_the_compile_page(tmp_path):
+    # HAND-MADE log (not written by torch): two link records, one with a javascript: url, and
+    # artifacts of two regional-inductor subgraphs (envelope key subgraph_name).
+    ids = b'"frame_id": 0, "frame_compile_id": 0, "attempt": 0'
+    lines = [b'V1122 09:00:00.000000 7 torch/_dynamo/convert_frame.py:1] {"dynamo_start": {"stack": []}, ' + ids + b'}',
+             b'V1122 09:00:00.100000 7 torch/x.py:1] {"link": {"name": "manifold_url", "url": '
+             b'"https://example.com/trace?a=1&b=\\"2\\""}, ' + ids + b'}',
+             b'V1122 09:00:00.200000 7 torch/x.py:1] {"link": {"name": "evil", "url": "javascript:alert(1)"}, '
+             + ids + b'}',
+             b'V1122 09:00:00.300000 7 torch/x.py:1] {"artifact": {"name": "a1", "encoding": "string"}, '
+             b'"subgraph_name": "<i>sub_0</i>", ' + ids + b'}',
+             b'V1122 09:00:00.400000 7 torch/x.py:1] {"artifact": {"name": "a2", "encoding": "string"}, '
+             b'"subgraph_name": "sub_1", ' + ids + b'}']
+    log = tmp_path / "dedicated_log_torch_trace_links.log"
+    log.write_bytes(b"\n".join(lines) + b"\n")
+    db_path = tmp_path / "links.db"
+    ingest(db_path, [str(log)], jobs=1)
+    datasette = Datasette([str(db_path)])
+    html = (await datasette.client.get("/links/-/tlindex/compile/1")).text
+    assert '<a href="https://example.com/trace?a=1&amp;b=&#34;2&#34;" rel="noopener noreferrer">manifold_url</a>' in html
+    assert 'href="javascript' not in html and "evil <i>(link: javascript:alert(1))</i>" in html
+    assert "subgraph <code>&lt;i&gt;sub_0&lt;/i&gt;</code>" in html and "subgraph <code>sub_1</code>" in html
+    assert html.index("sub_0") < html.index(">a1 <i>") < html.index("sub_1") < html.index(">a2 <i>")
+
+
+@pytest.mark.asyncio
+async def test_records_without_compile_id_are_the_compile_minus_minus(ds, traces_db):
+    """The export fixture's failing export: in the trie beside the stacks, with its own compile page."""
+    conn = fixture_conn(traces_db)
+    (run,) = scenario_run(conn, "export")
+    (row, status) = conn.execute("SELECT id, status FROM compiles WHERE run_id = ? AND compile_id = '-/-'",
+                                 (run,)).fetchone()
+    assert status == "error"
+    trie = (await ds.client.get(f"/traces/-/tlindex/trie/{run}")).text
+    assert f'<a class="compile status-error" href="/traces/-/tlindex/compile/{row}"' in trie
+    page = (await ds.client.get(f"/traces/-/tlindex/compile/{row}")).text
+    assert "records without a compile id" in page and "ConstraintViolationError" in page
+    assert conn.execute("SELECT count(*) FROM envelopes e JOIN sources s ON s.id = e.source_id WHERE s.run_id = ? "
+                        "AND e.compile IS NULL AND e.kind != 'str'", (run,)).fetchone()[0] == 0

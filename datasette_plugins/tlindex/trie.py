@@ -23,6 +23,7 @@ STATUS_LEGEND = [
     ("empty", "Empty graph"),
     ("error", "Error"),
     ("missing", "Metrics were missing"),
+    ("none", "No compile id: [-/-], records outside any compilation"),
 ]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from itertools import zip_longest
+from urllib.parse import urlencode
 
 from datasette.utils.asgi import AsgiStream, NotFound, Response
 from markupsafe import Markup
@@ -66,11 +67,11 @@ class Urls:
         return f"{self.base}/-/tlindex/payload/{digest}" + (".txt" if raw else "")
 
     def query(self, name, **params) -> str:
-        args = "&".join(f"{k}={v}" for k, v in params.items() if v is not None)
+        args = urlencode({k: v for k, v in params.items() if v is not None})
         return f"{self.base}/{name}" + (f"?{args}" if args else "")
 
     def table(self, table, **params) -> str:
-        args = "&".join(f"{k}={v}" for k, v in params.items() if v is not None)
+        args = urlencode({k: v for k, v in params.items() if v is not None})
         return f"{self.base}/{table}" + (f"?{args}" if args else "")
 
 
@@ -124,13 +125,14 @@ def run_data(conn: sqlite3.Connection, run_id: int) -> dict | None:
         (run_id,)))
     run["ranks"] = sorted({s["rank"] for s in run["sources"]}, key=lambda r: (r is None, r))
     run["by_rank"] = dicts(conn.execute("""
-        SELECT rank, count(*) AS compiles, sum(status = 'ok') AS ok, sum(status = 'break') AS break,
+        SELECT rank, sum(compile_id != '-/-') AS compiles, sum(status = 'ok') AS ok, sum(status = 'break') AS break,
                sum(status = 'empty') AS empty, sum(status = 'error') AS error, sum(status = 'missing') AS missing,
                sum(frame_compile_id > 0) AS recompiles, sum(graph_breaks) AS graph_breaks,
                round(sum(duration_s), 3) AS compile_time_s, sum(envelope_bytes + payload_bytes) AS bytes
         FROM compiles WHERE run_id = ? GROUP BY rank ORDER BY rank""", (run_id,)))
     run["totals"] = one(conn, """
-        SELECT count(*) AS compiles, sum(status = 'error') AS failures, sum(frame_compile_id > 0) AS recompiles,
+        SELECT sum(compile_id != '-/-') AS compiles, sum(status = 'error') AS failures,
+               sum(frame_compile_id > 0) AS recompiles,
                sum(graph_breaks) AS graph_breaks, round(sum(duration_s), 3) AS compile_time_s
         FROM compiles WHERE run_id = ?""", (run_id,))
     run["bytes"] = sum(s["bytes"] or 0 for s in run["sources"])
@@ -205,21 +207,25 @@ async def trie_page(datasette, request):
                                             (run_id,))]
         unknown = dicts(conn.execute("""
             SELECT e.kind, count(*) AS n FROM envelopes e JOIN sources s ON s.id = e.source_id
-            WHERE s.run_id = ? AND (? IS NULL OR s.rank = ?) AND e.compile IS NULL AND e.kind != 'str'
+            WHERE s.run_id = ? AND (? IS NULL OR s.rank = ?) AND e.compile_id = '-/-'
               AND EXISTS (SELECT 1 FROM frames f WHERE f.envelope_id = e.id AND f.stack = 'context')
             GROUP BY e.kind ORDER BY n DESC""", (run_id, rank, rank)))
-        return run, ranks, build_trie(conn, run_id, rank), unknown
+        anonymous = dicts(conn.execute("""
+            SELECT id, rank, status, fail_type, envelope_count FROM compiles
+            WHERE run_id = ? AND (? IS NULL OR rank = ?) AND compile_id = '-/-' ORDER BY rank, id""",
+            (run_id, rank, rank)))
+        return run, ranks, build_trie(conn, run_id, rank), unknown, anonymous
 
     found = await db.execute_fn(data)
     if found is None:
         raise NotFound(f"No run {run_id}")
-    run, ranks, trie, unknown = found
+    run, ranks, trie, unknown, anonymous = found
     nodes = size(trie) - 1
     renderer = TrieRenderer(urls.compile, lambda node: _fragment_url(urls, run_id, rank, node), budget,
                             open_all=nodes <= 200)
     return await _page(datasette, request, "trie.html", {
         "database": db.name, "run": run, "rank": rank, "ranks": ranks, "u": urls, "nodes": nodes,
-        "trie": renderer.render(trie), "unknown": unknown})
+        "trie": renderer.render(trie), "unknown": unknown, "anonymous": anonymous})
 
 
 def _fragment_url(urls: Urls, run_id: int, rank, node: int) -> str:
@@ -283,11 +289,14 @@ def compile_data(conn: sqlite3.Connection, compile_row: int) -> dict | None:
             span["ms"] = round(span["duration_us"] / 1000, 1)
     compile["spans"] = spans
     compile["artifacts"] = dicts(conn.execute("""
-        SELECT a.id, a.kind, a.name, a.size, a.payload, e.time, e.line, e.attempt
+        SELECT a.id, a.kind, a.name, a.size, a.payload, e.time, e.line, e.attempt, e.subgraph_name,
+               CASE WHEN a.kind = 'link' THEN json_extract(e.metadata, '$.url') END AS url
         FROM artifacts a JOIN envelopes e ON e.id = a.envelope_id WHERE a.compile = ? ORDER BY a.envelope_id""",
         (compile_row,)))
-    compile["links"] = dicts(conn.execute(
-        "SELECT metadata FROM envelopes WHERE compile = ? AND kind = 'link'", (compile_row,)))
+    for artifact in compile["artifacts"]:
+        url = artifact["url"]  # a link record: followed only when it is a web address
+        artifact["href"] = url if isinstance(url, str) and url.startswith(("https://", "http://")) else None
+    compile["artifact_groups"] = _by_subgraph(compile["artifacts"])
     compile.update(collectives_data(conn, compile))
     compile["provenance"] = [a["id"] for a in compile["artifacts"] if a["name"] == MAPPINGS and a["payload"]]
     compile["siblings"] = dicts(conn.execute("""
@@ -296,6 +305,14 @@ def compile_data(conn: sqlite3.Connection, compile_row: int) -> dict | None:
         (compile["source_id"], compile["generation"], compile["compiled_autograd_id"], compile["frame_id"],
          compile_row)))
     return compile
+
+
+def _by_subgraph(artifacts: list[dict]) -> list[tuple[str | None, list[dict]]]:
+    """Artifacts grouped by subgraph_name (regional inductor), groups in first-seen order."""
+    groups: dict[str | None, list[dict]] = {}
+    for artifact in artifacts:
+        groups.setdefault(artifact["subgraph_name"], []).append(artifact)
+    return list(groups.items())
 
 
 def collectives_data(conn: sqlite3.Connection, compile: dict) -> dict:

@@ -206,7 +206,7 @@ class FileNormalizer:
                 if isinstance(frames, list):
                     self.frames(proc, envelope_id, key, frames)
 
-        if kind == "artifact" or (text is not None and kind != "chromium_event"):
+        if kind in ("artifact", "link") or (text is not None and kind != "chromium_event"):
             encoding = meta.get("encoding") if is_dict else None
             self.sink.add("artifacts", (self.next_id("artifacts"), envelope_id,
                                         compile.id if compile else None, kind, name or kind, encoding,
