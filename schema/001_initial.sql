@@ -41,7 +41,7 @@ CREATE TABLE sources (
     file_id INTEGER NOT NULL REFERENCES files(id), -- the file it was read from
     run_id INTEGER REFERENCES runs(id),  -- the run it belongs to
     pid INTEGER,                         -- process id of the glog prefix
-    rank INTEGER,                        -- distributed rank from the envelopes' "rank" key
+    rank INTEGER,                        -- distributed rank: the envelopes' "rank" key, else the file name's rank (older torch logged no key)
     file_rank INTEGER,                   -- rank from the file name (..._rank_N_...), for cross-checking
     first_time TEXT,                     -- time of its first envelope
     last_time TEXT,                      -- time of its last envelope
@@ -79,7 +79,7 @@ CREATE TABLE envelopes (
     kind TEXT NOT NULL,                  -- envelope name: the first key of the JSON, e.g. artifact
     name TEXT,                           -- artifact name, or the metadata "name" of graph_dump, dump_file, ...
     compile INTEGER REFERENCES compiles(id), -- the compilation it belongs to
-    compile_id TEXT,                     -- compile id as torch prints it: 0/1, !0/1/2, !3
+    compile_id TEXT,                     -- compile id as torch prints it: 0/1, !0/1/2, !3; -/- for a record without any (tlparse's [-/-])
     compiled_autograd_id INTEGER,        -- compiled_autograd_id context key
     frame_id INTEGER,                    -- frame_id context key
     frame_compile_id INTEGER,            -- frame_compile_id context key
@@ -95,14 +95,18 @@ CREATE TABLE envelopes (
 );
 
 -- One row per compilation. Compile ids repeat within a process after
--- torch._dynamo.reset(): such compiles are told apart by generation.
+-- torch._dynamo.reset(): such compiles are told apart by generation. The records
+-- a process logs without any compile id (torch.export, AOTInductor, spans outside a
+-- compilation, the torch version) form one more compile per process and generation,
+-- compile_id '-/-' (tlparse's [-/-]); its status follows the same rules when it
+-- has compilation_metrics (an export's failure), else it is 'none'.
 CREATE TABLE compiles (
     id INTEGER PRIMARY KEY,              -- compile row id
     run_id INTEGER REFERENCES runs(id),  -- run of its source
     source_id INTEGER NOT NULL REFERENCES sources(id), -- process that compiled
     rank INTEGER,                        -- rank of that process
     generation INTEGER NOT NULL,         -- 0, then +1 each time the process's compile ids restart
-    compile_id TEXT NOT NULL,            -- compile id as torch prints it: 0/1, !0/1/2, !3
+    compile_id TEXT NOT NULL,            -- compile id as torch prints it: 0/1, !0/1/2, !3; -/- for the records without one
     compiled_autograd_id INTEGER,        -- compiled autograd graph id
     frame_id INTEGER,                    -- dynamo frame id
     frame_compile_id INTEGER,            -- compile number of that frame (0 first, then recompiles)
@@ -110,7 +114,7 @@ CREATE TABLE compiles (
     co_name TEXT,                        -- compiled function name
     co_filename TEXT,                    -- its file
     co_firstlineno INTEGER,              -- its first line
-    status TEXT NOT NULL,                -- ok, break (restarted), empty (no ops), error (fail_type), missing (no compilation_metrics)
+    status TEXT NOT NULL,                -- ok, break (restarted), empty (no ops), error (fail_type), missing (no compilation_metrics), none (-/- without compilation_metrics)
     fail_type TEXT,                      -- e.g. Unsupported, BackendCompilerFailed
     fail_reason TEXT,                    -- failure message
     fail_user_frame_filename TEXT,       -- user file of the failure

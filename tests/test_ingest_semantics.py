@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -227,3 +228,52 @@ def test_cli_version():
 
     result = CliRunner().invoke(cli, ["--version"])
     assert result.exit_code == 0 and __version__ in result.output
+
+
+def test_cli_refuses_a_db_that_is_not_a_tlindex_database_and_leaves_it_untouched(tmp_path):
+    runner = CliRunner()
+    text_file = tmp_path / "notes.db"
+    text_file.write_text("not a database\n")
+    foreign = tmp_path / "other.db"
+    conn = sqlite3.connect(foreign)
+    conn.execute("CREATE TABLE people (name TEXT)")
+    conn.commit()
+    conn.close()
+    for db_path, message in [(text_file, "not a SQLite database"), (foreign, "tlindex did not make (tables: people)")]:
+        before = db_path.read_bytes()
+        result = runner.invoke(cli, ["ingest", str(DATA / "export"), "--db", str(db_path)])
+        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        assert result.output.startswith(f"Error: {db_path}: ") and message in result.output, result.output
+        assert db_path.read_bytes() == before
+        assert not list(tmp_path.glob(f".{db_path.name}.staging-*"))
+    result = runner.invoke(cli, ["ingest", str(DATA / "export"), "--db", str(tmp_path / "no" / "dir" / "t.db")])
+    assert result.exit_code == 1 and "cannot be opened" in result.output and "Traceback" not in result.output
+
+
+def test_a_database_of_a_newer_tlindex_is_refused(tmp_path):
+    db_path = tmp_path / "t.db"
+    ingest(db_path, [str(DATA / "export")], jobs=1)
+    conn = sqlite3.connect(db_path)
+    conn.execute("INSERT INTO _tlindex_migrations VALUES ('999_from_the_future', NULL)")
+    conn.commit()
+    conn.close()
+    result = CliRunner().invoke(cli, ["ingest", str(DATA / "graph_breaks"), "--db", str(db_path)])
+    assert result.exit_code == 1 and "newer tlindex" in result.output and "999_from_the_future" in result.output
+    assert connect(db_path).execute("SELECT count(*) FROM files").fetchone()[0] == 1
+
+
+def test_a_rank_known_only_from_the_file_name_is_the_rank(tmp_path):
+    """Older torch logged no "rank" key: the file name's rank is the source's and its compiles'."""
+    trace = tmp_path / "trace"
+    trace.mkdir()
+    for rank, scenario in enumerate(["graph_breaks", "recompiles"]):  # real logs without "rank" keys
+        (log,) = scenario_logs(scenario)
+        assert b'"rank"' not in log.read_bytes()
+        shutil.copy(log, trace / f"dedicated_log_torch_trace_rank_{rank}_copy.log")
+    db_path = tmp_path / "t.db"
+    ingest(db_path, [str(trace)], jobs=1)
+    conn = connect(db_path)
+    assert [tuple(r) for r in conn.execute("SELECT rank, file_rank FROM sources ORDER BY rank")] == [(0, 0), (1, 1)]
+    assert conn.execute("SELECT count(*) FROM compiles WHERE rank IS NULL").fetchone()[0] == 0
+    # two rank files of one directory, each rank once: one job, though their times do not overlap
+    assert [tuple(r) for r in conn.execute("SELECT world_size, source_count FROM runs")] == [(2, 2)]

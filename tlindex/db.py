@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -96,6 +97,20 @@ def check_database(path: str | Path) -> None:
                             f"tlindex writes only to its own databases: give --db another file")
 
 
+def _wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL. SQLite does not wait (busy timeout) for this switch, so retry while another
+    process holds the new database's first lock."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 def open_db(path: str | Path) -> "sqlite_utils.Database":
     """Open (creating if needed) a tlindex database with the current schema, in WAL mode.
 
@@ -107,7 +122,7 @@ def open_db(path: str | Path) -> "sqlite_utils.Database":
     check_database(path)
     try:
         conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S)
-        conn.execute("PRAGMA journal_mode=WAL")
+        _wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")
         apply_schema(conn)
     except sqlite3.DatabaseError as error:

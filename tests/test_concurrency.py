@@ -1,0 +1,57 @@
+"""Several `tlindex ingest` processes writing one new database at the same moment."""
+
+from __future__ import annotations
+
+import multiprocessing
+import traceback
+from pathlib import Path
+
+import pytest
+
+from conftest import DATA, connect
+from tlindex.ingest import ingest
+
+SCENARIOS = ["graph_breaks", "recompiles", "export", "ddp_2ranks"]
+TABLES = ["files", "sources", "envelopes", "compiles", "artifacts", "payloads", "strings", "volume"]
+
+
+def _ingest_at_once(barrier, db_path: str, scenario: str, errors) -> None:
+    try:
+        barrier.wait(timeout=60)  # every process starts its ingest at the same moment
+        summary = ingest(db_path, [str(DATA / scenario)], jobs=1)
+        assert not summary.problems, summary.problems
+    except BaseException:
+        errors.put(f"{scenario}: {traceback.format_exc()}")
+
+
+def counts(db_path: Path) -> dict[str, int]:
+    conn = connect(db_path)
+    try:
+        found = {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in TABLES}
+        found["migrations"] = conn.execute("SELECT count(*) FROM _tlindex_migrations").fetchone()[0]
+        found["fts rows"] = conn.execute("SELECT count(*) FROM artifacts_fts").fetchone()[0]
+        return found
+    finally:
+        conn.close()
+
+
+def test_four_ingests_started_at_once_into_a_new_database_all_land(tmp_path):
+    expected_path = tmp_path / "one_by_one.db"
+    for scenario in SCENARIOS:
+        ingest(expected_path, [str(DATA / scenario)], jobs=1)
+    expected = counts(expected_path)
+    context = multiprocessing.get_context("spawn")
+    for attempt in range(3):
+        db_path = tmp_path / f"at_once_{attempt}.db"
+        barrier, errors = context.Barrier(len(SCENARIOS)), context.Queue()
+        processes = [context.Process(target=_ingest_at_once, args=(barrier, str(db_path), scenario, errors))
+                     for scenario in SCENARIOS]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(timeout=300)
+        failures = [errors.get() for _ in range(errors.qsize())] if not errors.empty() else []
+        if failures:
+            pytest.fail("\n".join(failures))  # the whole tracebacks
+        assert [p.exitcode for p in processes] == [0] * len(SCENARIOS)
+        assert counts(db_path) == expected
