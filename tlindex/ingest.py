@@ -46,6 +46,7 @@ class IngestSummary:
     problems: list[str] = field(default_factory=list)  # paths that could not be read
     copies: list[tuple[str, str]] = field(default_factory=list)  # (file, the earlier file it equals)
     moved: list[tuple[str, str]] = field(default_factory=list)   # (new path, old path no longer there)
+    rewritten: list[str] = field(default_factory=list)  # files changed in place: their old rows replaced
 
     def line(self) -> str:
         parts = [f"{self.files} file{'s' * (self.files != 1)} ingested"]
@@ -62,7 +63,9 @@ class IngestSummary:
         return ([f"{path}: a byte-identical copy of {earlier} (ingested as its own file; files.copy_of)"
                  for path, earlier in self.copies] +
                 [f"{path}: already ingested as {earlier}, which is gone (the file moved; path updated)"
-                 for path, earlier in self.moved])
+                 for path, earlier in self.moved] +
+                [f"{path}: changed in place since it was ingested (not a continuation): re-ingested, "
+                 f"replacing what was read before" for path in self.rewritten])
 
 
 @dataclass
@@ -101,9 +104,47 @@ def plan(conn, files: list[Path], staging_dir: Path, replace: bool, summary: Ing
         elif not compressed and stat.st_size > consumed:
             resume = Resume(-file_id, lines, consumed, sha256, restore_state(conn, file_id))
             planned.append(Planned(Task(str(path), staging, resume, main_db), stat.st_size - consumed))
-        else:  # rewritten: ingested as a new file unless its content is known (see merge_result)
-            planned.append(Planned(Task(str(path), staging, main_db=main_db), stat.st_size))
+        else:  # truncated or rewritten in place: what was read of it is gone, replace it
+            summary.rewritten.append(str(path))
+            planned.append(Planned(Task(str(path), staging), stat.st_size, replace_file=file_id))
     return planned
+
+
+STAGING_LOCK = "ingest.lock"
+STALE_UNLOCKED_S = 600  # a staging folder without its lock (not made by this tlindex) counts as stale after this
+
+
+def hold_staging(staging_dir: Path):
+    """Lock a staging folder for as long as this ingest runs (the lock dies with the process)."""
+    try:
+        import fcntl
+    except ImportError:  # no flock: staging folders of killed ingests stay until removed by hand
+        return None
+    handle = open(staging_dir / STAGING_LOCK, "w")
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    return handle
+
+
+def remove_stale_staging(db_path: Path, keep: Path) -> None:
+    """Remove the staging folders that killed ingests of this database left (nobody holds their lock)."""
+    try:
+        import fcntl
+    except ImportError:
+        return
+    for folder in db_path.resolve().parent.glob(f".{db_path.name}.staging-*"):
+        if folder == keep or not folder.is_dir():
+            continue
+        lock_path = folder / STAGING_LOCK
+        try:
+            if not lock_path.exists():
+                if time.time() - folder.stat().st_mtime > STALE_UNLOCKED_S:
+                    shutil.rmtree(folder, ignore_errors=True)
+                continue
+            with open(lock_path, "a") as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while its ingest runs
+                shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            continue  # in use, or gone already
 
 
 def earlier_copy(conn, path: str, sha256: str, other_than: int | None) -> tuple[int, str] | None:
@@ -160,6 +201,8 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
     assign_runs(conn, run_label)  # sources left without a run by an interrupted ingest
     staging_dir = Path(tempfile.mkdtemp(prefix=f".{Path(db_path).name}.staging-",
                                         dir=Path(db_path).resolve().parent))
+    lock = hold_staging(staging_dir)
+    remove_stale_staging(Path(db_path), keep=staging_dir)
     try:
         # --replace deletes payloads no longer referenced: then every payload is staged.
         planned = plan(conn, files, staging_dir, replace, summary,
@@ -195,7 +238,11 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
                     summary.errors += split.counts.errors
                     summary.md5_failures += split.counts.md5_failures
                 return
-            earlier = None if result.resumed else earlier_copy(conn, result.path, result.sha256, item.replace_file)
+            replace_file = item.replace_file
+            if item.task.resume is not None and not result.resumed:  # grown? no: rewritten in place
+                replace_file = -item.task.resume.file_id
+                summary.rewritten.append(result.path)
+            earlier = None if result.resumed else earlier_copy(conn, result.path, result.sha256, replace_file)
             if earlier is not None and earlier[1] == result.path:
                 summary.skipped += 1  # a concurrent ingest took this very file first
             elif earlier is not None and not Path(earlier[1]).exists():
@@ -203,7 +250,7 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
             else:
                 copy_of = (lambda c, file_id: c.execute("UPDATE main.files SET copy_of = ? WHERE id = ?",
                                                         (earlier[0], file_id))) if earlier else None
-                merge(conn, result.staging, replace_file=item.replace_file,
+                merge(conn, result.staging, replace_file=replace_file,
                       resumed_file=-item.task.resume.file_id if result.resumed else None, complete=copy_of)
                 if earlier is not None:
                     summary.copies.append((result.path, earlier[1]))
@@ -260,6 +307,8 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
             progress(total, total)
     finally:
         shutil.rmtree(staging_dir, ignore_errors=True)
+        if lock is not None:
+            lock.close()
         db.close()
     summary.seconds = time.perf_counter() - started
     return summary

@@ -37,7 +37,14 @@ ERROR_KINDS = {
     "md5_mismatch": "a payload whose md5 differs from has_payload; the record and its payload are indexed as read (md5_ok = 0)",
     "invalid_utf8": "an envelope or payload that is not valid UTF-8; indexed with U+FFFD replacements (md5 is checked on the bytes)",
     "rank_mismatch": "a process logs two ranks, or its file name's rank differs from its envelopes' rank",
+    "out_of_range": "an envelope line whose pid or emitter line number does not fit a 64-bit integer; not indexed",
+    "handler_error": "a record whose envelope is indexed but whose contents the normalizer could not read "
+                     "(a shape this tlindex does not expect: an object for a list, a string for a number, ...); "
+                     "the message names the envelope kind and the error",
+    "damaged_gzip": "a .gz file that ends early or is corrupt: what decompressed before the damage is indexed; "
+                    "the offset is where the decompressed content stops",
 }
+MAX_INTEGER = (1 << 63) - 1  # SQLite's INTEGER
 
 
 @dataclass(slots=True)
@@ -72,6 +79,22 @@ class ReadError:
     message: str
     excerpt: str | None = None
     pid: int | None = None    # the process, when known
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    """Lines ending at \n only, ends kept (bytes.splitlines would also split at a lone \r)."""
+    lines = [line + b"\n" for line in data.split(b"\n")]
+    last = lines.pop()[:-1]
+    if last:
+        lines.append(last)
+    return lines
+
+
+def line_body(raw: bytes) -> bytes:
+    """A line without its end: the \n, and one \r before it."""
+    if raw[-1:] == b"\n":
+        raw = raw[:-1]
+    return raw[:-1] if raw[-1:] == b"\r" else raw
 
 
 def excerpt(raw: bytes) -> str:
@@ -246,6 +269,7 @@ class LogReader:
                 # Possibly cut off by a writer still at work: indexed as read, but
                 # not consumed, so a later ingest of the grown log reads it again.
                 yield pending.record
+                yield from pending.blank_errors()
                 return
             yield pending.record
             yield from pending.blank_errors()
@@ -276,11 +300,11 @@ class LogReader:
                 if record[:1] in b"VIWEC" and following not in b"\n\r":
                     yield (record,)
                 else:
-                    yield from record.splitlines(keepends=True)
+                    yield from split_lines(record)
                 start = end
             leftover = buffer[start:]
         if leftover:
-            yield from leftover.splitlines(keepends=True)
+            yield from split_lines(leftover)
 
     def _whole_record(self, record: bytes, line_no: int, start: int) -> Iterator[Record | ReadError]:
         """Parse an ordinary record: envelope line, then TAB payload lines de-tabbed in one go."""
@@ -329,7 +353,7 @@ class LogReader:
         return record.md5_ok
 
     def _parse_envelope(self, raw: bytes, line_no: int, start: int, size: int) -> Record | ReadError:
-        line = raw.rstrip(b"\r\n")
+        line = line_body(raw)
         if not line.strip():
             return ReadError(line_no, start, 1, size, "blank_line", "blank line")
         match = ENVELOPE_RE.match(line)
@@ -354,13 +378,22 @@ class LogReader:
                 invalid_utf8 = True
             try:
                 data = json.loads(text)  # the stdlib accepts what orjson refuses (huge ints, ...)
-            except ValueError:
+            except (ValueError, RecursionError) as stdlib_error:
+                reason = "nested too deeply" if isinstance(stdlib_error, RecursionError) else error
                 return ReadError(line_no, start, 1, size, "bad_json",
-                                 f"envelope JSON does not parse: {error}", excerpt(raw), int(pid))
+                                 f"envelope JSON does not parse: {reason}", excerpt(raw), _fits(int(pid)))
         if not isinstance(data, dict) or not data:
             return ReadError(line_no, start, 1, size, "not_an_object",
-                             "envelope JSON is not a non-empty object", excerpt(raw), int(pid))
+                             "envelope JSON is not a non-empty object", excerpt(raw), _fits(int(pid)))
+        if int(pid) > MAX_INTEGER or int(path_line) > MAX_INTEGER:
+            return ReadError(line_no, start, 1, size, "out_of_range",
+                             "pid or emitter line number too large for a 64-bit integer", excerpt(raw))
         year = self.clock.year(month + day)
         time = f"{year}-{month.decode()}-{day.decode()}T{clock_time.decode()}"
         return Record(line_no, start, time, int(pid), path.decode("utf-8", "replace"), int(path_line),
                       data, size, invalid_utf8=invalid_utf8)
+
+
+def _fits(value: int) -> int | None:
+    """A pid for an error row, if it fits SQLite's INTEGER."""
+    return value if value <= MAX_INTEGER else None

@@ -8,6 +8,7 @@ so an interrupted ingest never leaves half a source behind.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -16,6 +17,20 @@ from .tables import COLUMNS
 
 FLUSH_ROWS = 1000
 FLUSH_BYTES = 2 << 20
+
+
+def storable(value: object) -> object:
+    """A value SQLite can bind: ints past 64 bits, lists and objects become their text."""
+    if value is None or isinstance(value, (str, float, bytes)):
+        return value
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value if -(1 << 63) <= value < (1 << 63) else str(value)
+    try:
+        return json.dumps(value, default=repr)
+    except (ValueError, RecursionError):
+        return repr(value)
 
 
 class StagingWriter:
@@ -63,7 +78,15 @@ class StagingWriter:
         for name in [table] if table else list(self.buffers):
             rows = self.buffers[name]
             if rows:
-                self.conn.executemany(self.statements[name], rows)
+                try:
+                    self.conn.executemany(self.statements[name], rows)
+                except (OverflowError, sqlite3.InterfaceError, sqlite3.ProgrammingError):
+                    # A value SQLite cannot bind (an int past 64 bits, a list where a log had a
+                    # number): the batch again, such values stored as their text. The rows before
+                    # the bad one are in already (no journal: no rollback), so the retry replaces
+                    # by key; `volume` has no key, but its values come from the reader, all bindable.
+                    retry = self.statements[name].replace("INSERT INTO", "INSERT OR REPLACE INTO", 1)
+                    self.conn.executemany(retry, [tuple(map(storable, row)) for row in rows])
                 rows.clear()
                 if name == "payloads":
                     self.buffered_bytes = 0
@@ -71,6 +94,10 @@ class StagingWriter:
     def close(self) -> None:
         self.flush()
         self.conn.execute("COMMIT")
+        self.discard()
+
+    def discard(self) -> None:
+        """Close the connections (what was not committed is dropped)."""
         self.conn.close()
         if self.main is not None:
             self.main.close()

@@ -6,6 +6,10 @@ import gzip
 import hashlib
 import io
 import os
+import signal
+import threading
+import time
+import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -82,10 +86,74 @@ class HashingReader(io.RawIOBase):
         return n
 
 
+class TolerantGzip(io.RawIOBase):
+    """The decompressed content of a .gz, ending at the first damage instead of raising.
+
+    `damage` says what was wrong (a truncated or corrupt stream); every byte zlib can
+    decompress before it has been read (the step that meets the damage is replayed a
+    byte at a time). Members follow one another as in gzip; trailing zeros are padding.
+    """
+
+    STEP = 1 << 16
+
+    def __init__(self, disk: BinaryIO):
+        self.disk = disk
+        self.decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        self.input = b""
+        self.output = b""
+        self.in_member = False
+        self.done = False
+        self.damage: str | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        while not self.output and not self.done:
+            self._step()
+        size = min(len(buffer), len(self.output))
+        buffer[:size] = self.output[:size]
+        self.output = self.output[size:]
+        return size
+
+    def _step(self) -> None:
+        if not self.input:
+            self.input = self.disk.read(self.STEP)
+            if not self.input or (not self.in_member and not self.input.strip(b"\0")):
+                if self.in_member:
+                    self.damage = "EOFError: the file ends inside a compressed stream"
+                self.done = True
+                return
+        saved = self.decompressor.copy()
+        try:
+            self._feed(self.input)
+        except zlib.error:
+            self.decompressor, self.output = saved, b""
+            for at in range(len(self.input)):  # replay up to the damage, a byte at a time
+                try:
+                    self._feed(self.input[at:at + 1], replay=True)
+                except zlib.error as error:
+                    self.damage = f"zlib.error: {error}"
+                    break
+            self.done = True
+
+    def _feed(self, data: bytes, replay: bool = False) -> None:
+        self.output += self.decompressor.decompress(data)
+        self.in_member = True
+        if self.decompressor.eof:  # a member ended: what follows starts the next one
+            rest = self.decompressor.unused_data
+            self.decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            self.in_member = False
+            if rest.strip(b"\0"):
+                self._feed(rest)
+        if not replay:
+            self.input = b""
+
+
 def open_content(path: str) -> tuple[BinaryIO, BinaryIO]:
-    """Open a log (gunzipping .gz); return (content stream, file on disk)."""
+    """Open a log (gunzipping .gz, tolerant of damage); return (content stream, file on disk)."""
     disk = open(path, "rb")
-    return (gzip.GzipFile(fileobj=disk) if path.endswith(".gz") else disk), disk
+    return (TolerantGzip(disk) if path.endswith(".gz") else disk), disk
 
 
 def prefix_sha256(path: str, size: int) -> str:
@@ -107,11 +175,23 @@ def run_task(task: Task, report: Callable[[int], None] = lambda n: None) -> Task
     """Parse one log (or a chunk of one) into task.staging; `report(n)` is told of n more bytes read."""
     path = task.path
     resume = task.resume
+    main_db = task.main_db
     if resume is not None and prefix_sha256(path, resume.offset) != resume.sha256:
-        resume = None  # rewritten, not grown: ingest it afresh
+        # Rewritten, not grown: ingested afresh, replacing the old rows (and with them payloads
+        # only they used, so every payload is staged).
+        resume, main_db = None, None
     stat = os.stat(path)
     start = resume.offset if resume else task.start
-    staging = StagingWriter(task.staging, task.main_db)
+    staging = StagingWriter(task.staging, main_db)
+    try:
+        return _parse(task, resume, stat, start, staging, report)
+    finally:
+        staging.discard()  # closes its connections if parsing raised (a no-op after close())
+
+
+def _parse(task: Task, resume: Resume | None, stat: os.stat_result, start: int,
+           staging: StagingWriter, report: Callable[[int], None]) -> TaskResult:
+    path = task.path
     content, disk = open_content(path)
     hashing = None if task.is_chunk or start else HashingReader(content)
     raw: BinaryIO = hashing or content
@@ -138,6 +218,11 @@ def run_task(task: Task, report: Callable[[int], None] = lambda n: None) -> Task
                 position = disk.tell()
                 report(position - reported)
                 reported = position
+        damage = getattr(content, "damage", None)
+        if damage is not None:
+            normalizer.error(reader.consumed_lines + 1, reader.consumed_offset, "damaged_gzip",
+                             f"the compressed file is damaged after {reader.consumed_offset:,} bytes of content "
+                             f"({damage}); what came before is indexed")
         normalizer.finish(check_file_rank=not task.is_chunk)
         report((task.end or stat.st_size) - reported)
     if task.is_chunk:
@@ -188,6 +273,26 @@ _progress = None  # a multiprocessing.Value shared with the main process
 def init_worker(counter) -> None:
     global _progress
     _progress = counter
+    _die_with_parent()
+
+
+def _die_with_parent() -> None:
+    """End this worker when the ingest that started it dies (kill -9 included), so no worker
+    outlives it holding the caller's stdout and stderr open."""
+    parent = os.getppid()
+    try:  # Linux: the kernel sends SIGKILL when the parent dies
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+    def watch() -> None:  # elsewhere (and should the parent have died already): poll
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def _report(n: int) -> None:

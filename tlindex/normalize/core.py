@@ -8,6 +8,7 @@ hand it to the handler registered for its kind (tlindex.normalize.handlers).
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from typing import Protocol
 
@@ -15,14 +16,27 @@ import orjson
 
 from ..reader import ReadError, Record
 from .handlers import HANDLERS, METRICS_KINDS
-from .state import RANK_CONFLICT, Compile, CompileState, Process
+from .state import RANK_CONFLICT, Compile, CompileState, Process, context_ids, integer
 
+# Envelope context keys, stored as logged in the envelopes row (compile ids are read through context_ids).
+CONTEXT_FIELDS = ("compiled_autograd_id", "frame_id", "frame_compile_id", "attempt", "rank")
 FILE_RANK_RE = re.compile(r"dedicated_log_torch_trace_rank_(\d+)")
 
 
 class Sink(Protocol):
     def add(self, table: str, row: tuple) -> None: ...
     def add_payload(self, digest: str, text: str, size: int) -> None: ...
+
+
+def to_json(value) -> str:
+    """JSON text of a parsed envelope's metadata (the stdlib for nesting orjson will not write)."""
+    try:
+        return orjson.dumps(value, default=repr).decode()
+    except orjson.JSONEncodeError:
+        try:
+            return json.dumps(value, default=repr)
+        except (ValueError, RecursionError):
+            return repr(value)[:10000]
 
 
 def file_rank(name: str) -> int | None:
@@ -52,6 +66,7 @@ class FileNormalizer:
         self.errors = 0
         self.md5_failures = 0
         self.new_compiles = 0
+        self.envelope_written = False  # whether the record being read has its envelope row yet
 
     def next_id(self, table: str) -> int:
         value = self.ids.get(table, 0) + 1
@@ -76,7 +91,13 @@ class FileNormalizer:
 
     def feed(self, item: Record | ReadError) -> None:
         if isinstance(item, Record):
-            self.on_record(item)
+            self.envelope_written = False
+            try:
+                self.on_record(item)
+            except Exception as error:  # a shape no code here expects: keep the rest of the file
+                self.handler_error(item, error)
+                if not self.envelope_written:
+                    self.bare_envelope(item)
         else:
             self.error(item.line, item.offset, item.kind, item.message, item.excerpt,
                        lines=item.lines, size=item.bytes, pid=item.pid)
@@ -88,6 +109,27 @@ class FileNormalizer:
         source = self.processes[pid].source_id if pid in self.processes else None
         self.sink.add("ingest_errors", (self.next_id("ingest_errors"), self.file_id, source, line,
                                         offset, lines, size, kind, message, excerpt))
+
+    def handler_error(self, rec: Record, error: Exception) -> None:
+        """Record that a record's contents could not be read; its envelope row is written first."""
+        kind = next(iter(rec.data), "?")
+        self.error(rec.line, rec.offset, "handler_error",
+                   f"{kind} record not understood: {type(error).__name__}: {error}"[:1000], pid=rec.pid)
+
+    def bare_envelope(self, rec: Record) -> None:
+        """The envelope row of a record whose reading failed before it was written: no compile."""
+        data = rec.data
+        kind = next(iter(data), "?")
+        proc = self.process(rec.pid)
+        if rec.payload is not None and rec.payload_hash not in self.payloads_seen:
+            self.payloads_seen.add(rec.payload_hash)
+            self.sink.add_payload(rec.payload_hash, rec.payload.decode("utf-8", "replace"), len(rec.payload))
+        self.sink.add("envelopes", (
+            self.next_id("envelopes"), proc.source_id, rec.line, rec.offset, rec.time, rec.pid, rec.emitter_file,
+            rec.emitter_line, kind, None, None, None, *(data.get(field) for field in CONTEXT_FIELDS),
+            data.get("subgraph_name"), to_json(data[kind]) if kind in data else None, rec.payload_hash,
+            rec.envelope_bytes, rec.payload_bytes, rec.payload_lines,
+            None if rec.md5_ok is None else int(rec.md5_ok)))
 
     def store_payload(self, record: Record) -> str | None:
         """Store the record's payload once; return its text."""
@@ -124,7 +166,7 @@ class FileNormalizer:
             self.error(rec.line, rec.offset, "invalid_utf8",
                        "envelope line is not valid UTF-8 (indexed with U+FFFD replacements)", pid=rec.pid)
 
-        rank = data.get("rank")
+        rank = integer(data.get("rank"))
         if rank is not None:
             if proc.rank is None:
                 proc.rank = rank
@@ -133,12 +175,15 @@ class FileNormalizer:
                 self.error(rec.line, rec.offset, "rank_mismatch",
                            RANK_CONFLICT.format(pid=rec.pid, rank=rank, first=proc.rank), pid=rec.pid)
 
-        ca = data.get("compiled_autograd_id")
-        frame = data.get("frame_id")
-        frame_compile = data.get("frame_compile_id")
-        attempt = data.get("attempt")
+        ca, frame, frame_compile, attempt, odd = context_ids(data)
+        bad_rank = data.get("rank") is not None and rank is None
+        if odd or bad_rank:
+            fields = ", ".join(f"{name}={data[name]!r}"[:80] for name in odd + ["rank"] * bad_rank)
+            self.error(rec.line, rec.offset, "handler_error",
+                       f"{kind} record not understood: context fields that are not integers ({fields}); "
+                       f"the record belongs to no compile", pid=rec.pid)
         compile: Compile | None = None
-        if kind != "str":  # string-table records belong to the process, not to a compile
+        if kind != "str" and not odd:  # string-table records belong to the process, not to a compile
             # Records without any compile id (export, AOTInductor, spans outside a compile)
             # belong to the process's compile-id-less compile, tlparse's [-/-].
             key = (ca, frame, frame_compile)
@@ -182,7 +227,7 @@ class FileNormalizer:
         if kind in METRICS_KINDS or (is_dict and not meta):
             metadata = None  # metrics keep every key in the metrics table
         else:
-            metadata = orjson.dumps(meta, default=repr).decode()
+            metadata = to_json(meta)
         envelope_id = self.next_id("envelopes")
         volume_key = (kind, name, rec.emitter_file, rec.emitter_line)
         counted = proc.volume.get(volume_key)
@@ -193,9 +238,10 @@ class FileNormalizer:
         self.sink.add("envelopes", (
             envelope_id, proc.source_id, rec.line, rec.offset, rec.time, rec.pid, rec.emitter_file,
             rec.emitter_line, kind, name, compile.id if compile else None,
-            compile.compile_id if compile else None, ca, frame, frame_compile, attempt, rank,
+            compile.compile_id if compile else None, *(data.get(field) for field in CONTEXT_FIELDS),
             data.get("subgraph_name"), metadata, rec.payload_hash, rec.envelope_bytes,
             rec.payload_bytes, rec.payload_lines, None if rec.md5_ok is None else int(rec.md5_ok)))
+        self.envelope_written = True
 
         stack = data.get("stack")
         if isinstance(stack, list):
@@ -214,7 +260,7 @@ class FileNormalizer:
 
         handler = HANDLERS.get(kind)
         if handler is not None:
-            handler(self, proc, rec, envelope_id, compile, meta, text)
+            handler(self, proc, rec, envelope_id, compile, meta, text)  # raising: feed() reports it
 
     def frames(self, proc: Process, envelope_id: int, stack: str, frames: list) -> None:
         strings = proc.strings
@@ -225,6 +271,8 @@ class FileNormalizer:
             filename = strings.get(filename_id) if isinstance(filename_id, int) else None
             if isinstance(filename_id, str):  # older logs wrote the path itself
                 filename, filename_id = filename_id, None
+            elif not isinstance(filename_id, int):
+                filename_id = None
             self.sink.add("frames", (self.next_id("frames"), envelope_id, stack, depth, filename_id,
                                      filename, frame.get("line"), frame.get("name"), frame.get("loc")))
 

@@ -10,6 +10,20 @@ CompileKey = tuple  # (compiled_autograd_id, frame_id, frame_compile_id)
 ANONYMOUS: CompileKey = (None, None, None)  # records without a compile id: tlparse's [-/-]
 
 
+def integer(value: object) -> int | None:
+    """An envelope's integer field, or None when it is missing or not an integer."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def context_ids(data: dict) -> tuple[int | None, int | None, int | None, int | None, list[str]]:
+    """(compiled_autograd_id, frame_id, frame_compile_id, attempt, fields that are not integers)."""
+    values = [data.get(name) for name in ("compiled_autograd_id", "frame_id", "frame_compile_id", "attempt")]
+    odd = [name for name, value in zip(("compiled_autograd_id", "frame_id", "frame_compile_id", "attempt"), values)
+           if value is not None and integer(value) is None]
+    ca, frame, frame_compile, attempt = (integer(value) for value in values)
+    return ca, frame, frame_compile, attempt, odd
+
+
 def compile_id_text(ca: int | None, frame: int | None, frame_compile: int | None) -> str:
     """The compile id as torch prints it (torch/_guards.py CompileId.__str__): 0/1, !0/1/2, !0."""
     frame_part = f"{frame if frame is not None else '-'}/{frame_compile if frame_compile is not None else '-'}"
@@ -224,13 +238,14 @@ class CompileState:
     def fold(self, pid: int, data: dict) -> None:
         """Take one dynamo_start or compilation_metrics envelope of process pid into account."""
         kind = next(iter(data))
-        key = (data.get("compiled_autograd_id"), data.get("frame_id"), data.get("frame_compile_id"))
-        if key == (None, None, None):
+        ca, frame, frame_compile, attempt, odd = context_ids(data)
+        key = (ca, frame, frame_compile)
+        if key == ANONYMOUS or odd:
             return
         ids = self.processes.setdefault(pid, {})
         started, finished = ids.get(key, (set(), False))
         if kind == "dynamo_start":
-            attempt = data.get("attempt") or 0
+            attempt = attempt or 0
             if key in ids and (finished or attempt in started):
                 ids.clear()  # a reset: the ids start over
                 started, finished = set(), False
