@@ -277,3 +277,38 @@ def test_a_rank_known_only_from_the_file_name_is_the_rank(tmp_path):
     assert conn.execute("SELECT count(*) FROM compiles WHERE rank IS NULL").fetchone()[0] == 0
     # two rank files of one directory, each rank once: one job, though their times do not overlap
     assert [tuple(r) for r in conn.execute("SELECT world_size, source_count FROM runs")] == [(2, 2)]
+
+
+def test_kill_9_takes_the_workers_with_it_and_the_next_ingest_clears_its_staging(tmp_path):
+    db_path = tmp_path / "t.db"
+    command = [sys.executable, "-m", "tlindex", "ingest", str(DATA), "--db", str(db_path), "-j", "2", "--silent"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 30
+    while time.time() < deadline and not list(tmp_path.glob(".t.db.staging-*/*.db")):
+        time.sleep(0.01)  # workers are parsing into their staging databases
+    os.kill(process.pid, signal.SIGKILL)
+    # Every process holding the pipes (workers, resource tracker) must be gone for this to return.
+    process.communicate(timeout=30)
+    assert list(tmp_path.glob(".t.db.staging-*"))  # what the killed ingest left behind
+    subprocess.run(command, check=True, timeout=120)
+    assert not list(tmp_path.glob(".t.db.staging-*"))
+
+
+def test_a_log_rewritten_in_place_replaces_what_was_ingested(tmp_path):
+    log = tmp_path / "x.log"
+    (original,) = scenario_logs("graph_breaks")
+    (other,) = scenario_logs("recompiles")
+    log.write_bytes(original.read_bytes())
+    db_path = tmp_path / "t.db"
+    ingest(db_path, [str(log)], jobs=1)
+    for content in (original.read_bytes()[: original.stat().st_size // 2], other.read_bytes()):
+        log.write_bytes(content)  # truncated, then rewritten (longer, another prefix)
+        os.utime(log, (time.time() + 5, time.time() + 5))
+        summary = ingest(db_path, [str(log)], jobs=1)
+        assert summary.files == 1 and summary.rewritten == [str(log.resolve())]
+        assert any("changed in place" in note for note in summary.notes())
+        clean = tmp_path / f"clean{len(content)}.db"
+        ingest(clean, [str(log)], jobs=1)
+        assert counts(db_path) == counts(clean)
+        assert [tuple(r) for r in connect(db_path).execute("SELECT path, size FROM files")] == \
+            [(str(log.resolve()), len(content))]

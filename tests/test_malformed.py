@@ -17,10 +17,10 @@ from tlindex.ingest import ingest
 REAL = scenario_logs("export")[0]
 
 
-def records() -> list[list[bytes]]:
+def records(log=REAL) -> list[list[bytes]]:
     """The real log as records: an envelope line followed by its payload lines."""
     groups: list[list[bytes]] = []
-    with open(REAL, "rb") as file:
+    with open(log, "rb") as file:
         for line in file:
             if line.startswith(b"\t"):
                 groups[-1].append(line)
@@ -198,3 +198,69 @@ def test_records_split_across_read_blocks_are_read_whole(tmp_path, monkeypatch, 
     assert errors == []
     assert conn.execute("SELECT count(*), sum(md5_ok) FROM envelopes").fetchone()[0] == len(records())
     assert conn.execute("SELECT count(*) FROM envelopes WHERE md5_ok = 0").fetchone()[0] == 0
+
+
+def test_a_bare_carriage_return_between_records_cuts_nothing(tmp_path):
+    groups = records()
+    at = len(groups) // 2
+    noisy = groups[:at] + [[b"progress 10%\rprogress 50%\n"]] + groups[at:]
+    summary, conn, errors = ingest_one(tmp_path, write(tmp_path, "noisy.log", noisy))
+    assert conn.execute("SELECT count(*) FROM envelopes").fetchone()[0] == len(groups)
+    assert [(e["kind"], e["line"], e["lines"]) for e in errors] == [("bad_prefix", line_of(noisy, at), 1)]
+    last = groups[-1]
+    assert conn.execute("SELECT max(line) FROM envelopes").fetchone()[0] == line_of(noisy, len(noisy) - 1)
+    assert len(last) >= 1 and summary.files == 1
+
+
+def test_a_bare_carriage_return_inside_a_payload_line_keeps_line_numbers(tmp_path):
+    groups = records()
+    index = first_with_payload(groups)
+    damaged = [list(g) for g in groups]
+    damaged[index][1] = damaged[index][1].replace(b"\n", b"\rmore\n")  # md5 no longer matches
+    _, conn, errors = ingest_one(tmp_path, write(tmp_path, "cr.log", damaged))
+    assert [(e["kind"], e["line"]) for e in errors] == [("md5_mismatch", line_of(groups, index))]
+    lines = [r[0] for r in conn.execute("SELECT line FROM envelopes ORDER BY line")]
+    assert lines == [line_of(groups, i) for i in range(len(groups))]
+
+
+def test_a_dynamo_start_whose_stack_is_an_object_is_a_handler_error_and_the_rest_lands(tmp_path):
+    (real,) = scenario_logs("graph_breaks")
+    groups = records(real)
+    index = next(i for i, g in enumerate(groups) if b'{"dynamo_start"' in g[0])
+    odd = [list(g) for g in groups]
+    odd[index][0] = odd[index][0].replace(b'{"dynamo_start": {"stack": [', b'{"dynamo_start": {"stack": {"0": [', 1)
+    odd[index][0] = odd[index][0].replace(b']}, "frame_id"', b']}}, "frame_id"', 1)
+    good = tmp_path / "good.log"
+    good.write_bytes(real.read_bytes())
+    path = write(tmp_path, "odd.log", odd)
+    db_path = tmp_path / "t.db"
+    summary = ingest(db_path, [path, str(good)], jobs=1)
+    conn = connect(db_path)
+    assert summary.files == 2 and not summary.problems
+    (error,) = conn.execute("SELECT f.name, e.line, e.kind, e.message FROM ingest_errors e JOIN files f "
+                            "ON f.id = e.file_id").fetchall()
+    assert error[:3] == ("odd.log", line_of(groups, index), "handler_error")
+    assert error[3].startswith("dynamo_start record not understood: ")
+    assert conn.execute("SELECT count(*) FROM envelopes").fetchone()[0] == 2 * len(groups)
+
+
+def test_blank_lines_after_a_last_record_whose_md5_fails_are_accounted(tmp_path):
+    groups = records()
+    index = first_with_payload(groups)
+    cut = groups[:index] + [groups[index][:-1], [b"\n", b"\n"]]  # last payload line lost, blank lines after
+    path = write(tmp_path, "cut.log", cut)
+    _, conn, errors = ingest_one(tmp_path, path)
+    size = os.path.getsize(path)
+    (indexed,) = conn.execute("SELECT sum(envelope_bytes + payload_bytes) FROM envelopes").fetchone()
+    assert indexed + sum(e["bytes"] for e in errors) == size
+    assert [e["kind"] for e in errors] == ["md5_mismatch", "blank_line", "blank_line"]
+
+
+def test_a_pid_past_64_bits_is_an_error_of_its_line(tmp_path):
+    groups = records()
+    huge = [list(g) for g in groups]
+    pid = huge[3][0].split(b" ")[2]
+    huge[3][0] = huge[3][0].replace(b" " + pid + b" ", b" 123456789012345678901234567890 ", 1)
+    _, conn, errors = ingest_one(tmp_path, write(tmp_path, "pid.log", huge))
+    assert [(e["kind"], e["line"]) for e in errors if e["bytes"]][:1] == [("out_of_range", line_of(groups, 3))]
+    assert conn.execute("SELECT count(*) FROM envelopes").fetchone()[0] == len(groups) - 1

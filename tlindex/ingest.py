@@ -282,7 +282,7 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
         else:
             counter = multiprocessing.get_context("spawn").Value("q", 0)
             with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                                     initializer=init_worker, initargs=(counter,)) as pool:
+                                     initializer=init_worker, initargs=(counter, os.getpid())) as pool:
                 futures: dict[Future, Planned] = {}
                 for item in planned:
                     if item.split is not None:  # scanned as late as possible: workers start at once
