@@ -263,3 +263,19 @@ def test_no_query_is_named_like_a_table():
     apply_schema(conn)
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     assert not tables & set(QUERIES)
+
+
+def test_cli_query_reads_and_never_writes_a_file(fixtures_db, tmp_path):
+    """Read-only means no file written: no VACUUM INTO, no ATTACH, no writes, every canned query still runs."""
+    runner = CliRunner()
+    before = fixtures_db.read_bytes()
+    for sql in [f"vacuum into '{tmp_path / 'copy.db'}'", f"attach database '{tmp_path / 'new.db'}' as e",
+                "delete from runs", "create table x (a)", "pragma journal_mode=delete", "begin immediate",
+                "update sqlite_master set sql = 1", "pragma writable_schema = 1"]:
+        result = runner.invoke(cli, ["query", sql, "--db", str(fixtures_db)])
+        assert result.exit_code == 1 and "SQL error" in result.output and "Traceback" not in result.output, sql
+    assert list(tmp_path.iterdir()) == [] and fixtures_db.read_bytes() == before
+    ok = runner.invoke(cli, ["query", "select count(*) as n from compiles", "--db", str(fixtures_db)])
+    assert ok.exit_code == 0 and '"n"' in ok.output
+    for name in load_queries():
+        assert runner.invoke(cli, ["query", name, "--db", str(fixtures_db)]).exit_code == 0, name

@@ -89,7 +89,7 @@ def query(name_or_sql: str, params: tuple[tuple[str, str], ...], db_path: str, *
     """Run a canned query by name (see `tlindex queries`), or any SQL."""
     import sqlite3
 
-    from .queries import load_queries, run_sql
+    from .queries import load_queries, read_only, run_sql
 
     canned = load_queries()
     sql = canned[name_or_sql].sql if name_or_sql in canned else name_or_sql
@@ -97,12 +97,17 @@ def query(name_or_sql: str, params: tuple[tuple[str, str], ...], db_path: str, *
         raise click.ClickException(f"no canned query named {name_or_sql!r}; see `tlindex queries`")
     if not os.path.exists(db_path):
         raise click.ClickException(f"{db_path}: no such database (run `tlindex ingest` first)")
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    conn = read_only(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True))
     try:
         cursor = run_sql(conn, sql, dict(params))
-    except sqlite3.Error as error:
-        raise click.ClickException(f"SQL error: {error}")
-    emit([d[0] for d in cursor.description or []], cursor, **output)
+        emit([d[0] for d in cursor.description or []], cursor, **output)
+    except sqlite3.DatabaseError as error:
+        message = str(error)
+        if message == "not authorized":
+            message += " (tlindex query only reads: no writes, ATTACH or VACUUM INTO)"
+        raise click.ClickException(f"SQL error: {message}")
+    finally:
+        conn.close()
 
 
 @cli.command()

@@ -63,6 +63,28 @@ class _Params(dict):
         return None
 
 
+# What a read-only query may do (SQLite authorizer action codes); anything else (writes,
+# ATTACH and VACUUM INTO, which create files, DDL, transactions) is refused as it is prepared.
+READ_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+READ_PRAGMAS = {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo",
+                "foreign_key_list", "database_list", "function_list", "pragma_list", "collation_list",
+                "module_list", "compile_options"}
+
+
+def _read_only(action: int, arg1, arg2, database, trigger) -> int:
+    if action in READ_ACTIONS or (action == sqlite3.SQLITE_PRAGMA and arg1 in READ_PRAGMAS):
+        return sqlite3.SQLITE_OK
+    if action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master":
+        return sqlite3.SQLITE_OK  # asked when json_each and other table-valued functions start (no write)
+    return sqlite3.SQLITE_DENY
+
+
+def read_only(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """Let the connection only read: SQL that would write or create a file fails with "not authorized"."""
+    conn.set_authorizer(_read_only)
+    return conn
+
+
 def run_sql(conn: sqlite3.Connection, sql: str, params: dict[str, str] | None = None) -> sqlite3.Cursor:
     """Run a canned query's SQL (or any SQL) with named parameters."""
     return conn.execute(sql, _Params(params or {}))
