@@ -244,13 +244,15 @@ def machine() -> str:
     except (OSError, StopIteration):
         pass
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{os.cpu_count()} cores ({cpu}), {memory:.0f} GiB, Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}"
+    return (f"{os.cpu_count()} cores ({cpu}), {memory:.0f} GiB, Python {platform.python_version()}, "
+            f"SQLite {sqlite3.sqlite_version}")
 
 
 def markdown(results: dict) -> str:
     lines = ["# Benchmarks", "", f"Measured by `python benchmarks/ingest.py` on {results['machine']}.",
              f"tlparse {results.get('tlparse_version') or '(not run)'}; {results['rounds']} rounds, medians.", "",
-             "| input | MB | tlindex s | tlindex MB/s | tlparse s | tlparse/tlindex (per round) | tlindex peak RSS MB | tlparse peak RSS MB | tlindex CPU s | DB MB |",
+             "| input | MB | tlindex s | tlindex MB/s | tlparse s | tlparse/tlindex (per round) "
+             "| tlindex peak RSS MB | tlparse peak RSS MB | tlindex CPU s | DB MB |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for case in results["cases"]:
         t = case["tlindex"]

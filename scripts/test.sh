@@ -3,7 +3,7 @@
 # The browser tests drive Debian's Chromium with Playwright (no browser download);
 # as root, this installs it when it is missing, elsewhere those tests skip. The Spark
 # tests need Java 17 (pyspark comes from PyPI with the spark extra).
-# Extra arguments go to pytest.
+# Lints with ruff first. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -12,4 +12,5 @@ fi
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test,spark]'
+.venv/bin/ruff check .
 exec .venv/bin/python -m pytest "$@"

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
+import sys
 from collections import Counter
 from pathlib import Path
-
-import sys
 
 import pytest
 

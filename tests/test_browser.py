@@ -18,7 +18,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import scenario_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

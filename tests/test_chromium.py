@@ -9,9 +9,9 @@ import sqlite3
 
 import pytest
 from click.testing import CliRunner
+from conftest import scenario_logs, scenario_run
 from datasette.app import Datasette
 
-from conftest import scenario_logs, scenario_run
 from tlindex.chromium import trace_chunks
 from tlindex.cli import cli
 

@@ -13,8 +13,8 @@ import os
 import sqlite3
 
 import pytest
-
 from conftest import DATA, SHARED_CORPUS, canonical, sqlite_tables
+
 from tlindex.chunks import split_points
 from tlindex.ingest import ingest
 

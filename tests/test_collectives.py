@@ -8,8 +8,8 @@ import re
 from collections import defaultdict
 
 import pytest
-
 from conftest import SHARED_CORPUS, connect, scenario_logs, scenario_run
+
 from tlindex.ingest import ingest
 from tlindex.normalize.collectives import collective_of
 from tlindex.queries import load_queries, run_sql

@@ -7,8 +7,8 @@ import traceback
 from pathlib import Path
 
 import pytest
-
 from conftest import DATA, connect
+
 from tlindex.ingest import ingest
 
 SCENARIOS = ["graph_breaks", "recompiles", "export", "ddp_2ranks"]

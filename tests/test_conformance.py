@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import SHARED_CORPUS, connect
+
 from tlindex.discover import discover
 from tlindex.ingest import ingest
 
@@ -75,7 +75,7 @@ def test_provenance_finds_every_node_and_kernel_of_tlparse_provenance_logs(tmp_p
     import json
     import re
 
-    from datasette_plugins.tlindex.views import provenance_data
+    from datasette_plugins.tlindex.pages.provenance import provenance_data
 
     db_path = tmp_path / "t.db"
     ingest(db_path, [str(SHARED_CORPUS / name)], jobs=1)

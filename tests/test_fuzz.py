@@ -18,8 +18,8 @@ import zlib
 from pathlib import Path
 
 import pytest
-
 from conftest import DATA, connect
+
 from tlindex.discover import discover
 from tlindex.ingest import ingest
 

@@ -12,9 +12,9 @@ import time
 
 import pytest
 from click.testing import CliRunner
+from conftest import DATA, connect, scenario_logs
 
 import tlindex.merge
-from conftest import DATA, connect, scenario_logs
 from tlindex.cli import cli
 from tlindex.ingest import ingest
 

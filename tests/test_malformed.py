@@ -10,8 +10,8 @@ import gzip
 import os
 
 import pytest
-
 from conftest import connect, scenario_logs
+
 from tlindex.ingest import ingest
 
 REAL = scenario_logs("export")[0]

@@ -7,9 +7,9 @@ import sqlite3
 
 import pytest
 import pytest_asyncio
+from conftest import connect, raw_envelopes, scenario_logs, scenario_run
 from datasette.app import Datasette
 
-from conftest import connect, raw_envelopes, scenario_logs, scenario_run
 from tlindex.ingest import ingest
 
 LINK_RE = re.compile(r'<a class="compile status-(\w+)" href="/traces/-/tlindex/compile/(\d+)">\[([^\]]+)\]</a>')

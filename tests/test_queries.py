@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import DATA, raw_envelopes, scenario_logs, scenario_run
+
 from tlindex.cli import cli
 from tlindex.db import apply_schema
 from tlindex.queries import load_queries, render_docs, run_sql

@@ -12,8 +12,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
 from conftest import DATA, canonical
+
 from tlindex.export import export_parquet
 from tlindex.ingest import ingest
 
@@ -67,6 +67,7 @@ from test_export import engine_cases  # noqa: E402
 @pytest.mark.parametrize("name,params", engine_cases())
 def test_spark_sql_over_parquet_answers_like_sqlite(fixtures_db, tmp_path_factory, spark, name, params):
     from test_export import normalize
+
     from tlindex.queries import load_queries, run_sql
     from tlindex.spark import spark_views
 

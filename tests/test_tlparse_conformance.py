@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import json
 import re
-from fnmatch import fnmatch
 import sqlite3
 from collections import Counter
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
-
 from conftest import DATA, SHARED_CORPUS, connect
+from tlparse_output import TlparseOutput, run_all_ranks, run_tlparse, tlparse_binary
+
 from tlindex.discover import discover
 from tlindex.ingest import ingest
-from tlindex.tlparse_names import compile_key, output_name
 from tlindex.queries import load_queries, run_sql
-from tlparse_output import TlparseOutput, run_all_ranks, run_tlparse, tlparse_binary
+from tlindex.tlparse_names import compile_key, output_name
 
 TLPARSE = tlparse_binary()
 pytestmark = pytest.mark.skipif(TLPARSE is None, reason="tlparse (pip install tlparse==0.4.3) is not installed")

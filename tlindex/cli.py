@@ -163,10 +163,13 @@ def chromium(out, db_path: str, run_id: int) -> None:
     if not os.path.exists(db_path):
         raise click.ClickException(f"{db_path}: no such database")
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
-    if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
-        raise click.ClickException(f"{db_path}: no run {run_id}")
-    for chunk in trace_chunks(conn, run_id):
-        out.write(chunk)
+    try:
+        if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+            raise click.ClickException(f"{db_path}: no run {run_id}")
+        for chunk in trace_chunks(conn, run_id):
+            out.write(chunk)
+    finally:
+        conn.close()
 
 
 @cli.command(name="spark-ingest")

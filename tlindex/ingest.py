@@ -14,9 +14,9 @@ import os
 import shutil
 import tempfile
 import time
-from datetime import datetime
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
@@ -28,7 +28,6 @@ from .resume import restore_state
 from .runs import assign_runs
 from .search import refresh_fts
 from .task import Resume, Task, TaskResult, init_worker, run_in_worker, run_task
-
 
 MERGE_CACHE_KB = 8 << 10  # the merges' index updates touch fewer pages on disk (~10 % faster than 2 MB)
 
@@ -120,8 +119,10 @@ def hold_staging(staging_dir: Path):
         import fcntl
     except ImportError:  # no flock: staging folders of killed ingests stay until removed by hand
         return None
-    handle = open(staging_dir / STAGING_LOCK, "w")
+    # Locked before it is visible under its name: another ingest never finds it unlocked.
+    handle = open(staging_dir / f"{STAGING_LOCK}.new", "w")
     fcntl.flock(handle, fcntl.LOCK_EX)
+    os.rename(staging_dir / f"{STAGING_LOCK}.new", staging_dir / STAGING_LOCK)
     return handle
 
 
@@ -140,7 +141,7 @@ def remove_stale_staging(db_path: Path, keep: Path) -> None:
                 if time.time() - folder.stat().st_mtime > STALE_UNLOCKED_S:
                     shutil.rmtree(folder, ignore_errors=True)
                 continue
-            with open(lock_path, "a") as handle:
+            with open(lock_path) as handle:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while its ingest runs
                 shutil.rmtree(folder, ignore_errors=True)
         except OSError:

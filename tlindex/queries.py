@@ -11,6 +11,7 @@ what the Datasette plugin serves as canned queries.
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 import sys
@@ -50,6 +51,7 @@ def parse_query(name: str, text: str) -> CannedQuery:
     return CannedQuery(name, title, " ".join(description), text, params)
 
 
+@functools.lru_cache(maxsize=1)  # the files do not change under a running server
 def load_queries() -> dict[str, CannedQuery]:
     """Every canned query, by name (the file name without .sql)."""
     return {path.stem: parse_query(path.stem, path.read_text())

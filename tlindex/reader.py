@@ -32,10 +32,13 @@ ERROR_KINDS = {
     "bad_json": "an envelope line whose JSON does not parse; not indexed (its payload lines become orphan_payload)",
     "not_an_object": "an envelope line whose JSON is not a non-empty object; not indexed",
     "orphan_payload": "TAB-prefixed lines after a record that declares no payload (one row per run of lines); not indexed",
-    "blank_line": "an empty line outside a payload; not indexed (an empty line inside a payload is read as an empty payload line, as older torch wrote them)",
-    "incomplete_record": "the last line is cut off and does not parse: a log still being written; a later ingest of the grown log reads it again",
+    "blank_line": "an empty line outside a payload; not indexed (an empty line inside a payload is read as an empty "
+                  "payload line, as older torch wrote them)",
+    "incomplete_record": "the last line is cut off and does not parse: a log still being written; a later ingest of "
+                         "the grown log reads it again",
     "md5_mismatch": "a payload whose md5 differs from has_payload; the record and its payload are indexed as read (md5_ok = 0)",
-    "invalid_utf8": "an envelope or payload that is not valid UTF-8; indexed with U+FFFD replacements (md5 is checked on the bytes)",
+    "invalid_utf8": "an envelope or payload that is not valid UTF-8; indexed with U+FFFD replacements "
+                    "(md5 is checked on the bytes)",
     "rank_mismatch": "a process logs two ranks, or its file name's rank differs from its envelopes' rank",
     "out_of_range": "an envelope line whose pid or emitter line number does not fit a 64-bit integer; not indexed",
     "handler_error": "a record whose envelope is indexed but whose contents the normalizer could not read "

@@ -21,8 +21,7 @@ from pathlib import Path
 
 from .db import apply_schema
 from .discover import discover
-from .export import (MANIFEST, ExportError, new_manifest, prepare_out_dir, shifted_columns, table_manifest,
-                     write_table)
+from .export import MANIFEST, ExportError, new_manifest, prepare_out_dir, shifted_columns, table_manifest, write_table
 from .task import Task, run_task
 
 DRIVER_TABLES = ("files", "sources", "compiles")   # small: grouped into runs on the driver

@@ -2,8 +2,11 @@
 
 Installed with tlindex (entry point `datasette: tlindex`), so a plain
 `datasette traces.db` loads it. It works on Datasette 0.65 (canned_queries
-hook) and 1.0a (startup + add_query). Hooks never raise: a database that is not
-a tlindex database, or any surprise, leaves Datasette's own pages untouched.
+hook) and 1.0a (startup + add_query). The pages live in pages/, one module
+each; every one opens its database through database.open_database, which
+decodes the name and checks Datasette's permissions. Hooks never raise: a
+database that is not a tlindex database, or any surprise, leaves Datasette's
+own pages untouched.
 """
 
 from __future__ import annotations
@@ -14,30 +17,13 @@ import re
 from datasette import hookimpl
 from markupsafe import Markup
 
-from . import views
+from .database import Urls, denied, is_tlindex, known_tlindex
+from .pages import ROUTES
 
 log = logging.getLogger(__name__)
 
-TLINDEX_TABLES = {"runs", "sources", "envelopes", "compiles", "artifacts"}
 HASH_COLUMNS = {"payload", "dynamo_config", "inductor_config", "functorch_config", "compiler_config"}
 HASH_RE = re.compile(r"^[0-9a-f]{32}$")
-QUERY_PARAMS_RE = re.compile(r"--\s*:(\w+)")
-
-# Databases seen to be tlindex databases (filled by the async hooks, read by render_cell).
-_tlindex_databases: set[str] = set()
-
-
-async def is_tlindex(datasette, name: str) -> bool:
-    try:
-        if name.startswith("_"):
-            return False
-        tables = set(await datasette.get_database(name).table_names())
-    except Exception:
-        return False
-    if TLINDEX_TABLES <= tables:
-        _tlindex_databases.add(name)
-        return True
-    return False
 
 
 def _canned_queries() -> dict[str, dict]:
@@ -50,18 +36,7 @@ def _canned_queries() -> dict[str, dict]:
 
 @hookimpl
 def register_routes():
-    db = r"(?P<database>[^/]+)"
-    return [
-        (rf"^/{db}/-/tlindex$", views.runs_page),
-        (rf"^/{db}/-/tlindex/run/(?P<run>[^/]+)$", views.run_page),
-        (rf"^/{db}/-/tlindex/run/(?P<run>[^/]+)/chromium\.json$", views.chromium_trace),
-        (rf"^/{db}/-/tlindex/trie/(?P<run>[^/]+)$", views.trie_page),
-        (rf"^/{db}/-/tlindex/trie/(?P<run>[^/]+)/node/(?P<node>[^/]+)$", views.trie_fragment),
-        (rf"^/{db}/-/tlindex/compile/(?P<compile>[^/]+)$", views.compile_page),
-        (rf"^/{db}/-/tlindex/provenance/(?P<artifact>[^/]+)$", views.provenance_page),
-        (rf"^/{db}/-/tlindex/artifact/(?P<artifact>[^/]+)$", views.artifact_page),
-        (rf"^/{db}/-/tlindex/payload/(?P<hash>[0-9a-f]{{32}})(?P<ext>\.txt)?$", views.payload_page),
-    ]
+    return ROUTES
 
 
 @hookimpl
@@ -111,13 +86,13 @@ def _row_get(row, key):
 @hookimpl
 def render_cell(row, value, column, table, database, datasette):
     """Link compile ids, payload hashes, artifacts and runs to the tlindex pages."""
-    if database not in _tlindex_databases:
+    if not known_tlindex(datasette, database):
         return None
     try:
         raw = _value(value)
         if raw is None:
             return None
-        urls = views.Urls(datasette, database)
+        urls = Urls(datasette, database)
         if column == "compile" and isinstance(raw, int):
             label = _row_get(row, "compile_id") or f"compile {raw}"
             return Markup('<a href="{}">{}</a>').format(urls.compile(raw), label)
@@ -135,15 +110,20 @@ def render_cell(row, value, column, table, database, datasette):
     return None
 
 
-def _runs_link(datasette, database: str) -> dict:
-    return {"href": views.Urls(datasette, database).runs(), "label": f"tlindex runs: {database}"}
+async def _runs_link(datasette, actor, database: str) -> list[dict]:
+    """The link to a database's tlindex runs, for those who may follow it."""
+    if not await is_tlindex(datasette, database) or await denied(datasette, actor, database) is not None:
+        return []
+    return [{"href": Urls(datasette, database).runs(), "label": f"tlindex runs: {database}"}]
 
 
 @hookimpl
 def menu_links(datasette, actor, request):
     async def inner():
-        return [_runs_link(datasette, name) for name in list(datasette.databases)
-                if await is_tlindex(datasette, name)]
+        links = []
+        for name in list(datasette.databases):
+            links += await _runs_link(datasette, actor, name)
+        return links
 
     return inner
 
@@ -151,7 +131,7 @@ def menu_links(datasette, actor, request):
 @hookimpl
 def database_actions(datasette, actor, database, request):
     async def inner():
-        return [_runs_link(datasette, database)] if await is_tlindex(datasette, database) else []
+        return await _runs_link(datasette, actor, database)
 
     return inner
 
@@ -159,8 +139,6 @@ def database_actions(datasette, actor, database, request):
 @hookimpl
 def table_actions(datasette, actor, database, table, request):
     async def inner():
-        if table in ("runs", "compiles", "sources") and await is_tlindex(datasette, database):
-            return [_runs_link(datasette, database)]
-        return []
+        return await _runs_link(datasette, actor, database) if table in ("runs", "compiles", "sources") else []
 
     return inner

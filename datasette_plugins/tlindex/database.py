@@ -1,0 +1,180 @@
+"""Open a tlindex database for a request: the one door every plugin page goes through.
+
+`open_database` decodes the database name as Datasette does (`a~2Eb` is `a.b`),
+refuses a database that is not tlindex's (404), and checks the permissions
+Datasette checks for its own pages of the same data (403): view-instance,
+view-database and view-table of every tlindex table, on 0.65
+(`ensure_permissions`, cascading) and on 1.0a (`allowed` with resources). Every
+URL is built from `datasette.urls`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from urllib.parse import urlencode
+
+from datasette.utils import tilde_decode
+from datasette.utils.asgi import BadRequest, Forbidden, NotFound, Response
+
+from tlindex.tables import COLUMNS
+
+# The tables the tlindex pages read: the schema's own.
+TLINDEX_TABLES = frozenset({*COLUMNS, "runs"})
+DETECTED_BY = {"runs", "sources", "envelopes", "compiles", "artifacts"}
+SQLITE_MAX = (1 << 63) - 1
+
+
+async def is_tlindex(datasette, name: str) -> bool:
+    """Whether the database `name` (decoded) holds tlindex's tables (a positive answer is remembered)."""
+    known = datasette.__dict__.setdefault("_tlindex_databases", set())
+    if name in known:
+        return True
+    if name.startswith("_") or name not in datasette.databases:
+        return False
+    try:
+        tables = set(await datasette.get_database(name).table_names())
+    except Exception:
+        return False
+    if DETECTED_BY <= tables:
+        known.add(name)
+        return True
+    return False
+
+
+def known_tlindex(datasette, name: str) -> bool:
+    """Whether `name` was seen to be a tlindex database (for synchronous hooks)."""
+    return name in datasette.__dict__.get("_tlindex_databases", ())
+
+
+async def denied(datasette, actor, database: str) -> str | None:
+    """None when `actor` may see the database and all its tlindex tables; else the permission refused."""
+    if hasattr(datasette, "allowed"):  # Datasette 1.0a: resources
+        from datasette.resources import DatabaseResource, TableResource
+
+        if not await datasette.allowed(action="view-instance", actor=actor):
+            return "view-instance"
+        if not await datasette.allowed(action="view-database", resource=DatabaseResource(database), actor=actor):
+            return "view-database"
+        for table in sorted(TLINDEX_TABLES):
+            if not await datasette.allowed(action="view-table", resource=TableResource(database, table), actor=actor):
+                return f"view-table {table}"
+        return None
+    for table in sorted(TLINDEX_TABLES):  # Datasette 0.65: the table page's own cascade
+        try:
+            await datasette.ensure_permissions(actor, [("view-table", (database, table)),
+                                                       ("view-database", database), "view-instance"])
+        except Forbidden:
+            return f"view-table {table}"
+    return None
+
+
+class Urls:
+    """The URLs of the tlindex pages of one database (and of its Datasette pages)."""
+
+    def __init__(self, datasette, database: str):
+        self.datasette = datasette
+        self.database = database
+        self.base = datasette.urls.database(database)  # encoded as Datasette encodes it
+
+    def runs(self) -> str:
+        return f"{self.base}/-/tlindex"
+
+    def run(self, run_id: int) -> str:
+        return f"{self.base}/-/tlindex/run/{int(run_id)}"
+
+    def chromium(self, run_id: int) -> str:
+        return f"{self.base}/-/tlindex/run/{int(run_id)}/chromium.json"
+
+    def provenance(self, artifact_id: int) -> str:
+        return f"{self.base}/-/tlindex/provenance/{int(artifact_id)}"
+
+    def trie(self, run_id: int, rank: int | None = None) -> str:
+        return f"{self.base}/-/tlindex/trie/{int(run_id)}" + (f"?rank={int(rank)}" if rank is not None else "")
+
+    def trie_node(self, run_id: int, rank: int | None, node: int) -> str:
+        return f"{self.base}/-/tlindex/trie/{int(run_id)}/node/{int(node)}" + (
+            f"?rank={int(rank)}" if rank is not None else "")
+
+    def compile(self, compile_row: int) -> str:
+        return f"{self.base}/-/tlindex/compile/{int(compile_row)}"
+
+    def artifact(self, artifact_id: int) -> str:
+        return f"{self.base}/-/tlindex/artifact/{int(artifact_id)}"
+
+    def payload(self, digest: str, raw: bool = False) -> str:
+        return f"{self.base}/-/tlindex/payload/{digest}" + (".txt" if raw else "")
+
+    def query(self, name: str, **params) -> str:
+        return self._with(self.datasette.urls.query(self.database, name), params)
+
+    def table(self, table: str, **params) -> str:
+        return self._with(self.datasette.urls.table(self.database, table), params)
+
+    @staticmethod
+    def _with(url: str, params: dict) -> str:
+        args = urlencode({k: v for k, v in params.items() if v is not None})
+        return url + (f"?{args}" if args else "")
+
+
+@dataclass
+class Opened:
+    """A tlindex database opened for one request."""
+
+    db: object        # datasette.database.Database
+    urls: Urls
+    name: str
+
+
+async def open_database(datasette, request) -> Opened:
+    """The request's tlindex database, or 404 (no such tlindex database) / 403 (not for this actor)."""
+    name = tilde_decode(request.url_vars["database"])
+    if not await is_tlindex(datasette, name):
+        raise NotFound(f"No tlindex database named {name}")
+    refused = await denied(datasette, request.actor, name)
+    if refused is not None:
+        raise Forbidden(refused)
+    return Opened(datasette.get_database(name), Urls(datasette, name), name)
+
+
+def int_var(request, name: str) -> int:
+    """A whole-number URL part that can be a row id, else 404."""
+    text = request.url_vars[name]
+    try:
+        value = int(text)
+    except ValueError:
+        raise NotFound(f"Not a number: {text}")
+    if not -SQLITE_MAX <= value <= SQLITE_MAX:
+        raise NotFound(f"No such id: {text}")
+    return value
+
+
+def int_arg(request, name: str, default: int | None) -> int | None:
+    """A whole-number query-string argument, else 400."""
+    text = request.args.get(name)
+    if text in (None, ""):
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise BadRequest(f"{name} must be a whole number, not {text!r}")
+    if not -SQLITE_MAX <= value <= SQLITE_MAX:
+        raise BadRequest(f"{name} is out of range")
+    return value
+
+
+async def render(datasette, request, template: str, context: dict) -> Response:
+    from .trie import STATUS_LEGEND
+
+    context.setdefault("status_legend", STATUS_LEGEND)
+    return Response.html(await datasette.render_template(f"tlindex/{template}", context, request=request))
+
+
+def dicts(cursor: sqlite3.Cursor) -> list[dict]:
+    columns = [d[0] for d in cursor.description]
+    return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+
+def one(conn: sqlite3.Connection, sql: str, params=()) -> dict | None:
+    found = dicts(conn.execute(sql, params))
+    return found[0] if found else None

@@ -1,0 +1,133 @@
+"""The compile page: everything one compilation logged."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from itertools import zip_longest
+
+from datasette.utils.asgi import NotFound
+
+from ..database import dicts, int_var, one, open_database, render
+from ..provenance import MAPPINGS
+from ..trie import short_path
+
+TIME_FIRST = ("entire_frame_compile_time_s", "backend_compile_time_s", "inductor_compile_time_s",
+              "code_gen_time_s", "dynamo_time_before_restart_s", "duration_us", "start_time")
+
+def compile_data(conn: sqlite3.Connection, compile_row: int) -> dict | None:
+    compile = one(conn, """
+        SELECT c.*, r.label AS run_label, f.name AS file, s.pid
+        FROM compiles c JOIN sources s ON s.id = c.source_id JOIN files f ON f.id = s.file_id
+        LEFT JOIN runs r ON r.id = c.run_id WHERE c.id = ?""", (compile_row,))
+    if compile is None:
+        return None
+    compile["stack"] = dicts(conn.execute(
+        "SELECT filename, line, name, loc FROM frames WHERE envelope_id = ? AND stack = 'stack' ORDER BY depth",
+        (compile["dynamo_start"],))) if compile["dynamo_start"] else []
+    for frame in compile["stack"]:
+        frame["short"] = short_path(frame["filename"])
+    compile["restarts"] = json.loads(compile["restart_reasons"]) if compile["restart_reasons"] else []
+    compile["recompile_reasons"] = dicts(conn.execute(
+        "SELECT position, previous_compile_id, reason FROM failed_guards WHERE compile = ? ORDER BY id",
+        (compile_row,)))
+    compile["metrics"] = [_metrics_fields(m) for m in dicts(conn.execute(
+        "SELECT * FROM metrics WHERE compile = ? ORDER BY id", (compile_row,)))]
+    compile["guards"] = dicts(conn.execute(
+        "SELECT origin, depth, guard_type, text, source, user_code, symbol, value, reason FROM guards "
+        "WHERE compile = ? ORDER BY envelope_id, position", (compile_row,)))
+    compile["graph_breaks_list"] = dicts(conn.execute(
+        "SELECT reason, user_file, user_line FROM graph_break_events WHERE compile = ? ORDER BY id", (compile_row,)))
+    compile["cache_events"] = dicts(conn.execute(
+        "SELECT cache, result, key, reason FROM cache_events WHERE compile = ? ORDER BY id", (compile_row,)))
+    compile["symbols"] = dicts(conn.execute(
+        "SELECT symbol, unbacked, value, value_range, source FROM symbols WHERE compile = ? ORDER BY id",
+        (compile_row,)))
+    spans = dicts(conn.execute(
+        "SELECT name, ts_us, duration_us FROM chromium_events WHERE compile = ? AND ph = 'X' ORDER BY ts_us",
+        (compile_row,)))
+    if spans:
+        start = min(s["ts_us"] for s in spans)
+        end = max(s["ts_us"] + s["duration_us"] for s in spans)
+        width = max(end - start, 1)
+        for span in spans:
+            span["left"] = round(100 * (span["ts_us"] - start) / width, 2)
+            span["width"] = max(round(100 * span["duration_us"] / width, 2), 0.2)
+            span["ms"] = round(span["duration_us"] / 1000, 1)
+    compile["spans"] = spans
+    compile["artifacts"] = dicts(conn.execute("""
+        SELECT a.id, a.kind, a.name, a.size, a.payload, e.time, e.line, e.attempt, e.subgraph_name,
+               CASE WHEN a.kind = 'link' THEN json_extract(e.metadata, '$.url') END AS url
+        FROM artifacts a JOIN envelopes e ON e.id = a.envelope_id WHERE a.compile = ? ORDER BY a.envelope_id""",
+        (compile_row,)))
+    for artifact in compile["artifacts"]:
+        url = artifact["url"]  # a link record: followed only when it is a web address
+        artifact["href"] = url if isinstance(url, str) and url.startswith(("https://", "http://")) else None
+    compile["artifact_groups"] = _by_subgraph(compile["artifacts"])
+    compile.update(collectives_data(conn, compile))
+    compile["provenance"] = [a["id"] for a in compile["artifacts"] if a["name"] == MAPPINGS and a["payload"]]
+    compile["siblings"] = dicts(conn.execute("""
+        SELECT id, compile_id, status FROM compiles WHERE source_id = ? AND generation = ?
+        AND compiled_autograd_id IS ? AND frame_id IS ? AND id != ? ORDER BY frame_compile_id""",
+        (compile["source_id"], compile["generation"], compile["compiled_autograd_id"], compile["frame_id"],
+         compile_row)))
+    return compile
+
+
+def _by_subgraph(artifacts: list[dict]) -> list[tuple[str | None, list[dict]]]:
+    """Artifacts grouped by subgraph_name (regional inductor), groups in first-seen order."""
+    groups: dict[str | None, list[dict]] = {}
+    for artifact in artifacts:
+        groups.setdefault(artifact["subgraph_name"], []).append(artifact)
+    return list(groups.items())
+
+
+def collectives_data(conn: sqlite3.Connection, compile: dict) -> dict:
+    """The compile's scheduled collectives beside its code's, and the same compile id on the other ranks."""
+    ops = {"schedule": [], "code": []}
+    for origin, op, collective in conn.execute(
+            "SELECT origin, op, collective FROM collective_ops WHERE compile = ? ORDER BY envelope_id, position",
+            (compile["id"],)):
+        ops[origin].append({"op": op, "collective": collective})
+    if not (ops["schedule"] or ops["code"]):
+        return {"collectives": [], "collective_ranks": [], "estimate": None}
+    rows = [{"position": i, "schedule": s, "code": k, "same": bool(s and k and s["op"] == k["op"])}
+            for i, (s, k) in enumerate(zip_longest(ops["schedule"], ops["code"]))]
+    mine = " ".join(op["op"] for op in ops["schedule"])
+    ranks = dicts(conn.execute("""
+        SELECT c.id, c.rank, coalesce((SELECT group_concat(op, ' ') FROM (SELECT op FROM collective_ops
+            WHERE compile = c.id AND origin = 'schedule' ORDER BY envelope_id, position)), '') AS ops,
+            (SELECT group_concat(collective, ' ') FROM (SELECT collective FROM collective_ops
+            WHERE compile = c.id AND origin = 'schedule' ORDER BY envelope_id, position)) AS shown
+        FROM compiles c WHERE c.run_id = ? AND c.compile_id = ? AND c.id != ? ORDER BY c.rank""",
+        (compile["run_id"], compile["compile_id"], compile["id"])))
+    for rank in ranks:
+        rank["same"] = rank["ops"] == mine
+    estimate = one(conn, "SELECT count(*) AS ops, sum(estimated_runtime_ns) / 1e6 AS ms FROM op_estimates "
+                         "WHERE compile = ?", (compile["id"],))
+    return {"collectives": rows, "collective_ranks": ranks, "estimate": estimate if estimate["ops"] else None}
+
+
+def _metrics_fields(row: dict) -> dict:
+    """A metrics row as (key, value) pairs: times first, then the rest, then configs."""
+    other = json.loads(row.pop("other") or "{}")
+    configs = {k: row.pop(k) for k in ("dynamo_config", "inductor_config", "functorch_config", "compiler_config")}
+    kind = row["kind"]
+    fields = {k: v for k, v in {**row, **other}.items()
+              if k not in ("id", "envelope_id", "compile", "kind") and v is not None}
+    ordered = [(k, fields.pop(k)) for k in TIME_FIRST if k in fields]
+    ordered += [(k, fields[k]) for k in sorted(fields) if k.endswith(("_s", "_us", "_ms"))]
+    ordered += [(k, v) for k, v in sorted(fields.items()) if not k.endswith(("_s", "_us", "_ms"))]
+    return {"kind": kind, "fields": [(k, v if isinstance(v, (str, int, float)) else json.dumps(v))
+                                     for k, v in ordered],
+            "configs": {k: v for k, v in configs.items() if v}}
+
+
+async def compile_page(datasette, request):
+    opened = await open_database(datasette, request)
+    db, urls = opened.db, opened.urls
+    compile_row = int_var(request, "compile")
+    compile = await db.execute_fn(lambda conn: compile_data(conn, compile_row))
+    if compile is None:
+        raise NotFound(f"No compile {compile_row}")
+    return await render(datasette, request, "compile.html", {"database": db.name, "c": compile, "u": urls})

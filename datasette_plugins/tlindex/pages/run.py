@@ -1,0 +1,77 @@
+"""The run page (ranks, compiles, failures, queries of one run) and its streamed Perfetto trace."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from datasette.utils.asgi import AsgiStream, NotFound
+
+from ..database import dicts, int_var, one, open_database, render
+
+
+def run_data(conn: sqlite3.Connection, run_id: int) -> dict | None:
+    run = one(conn, "SELECT * FROM runs WHERE id = ?", (run_id,))
+    if run is None:
+        return None
+    run["sources"] = dicts(conn.execute("""
+        SELECT s.*, f.name AS file, f.path, f.id AS file_id,
+               (SELECT count(*) FROM ingest_errors e WHERE e.source_id = s.id) AS errors
+        FROM sources s JOIN files f ON f.id = s.file_id WHERE s.run_id = ? ORDER BY s.rank, s.first_time""",
+        (run_id,)))
+    run["ranks"] = sorted({s["rank"] for s in run["sources"]}, key=lambda r: (r is None, r))
+    run["by_rank"] = dicts(conn.execute("""
+        SELECT rank, sum(compile_id != '-/-') AS compiles, sum(status = 'ok') AS ok, sum(status = 'break') AS break,
+               sum(status = 'empty') AS empty, sum(status = 'error') AS error, sum(status = 'missing') AS missing,
+               sum(frame_compile_id > 0) AS recompiles, sum(graph_breaks) AS graph_breaks,
+               round(sum(duration_s), 3) AS compile_time_s, sum(envelope_bytes + payload_bytes) AS bytes
+        FROM compiles WHERE run_id = ? GROUP BY rank ORDER BY rank""", (run_id,)))
+    run["totals"] = one(conn, """
+        SELECT sum(compile_id != '-/-') AS compiles, sum(status = 'error') AS failures,
+               sum(frame_compile_id > 0) AS recompiles,
+               sum(graph_breaks) AS graph_breaks, round(sum(duration_s), 3) AS compile_time_s
+        FROM compiles WHERE run_id = ?""", (run_id,))
+    run["bytes"] = sum(s["bytes"] or 0 for s in run["sources"])
+    run["ingest_errors"] = sum(s["errors"] for s in run["sources"])
+    run["compiles"] = dicts(conn.execute("""
+        SELECT id, rank, compile_id, co_name, status, fail_type, recompile_reason, graph_breaks, duration_s,
+               envelope_bytes + payload_bytes AS bytes
+        FROM compiles WHERE run_id = ? ORDER BY id LIMIT 500""", (run_id,)))
+    return run
+
+
+async def run_page(datasette, request):
+    opened = await open_database(datasette, request)
+    db, urls = opened.db, opened.urls
+    run_id = int_var(request, "run")
+    run = await db.execute_fn(lambda conn: run_data(conn, run_id))
+    if run is None:
+        raise NotFound(f"No run {run_id}")
+    from tlindex.queries import load_queries
+
+    # Every canned query that takes a run, so a new one appears here without editing this page.
+    queries = [name for name, query in load_queries().items() if any(p == "run" for p, _ in query.params)]
+    return await render(datasette, request, "run.html", {"database": db.name, "run": run, "u": urls,
+                                                         "queries": queries})
+
+
+async def chromium_trace(datasette, request):
+    """The run's chromium events as one Perfetto trace (tlindex.chromium), streamed batch by batch."""
+    from tlindex.chromium import HEAD, TAIL, encode, event_batch, metadata_events, process_ids
+
+    db = (await open_database(datasette, request)).db
+    run_id = int_var(request, "run")
+    if not (await db.execute("SELECT 1 FROM runs WHERE id = ?", [run_id])).rows:
+        raise NotFound(f"No run {run_id}")
+    pids = await db.execute_fn(lambda conn: process_ids(conn, run_id))
+
+    async def stream(writer) -> None:
+        await writer.write((HEAD + encode(metadata_events(pids), first=True)).decode())
+        written, after = bool(pids), 0
+        while after is not None:
+            events, after = await db.execute_fn(lambda conn: event_batch(conn, run_id, pids, after))
+            await writer.write(encode(events, first=not written).decode())
+            written = written or bool(events)
+        await writer.write(TAIL.decode())
+
+    return AsgiStream(stream, content_type="application/json", headers={
+        "content-disposition": f'attachment; filename="run-{run_id}-chromium.json"'})

@@ -1,0 +1,101 @@
+"""The plugin at its trust boundary: Datasette's permissions, encoded database names, odd URLs."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+from conftest import connect, scenario_run
+from datasette.app import Datasette
+
+DATASETTE_1 = hasattr(Datasette, "allowed")
+
+
+def _datasette(paths, settings: dict) -> Datasette:
+    """Datasette with permission settings: metadata on 0.65, config on 1.0a."""
+    return Datasette([str(p) for p in paths], **({"config": settings} if DATASETTE_1 else {"metadata": settings}))
+
+
+def _cookies(ds: Datasette, actor_id: str | None) -> dict:
+    return {"ds_actor": ds.sign({"a": {"id": actor_id}}, "actor")} if actor_id else {}
+
+
+def _pages(conn) -> list[str]:
+    """One URL of every tlindex page (with real ids)."""
+    (run,) = scenario_run(conn, "provenance")
+    compile_id, artifact, payload = conn.execute(
+        "SELECT a.compile, a.id, a.payload FROM artifacts a JOIN compiles c ON c.id = a.compile "
+        "WHERE c.run_id = ? AND a.payload IS NOT NULL LIMIT 1", (run,)).fetchone()
+    (mapping,) = conn.execute("SELECT id FROM artifacts WHERE name = 'inductor_provenance_tracking_node_mappings' "
+                              "AND payload IS NOT NULL LIMIT 1").fetchone()
+    base = "/traces/-/tlindex"
+    return [base, f"{base}/run/{run}", f"{base}/run/{run}/chromium.json", f"{base}/trie/{run}",
+            f"{base}/trie/{run}/node/1", f"{base}/compile/{compile_id}", f"{base}/artifact/{artifact}",
+            f"{base}/provenance/{mapping}", f"{base}/payload/{payload}", f"{base}/payload/{payload}.txt"]
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("denial", [
+    {"databases": {"traces": {"allow": {"id": "root"}}}},
+    {"databases": {"traces": {"tables": {"payloads": {"allow": {"id": "root"}}}}}},
+    {"allow": {"id": "root"}},
+], ids=["database", "one table", "instance"])
+async def test_a_denied_database_leaks_nothing_through_tlindex_pages_or_links(traces_db, denial):
+    ds = _datasette([traces_db], denial)
+    await ds.invoke_startup()
+    conn = connect(traces_db)
+    pages = _pages(conn)
+    for path in pages:
+        anonymous = await ds.client.get(path)
+        assert anonymous.status_code == 403, path
+        allowed = await ds.client.get(path, cookies=_cookies(ds, "root"))
+        assert allowed.status_code == 200, path
+    home = await ds.client.get("/", cookies={})
+    assert "/-/tlindex" not in home.text
+    root_home = await ds.client.get("/", cookies=_cookies(ds, "root"))
+    assert root_home.status_code == 200 and "/traces/-/tlindex" in root_home.text
+
+
+@pytest.mark.asyncio
+async def test_a_database_name_that_needs_encoding_works_end_to_end(traces_db, tmp_path):
+    dotted = tmp_path / "a.b.db"
+    shutil.copy(traces_db, dotted)
+    ds = Datasette([str(dotted)])
+    await ds.invoke_startup()
+    start = "/a~2Eb/-/tlindex"
+    seen, todo = set(), [start]
+    while todo and len(seen) < 60:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        response = await ds.client.get(path)
+        assert response.status_code == 200, path
+        if path.endswith((".txt", ".json")):
+            continue
+        for href in re.findall(r'href="(/[^"#]*)"', response.text):
+            href = href.replace("&amp;", "&")
+            if "/-/tlindex" in href and "/-/static" not in href:
+                assert href.startswith("/a~2Eb/"), href
+                todo.append(href)
+    assert len(seen) > 10
+
+
+@pytest.mark.asyncio
+async def test_odd_urls_answer_404_or_400_never_500(ds_plain):
+    ds, run = ds_plain
+    for path, status in [("/traces/-/tlindex/run/99999999999999999999999", 404),
+                         ("/traces/-/tlindex/compile/-99999999999999999999", 404),
+                         (f"/traces/-/tlindex/trie/{run}?max_nodes=abc", 400),
+                         (f"/traces/-/tlindex/trie/{run}?rank=x", 400),
+                         (f"/traces/-/tlindex/trie/{run}/node/99999999999999999999999", 404),
+                         ("/traces/-/tlindex/artifact/abc", 404)]:
+        assert (await ds.client.get(path)).status_code == status, path
+
+
+@pytest.fixture
+def ds_plain(traces_db):
+    conn = connect(traces_db)
+    (run,) = scenario_run(conn, "graph_breaks")
+    return Datasette([str(traces_db)]), run
