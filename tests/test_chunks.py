@@ -18,7 +18,7 @@ from conftest import DATA, SHARED_CORPUS, canonical, sqlite_tables
 from tlindex.chunks import split_points
 from tlindex.ingest import ingest
 
-SCENARIOS = ["train_step", "recompiles", "compile_errors", "graph_breaks", "dynamic", "cache",
+SCENARIOS = ["train_step", "recompiles", "compile_errors", "graph_breaks", "dynamic", "cache", "ddp_2ranks",
              "compiled_autograd", "export", "ddp_4ranks_diverge", "collectives_3ranks", "draft_export", "provenance"]
 
 

@@ -113,8 +113,10 @@ def test_compile_time_phases_fit_in_each_compile(db):
         nested = [r[k] or 0 for k in ("aot_s", "inductor_s", "codegen_s")]
         assert max(nested) <= (r["backend_s"] or 0) + 0.002, r
         assert nested[2] <= nested[1] + 0.002  # code generation is part of inductor
-    times = [r["total_s"] or 0 for r in found]
-    assert times == sorted(times, reverse=True) or any(r["backward_s"] for r in found)
+    # slowest first: ordered by the forward (dynamo) span plus the backward compile
+    times = [round((r["total_s"] or 0) + (r["backward_s"] or 0), 3) for r in found]
+    assert all(a >= b - 0.0011 for a, b in zip(times, times[1:])), times  # each rounded to 1 ms
+    assert any(r["backward_s"] for r in found) and times[0] > times[-1]
 
 
 def test_graph_breaks_lists_each_break_once_with_its_count(db):

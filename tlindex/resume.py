@@ -12,17 +12,16 @@ end events, and file names from earlier string tables are filled in.
 
 from __future__ import annotations
 
-import re
 import sqlite3
 
 import orjson
 
 from .merge import foreign_keys
 from .normalize import Compile, Process
+from .normalize.spans import close_spans_of_chunk, restore_open_spans
 from .normalize.state import FILE_RANK_CONFLICT, RANK_CONFLICT
-from .tables import COLUMNS
-
-STRING_REF_RE = re.compile(r"^<string (\d+)>")
+from .normalize.strings import fill_string_references_of_chunk, restore_strings
+from .staged import insert_rows, next_staging_id
 
 
 def restore_state(conn, file_id: int, current_only: bool = False) -> dict[int, Process]:
@@ -39,8 +38,7 @@ def restore_state(conn, file_id: int, current_only: bool = False) -> dict[int, P
         proc.rank, proc.first_time, proc.last_time = rank, first, last
         proc.envelope_count, proc.bytes = count, size
         proc.torch_version, proc.torch_commit = version, commit
-        proc.strings = dict(conn.execute("SELECT string_id, value FROM strings WHERE source_id = ?",
-                                         (source_id,)).fetchall())
+        restore_strings(conn, proc, source_id)
         proc.rank_conflict_reported = conn.execute(
             "SELECT 1 FROM ingest_errors WHERE source_id = ? AND kind = 'rank_mismatch' AND line > 0",
             (source_id,)).fetchone() is not None
@@ -50,45 +48,17 @@ def restore_state(conn, file_id: int, current_only: bool = False) -> dict[int, P
         columns = [d[0] for d in rows.description]
         for values in rows.fetchall():
             row = dict(zip(columns, values))
-            compile = Compile(-row["id"], -source_id, row["rank"], row["generation"],
-                              (row["compiled_autograd_id"], row["frame_id"], row["frame_compile_id"]))
-            for name in ("co_name", "co_filename", "co_firstlineno", "fail_type", "fail_reason",
-                         "fail_user_frame_filename", "fail_user_frame_lineno", "recompile_reason",
-                         "graph_breaks", "start_time", "end_time", "duration_s", "dynamo_start",
-                         "envelope_count", "envelope_bytes", "payload_bytes"):
-                setattr(compile, name, row[name])
-            if compile.dynamo_start is not None:
-                compile.dynamo_start = -compile.dynamo_start
-            compile.max_attempt = row["attempts"] - 1
-            compile.started_attempts = set(range(row["attempts"])) if row["dynamo_start"] else set()
-            for kind, metrics_json in conn.execute(
-                    "SELECT m.kind, json_object('fail_type', fail_type, 'graph_op_count', graph_op_count,"
-                    " 'restart_reasons', json(restart_reasons)) FROM metrics m WHERE m.compile = ?",
-                    (row["id"],)).fetchall():
-                compile.add_metrics(kind, orjson.loads(metrics_json))
+            metrics = [(kind, orjson.loads(text)) for kind, text in conn.execute(
+                "SELECT m.kind, json_object('fail_type', fail_type, 'graph_op_count', graph_op_count,"
+                " 'restart_reasons', json(restart_reasons)) FROM metrics m WHERE m.compile = ?", (row["id"],))]
+            compile = Compile.restore(row, metrics)
             proc.all_compiles.append(compile)
-        # Spans still open when the log was last read are paired with their ends now.
-        for name, begin, compile_id, ts, cat in conn.execute(
-                "SELECT name, begin_envelope, compile, ts_us, cat FROM chromium_events "
-                "WHERE source_id = ? AND ph = 'B' ORDER BY id", (source_id,)).fetchall():
-            proc.open_spans.setdefault(name, []).append(
-                (-begin, -compile_id if compile_id else None, ts, cat))
+        restore_open_spans(conn, proc, source_id)
         proc.generation = max((c.generation for c in proc.all_compiles), default=0)
         proc.compiles = {c.key: c for c in proc.all_compiles if c.generation == proc.generation}
         processes[pid] = proc
     return processes
 
-
-
-def _insert(conn: sqlite3.Connection, table: str, rows: list[tuple]) -> None:
-    columns = COLUMNS[table]
-    conn.executemany(f"INSERT INTO staging.{table} ({', '.join(columns)}) "
-                     f"VALUES ({', '.join('?' * len(columns))})", rows)
-
-
-def _next_id(conn: sqlite3.Connection, table: str) -> int:
-    """The first id not used yet in a staging table."""
-    return conn.execute(f"SELECT coalesce(max(id), 0) + 1 FROM staging.{table}").fetchone()[0]
 
 
 def _remap(conn: sqlite3.Connection, target: str, mapping: dict[int, int]) -> None:
@@ -133,7 +103,7 @@ def fit_chunk(conn: sqlite3.Connection, local: dict[int, Process], file_id: int,
                               for local_id, (_, earlier) in continued.items()})
 
     for mine, known, continued in plans:
-        _fill_string_references(conn, known)  # before the chunk's own strings join the table
+        fill_string_references_of_chunk(conn, known)  # before the chunk's own strings join the table
         _fit_rank_conflict(conn, mine, known, file_id)
         for compile, earlier in continued.values():
             earlier.absorb(compile)
@@ -144,10 +114,10 @@ def fit_chunk(conn: sqlite3.Connection, local: dict[int, Process], file_id: int,
         known.absorb(mine)
         known.all_compiles += new
         conn.execute("DELETE FROM staging.sources WHERE id = ?", (mine.source_id,))
-        _insert(conn, "sources", [known.row(-file_id)])
+        insert_rows(conn, "sources", [known.row(-file_id)])
         conn.execute("DELETE FROM staging.compiles WHERE source_id = ?", (known.source_id,))
-        _insert(conn, "compiles", [c.row() for c in known.finished_compiles()])
-        _close_spans(conn, known)
+        insert_rows(conn, "compiles", [c.row() for c in known.finished_compiles()])
+        close_spans_of_chunk(conn, known)
 
 
 def _fit_rank_conflict(conn: sqlite3.Connection, mine: Process, known: Process, file_id: int) -> None:
@@ -165,51 +135,9 @@ def _fit_rank_conflict(conn: sqlite3.Connection, mine: Process, known: Process, 
     # The chunk's first rank differs from the process's: a single pass reports it there.
     line, offset = conn.execute("SELECT line, offset FROM staging.envelopes WHERE source_id = ? AND rank IS NOT NULL "
                                 "ORDER BY id LIMIT 1", (known.source_id,)).fetchone()
-    _insert(conn, "ingest_errors", [(_next_id(conn, "ingest_errors"), -file_id, known.source_id, line, offset, 1, 0,
+    insert_rows(conn, "ingest_errors", [(next_staging_id(conn, "ingest_errors"), -file_id, known.source_id, line, offset, 1, 0,
                                      "rank_mismatch", RANK_CONFLICT.format(pid=mine.pid, rank=mine.rank,
                                                                           first=known.rank), None)])
-
-
-def _close_spans(conn: sqlite3.Connection, proc: Process) -> None:
-    """End events of the chunk close spans begun before it; spans still open are written again."""
-    ends = conn.execute("SELECT id, name, ts_us, compile FROM staging.chromium_events WHERE source_id = ? "
-                        "AND ph = 'E' AND begin_envelope IS NULL ORDER BY id", (proc.source_id,)).fetchall()
-    for event_id, name, ts, compile_id in ends:
-        opened = proc.open_spans.get(name)
-        if not opened:
-            continue
-        begin_id, begin_compile, begin_ts, cat = opened.pop()
-        numeric = isinstance(ts, (int, float)) and isinstance(begin_ts, (int, float))
-        conn.execute("UPDATE staging.chromium_events SET ph = 'X', compile = ?, cat = ?, ts_us = ?, "
-                     "duration_us = ?, begin_envelope = ? WHERE id = ?",
-                     (begin_compile if begin_compile is not None else compile_id, cat, begin_ts,
-                      ts - begin_ts if numeric else None, begin_id, event_id))
-    # The merge drops the file's open spans from the main database (as for a grown
-    # log): write the earlier ones still open, then the chunk's, in that order.
-    still_open = conn.execute("SELECT name, begin_envelope, compile, ts_us, cat FROM staging.chromium_events "
-                              "WHERE source_id = ? AND ph = 'B' ORDER BY id", (proc.source_id,)).fetchall()
-    conn.execute("DELETE FROM staging.chromium_events WHERE source_id = ? AND ph = 'B'", (proc.source_id,))
-    spans = [(name, *span) for name, opened in proc.open_spans.items() for span in opened]
-    spans += still_open
-    next_id = _next_id(conn, "chromium_events")
-    _insert(conn, "chromium_events", [(next_id + i, proc.source_id, compile_id, name, cat, "B", ts, None, begin, None)
-                                      for i, (name, begin, compile_id, ts, cat) in enumerate(spans)])
-
-
-def _fill_string_references(conn: sqlite3.Connection, proc: Process) -> None:
-    """File names the chunk could not resolve: strings defined earlier in the process."""
-    envelopes = "SELECT id FROM staging.envelopes WHERE source_id = :source"
-    conn.execute(f"UPDATE staging.frames SET filename = (SELECT value FROM main.strings s WHERE "
-                 f"s.source_id = -:source AND s.string_id = frames.filename_id) WHERE filename IS NULL "
-                 f"AND filename_id IS NOT NULL AND envelope_id IN ({envelopes})", {"source": proc.source_id})
-    for guard_id, user_code in conn.execute(
-            f"SELECT id, user_code FROM staging.guards WHERE user_code LIKE '<string %' "
-            f"AND envelope_id IN ({envelopes})", {"source": proc.source_id}).fetchall():
-        match = STRING_REF_RE.match(user_code)
-        value = proc.strings.get(int(match.group(1))) if match else None
-        if value is not None:
-            conn.execute("UPDATE staging.guards SET user_code = ? WHERE id = ?",
-                         (value + user_code[match.end():], guard_id))
 
 
 def report_file_ranks(conn: sqlite3.Connection, file_id: int) -> None:

@@ -8,8 +8,6 @@ that replaced or rewrote rows (--replace, a grown log) rebuilds them.
 
 from __future__ import annotations
 
-import sqlite3
-
 import sqlite_utils
 
 FTS_COLUMNS: dict[str, list[str]] = {
@@ -23,28 +21,29 @@ FTS_COLUMNS: dict[str, list[str]] = {
 
 
 def refresh_fts(db: sqlite_utils.Database, rebuild: bool = False) -> None:
-    """Create the FTS indexes if missing and index the rows added since (all rows with rebuild)."""
+    """Create the FTS indexes if missing and index the rows added since (all rows with rebuild).
+
+    Each table's index is created and filled under a write lock taken first, so ingests
+    running at once wait for each other instead of failing on a lock upgrade. The index is
+    the one sqlite-utils' enable_fts makes (external content, FTS5), so its tools and
+    Datasette's search box see it.
+    """
+    conn = db.conn
     for table, columns in FTS_COLUMNS.items():
-        rebuild_table = rebuild
-        if db[table].detect_fts() is None:
-            try:
-                db[table].enable_fts(columns, create_triggers=False)
-                rebuild_table = True
-            except sqlite3.OperationalError as error:
-                if "already exists" not in str(error):
-                    raise  # else a concurrent ingest created it first: append below
-        if rebuild_table:
-            db[table].rebuild_fts()
-            continue
-        # An external-content index answers max(rowid) from its content table;
-        # its _docsize shadow table holds one row per document actually indexed.
-        # Under a write lock taken first: a concurrent ingest appends before or after.
         names = ", ".join(f"[{c}]" for c in columns)
-        db.conn.execute("BEGIN IMMEDIATE")
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            db.conn.execute(f"INSERT INTO [{table}_fts] (rowid, {names}) SELECT rowid, {names} FROM [{table}] "
-                            f"WHERE rowid > (SELECT coalesce(max(id), 0) FROM [{table}_fts_docsize])")
-            db.conn.execute("COMMIT")
+            exists = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (f"{table}_fts",)).fetchone()
+            if not exists:
+                conn.execute(f"CREATE VIRTUAL TABLE [{table}_fts] USING FTS5 ({names}, content=[{table}])")
+            if rebuild or not exists:
+                conn.execute(f"INSERT INTO [{table}_fts] ([{table}_fts]) VALUES ('rebuild')")
+            else:
+                # An external-content index answers max(rowid) from its content table;
+                # its _docsize shadow table holds one row per document actually indexed.
+                conn.execute(f"INSERT INTO [{table}_fts] (rowid, {names}) SELECT rowid, {names} FROM [{table}] "
+                             f"WHERE rowid > (SELECT coalesce(max(id), 0) FROM [{table}_fts_docsize])")
+            conn.execute("COMMIT")
         except BaseException:
-            db.conn.execute("ROLLBACK")
+            conn.execute("ROLLBACK")
             raise

@@ -16,6 +16,8 @@ import orjson
 
 from ..tables import METRICS_CONFIGS, METRICS_TYPED
 from .collectives import on_collective_schedule, on_graph_execution, on_output_code, on_runtime_and_tensor_meta
+from .spans import on_chromium_event
+from .strings import on_str
 
 if TYPE_CHECKING:
     from ..reader import Record
@@ -38,13 +40,6 @@ def _int(value: Any) -> int | None:
     if isinstance(value, bool):
         return int(value)
     return value if isinstance(value, int) else None
-
-
-def on_str(n: FileNormalizer, proc: Process, rec: Record, envelope_id: int, compile, meta, text) -> None:
-    if isinstance(meta, list) and len(meta) == 2 and isinstance(meta[1], int):
-        value, string_id = meta
-        proc.strings[string_id] = str(value)
-        n.sink.add("strings", (proc.source_id, string_id, str(value)))
 
 
 def on_dynamo_start(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -> None:
@@ -85,39 +80,6 @@ def on_metrics(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -
     other = {key: value for key, value in meta.items() if key not in known}
     n.sink.add("metrics", (n.next_id("metrics"), envelope_id, compile.id if compile else None, kind,
                            meta.get("compile_id"), *typed, *configs, _json(other)))
-
-
-def on_chromium_event(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -> None:
-    if text is None:
-        return
-    try:
-        event = orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return  # the envelope and its payload are stored; nothing to pair
-    if not isinstance(event, dict):
-        return
-    name = str(event.get("name"))
-    phase = event.get("ph")
-    ts = event.get("ts")
-    compile_id = compile.id if compile else None
-    if phase == "B":
-        # A span begun outside any compile id takes its end's compile, if that has one.
-        opened_in = compile_id if compile is not None and not compile.anonymous else None
-        proc.open_spans.setdefault(name, []).append((envelope_id, opened_in, ts, event.get("cat")))
-        return
-    if phase == "E":
-        opened = proc.open_spans.get(name)
-        if opened:
-            begin_id, begin_compile, begin_ts, cat = opened.pop()
-            numeric = isinstance(ts, (int, float)) and isinstance(begin_ts, (int, float))
-            n.sink.add("chromium_events", (n.next_id("chromium_events"), proc.source_id,
-                                           begin_compile if begin_compile is not None else compile_id,
-                                           name, cat, "X", begin_ts, ts - begin_ts if numeric else None,
-                                           begin_id, envelope_id))
-            return
-    n.sink.add("chromium_events", (n.next_id("chromium_events"), proc.source_id, compile_id, name,
-                                   event.get("cat"), str(phase), ts, None,
-                                   envelope_id if phase != "E" else None, envelope_id if phase == "E" else None))
 
 
 def add_guard(n: FileNormalizer, envelope_id: int, compile, origin: str, position: int, depth, guard_type,

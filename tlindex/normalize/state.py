@@ -66,6 +66,28 @@ class Compile:
         self.metrics_seen = self.any_fail = self.any_empty = self.any_restart = False
         self.finished = False  # a forward compilation_metrics record closed it
 
+    RESTORED = ("co_name", "co_filename", "co_firstlineno", "fail_type", "fail_reason", "fail_user_frame_filename",
+                "fail_user_frame_lineno", "recompile_reason", "graph_breaks", "start_time", "end_time", "duration_s",
+                "dynamo_start", "envelope_count", "envelope_bytes", "payload_bytes")
+
+    @classmethod
+    def restore(cls, row: dict, metrics: list[tuple[str, dict]]) -> "Compile":
+        """A compile as an earlier ingest wrote it (its `compiles` row and metrics), to continue it.
+
+        Ids become negative: they name rows of the main database (tlindex.merge keeps them).
+        """
+        compile = cls(-row["id"], -row["source_id"], row["rank"], row["generation"],
+                      (row["compiled_autograd_id"], row["frame_id"], row["frame_compile_id"]))
+        for name in cls.RESTORED:
+            setattr(compile, name, row[name])
+        if compile.dynamo_start is not None:
+            compile.dynamo_start = -compile.dynamo_start
+        compile.max_attempt = row["attempts"] - 1
+        compile.started_attempts = set(range(row["attempts"])) if row["dynamo_start"] else set()
+        for kind, fields in metrics:  # status flags and restart reasons, as the records set them
+            compile.add_metrics(kind, fields)
+        return compile
+
     @property
     def anonymous(self) -> bool:
         """Whether this is the compile of records without a compile id (tlparse's [-/-])."""
