@@ -9,7 +9,7 @@ import time
 import click
 
 from . import __version__
-from .output import emit, output_options
+from .output import check_format, emit, output_options
 
 DEFAULT_DB = "traces.db"
 
@@ -71,30 +71,47 @@ def ingest(paths: tuple[str, ...], db_path: str, run_label: str | None, replace:
         bar.close()
     for problem in summary.problems:
         click.echo(f"error: {problem}", err=True)
+    for path, lines in summary.no_records:
+        click.echo(f"error: {path}: no trace record in {lines:,} line{'s' * (lines != 1)} (is it a TORCH_TRACE "
+                   f"log?); its lines are in ingest_errors", err=True)
     if not silent:
         for note in summary.notes():
             click.echo(f"note: {note}", err=True)
         click.echo(summary.line(), err=True)
-    if summary.problems:
+    if summary.problems or summary.no_records:
         sys.exit(1)
+
+
+def _params_with_values(params: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+    """-p NAME VALUE pairs, refusing a VALUE that is the next option (`-p run --db x`)."""
+    for name, value in params:
+        if value.startswith("--"):
+            raise click.UsageError(f"-p {name} needs a value (got {value!r}): -p NAME VALUE")
+    return params
 
 
 @cli.command()
 @click.argument("name_or_sql")
 @click.option("-p", "--param", "params", nargs=2, multiple=True, metavar="NAME VALUE",
-              help="A named parameter (repeatable)")
+              help="A named parameter (repeatable)", callback=lambda ctx, param, value: _params_with_values(value))
 @db_option
 @output_options
 def query(name_or_sql: str, params: tuple[tuple[str, str], ...], db_path: str, **output) -> None:
     """Run a canned query by name (see `tlindex queries`), or any SQL."""
     import sqlite3
 
-    from .queries import load_queries, read_only, run_sql
+    from .queries import check_params, load_queries, read_only, run_sql
 
     canned = load_queries()
     sql = canned[name_or_sql].sql if name_or_sql in canned else name_or_sql
     if name_or_sql not in canned and " " not in name_or_sql.strip():
         raise click.ClickException(f"no canned query named {name_or_sql!r}; see `tlindex queries`")
+    if name_or_sql in canned:
+        try:
+            check_params(canned[name_or_sql], dict(params))
+        except ValueError as error:
+            raise click.ClickException(str(error))
+    check_format(output)
     if not os.path.exists(db_path):
         raise click.ClickException(f"{db_path}: no such database (run `tlindex ingest` first)")
     conn = read_only(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True))

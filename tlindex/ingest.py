@@ -46,6 +46,7 @@ class IngestSummary:
     copies: list[tuple[str, str]] = field(default_factory=list)  # (file, the earlier file it equals)
     moved: list[tuple[str, str]] = field(default_factory=list)   # (new path, old path no longer there)
     rewritten: list[str] = field(default_factory=list)  # files changed in place: their old rows replaced
+    no_records: list[tuple[str, int]] = field(default_factory=list)  # (file, lines) without any trace record
 
     def line(self) -> str:
         parts = [f"{self.files} file{'s' * (self.files != 1)} ingested"]
@@ -195,6 +196,8 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
     started = time.perf_counter()
     summary = IngestSummary()
     files, summary.problems = discover(paths)
+    if not files:
+        return summary  # nothing to ingest: no database is created either
     db = open_db(db_path)
     conn = db.conn
     conn.isolation_level = None  # transactions are explicit (BEGIN IMMEDIATE ... COMMIT)
@@ -258,6 +261,8 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
                 if result.resumed:
                     continued_files.append(-item.task.resume.file_id)
                 summary.files += 1
+                if result.envelopes == 0 and result.lines > 0 and not result.resumed:
+                    summary.no_records.append((result.path, result.lines))
                 summary.continued += int(result.resumed)
                 summary.envelopes += result.envelopes
                 summary.compiles += result.compiles

@@ -27,6 +27,15 @@ def output_options(fn):
     return fn
 
 
+def check_format(output: dict) -> None:
+    """Refuse a --fmt that tabulate does not know (it would silently fall back to its default)."""
+    import tabulate
+
+    if output.get("as_table") and output.get("fmt") not in tabulate.tabulate_formats:
+        raise click.ClickException(f"--fmt {output.get('fmt')!r} is not a table format; "
+                                   f"one of {', '.join(sorted(tabulate.tabulate_formats))}")
+
+
 def _cell(value, limit: int | None) -> object:
     if isinstance(value, str) and limit is not None:
         value = value.replace("\n", "⏎ ")

@@ -92,6 +92,33 @@ def run_sql(conn: sqlite3.Connection, sql: str, params: dict[str, str] | None = 
     return conn.execute(sql, _Params(params or {}))
 
 
+INTEGER_PARAMS = {"run", "rank", "limit", "compile"}  # ids and counts; empty means "all"
+
+
+def param_choices(help_text: str) -> list[str] | None:
+    """The values a parameter documents as a list ("kind (default), emitter, ... or run"), if it does."""
+    items = [re.sub(r"\s*\(.*?\)", "", item).strip() for item in re.split(r",\s*|\s+or\s+", help_text)]
+    return items if len(items) > 1 and all(re.fullmatch(r"\w+", item) for item in items) else None
+
+
+def check_params(query: CannedQuery, given: dict[str, str]) -> None:
+    """Raise ValueError naming the query's parameters for an unknown one or a bad value."""
+    helps = dict(query.params)
+    listed = ", ".join(f":{name}" for name in helps) or "none"
+    for name, value in given.items():
+        if name not in helps:
+            raise ValueError(f"{query.name} has no parameter :{name} (its parameters: {listed})")
+        if value == "":
+            continue
+        if name in INTEGER_PARAMS:
+            try:
+                int(value)
+            except ValueError:
+                raise ValueError(f"-p {name} {value!r}: {helps[name]}: a whole number") from None
+        elif (choices := param_choices(helps[name])) and value not in choices:
+            raise ValueError(f"-p {name} {value!r}: one of {', '.join(choices)}")
+
+
 def render_docs() -> str:
     lines = ["# Canned queries", "",
              "The SQL files in `queries/`, generated from their headers by `python -m tlindex.queries`.",

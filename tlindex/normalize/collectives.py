@@ -8,9 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from .protocols import Normalizer
+
 if TYPE_CHECKING:
     from ..reader import Record
-    from .core import FileNormalizer
     from .state import Compile, Process
 
 OP_PREFIXES = ("torch.ops._c10d_functional.", "_c10d_functional.", "torch.ops.c10d_functional.")
@@ -36,7 +37,7 @@ def collective_of(op: str) -> str:
     return base
 
 
-def _add_ops(n: FileNormalizer, envelope_id: int, compile: Compile | None, origin: str, ops: list[str]) -> None:
+def _add_ops(n: Normalizer, envelope_id: int, compile: Compile | None, origin: str, ops: list[str]) -> None:
     for position, op in enumerate(ops):
         n.sink.add("collective_ops", (n.next_id("collective_ops"), envelope_id, compile.id if compile else None,
                                       origin, position, op, collective_of(op)))
@@ -49,14 +50,14 @@ def _loads(text: str | None) -> Any:
         return None
 
 
-def on_collective_schedule(n: FileNormalizer, proc: Process, rec: Record, envelope_id: int,
+def on_collective_schedule(n: Normalizer, proc: Process, rec: Record, envelope_id: int,
                            compile: Compile | None, meta: Any, text: str | None) -> None:
     schedule = _loads(text)
     if isinstance(schedule, list):
         _add_ops(n, envelope_id, compile, "schedule", [str(op) for op in schedule])
 
 
-def on_output_code(n: FileNormalizer, proc: Process, rec: Record, envelope_id: int,
+def on_output_code(n: Normalizer, proc: Process, rec: Record, envelope_id: int,
                    compile: Compile | None, meta: Any, text: str | None) -> None:
     if not text or "_c10d_functional" not in text:
         return
@@ -66,7 +67,7 @@ def on_output_code(n: FileNormalizer, proc: Process, rec: Record, envelope_id: i
     _add_ops(n, envelope_id, compile, "code", calls)
 
 
-def on_runtime_and_tensor_meta(n: FileNormalizer, proc: Process, rec: Record, envelope_id: int,
+def on_runtime_and_tensor_meta(n: Normalizer, proc: Process, rec: Record, envelope_id: int,
                                compile: Compile | None, meta: Any, text: str | None) -> None:
     info = _loads(text)
     ops = info.get("ops") if isinstance(info, dict) else None
@@ -85,7 +86,7 @@ def on_runtime_and_tensor_meta(n: FileNormalizer, proc: Process, rec: Record, en
             None if outputs is None else orjson.dumps(outputs).decode()))
 
 
-def on_graph_execution(n: FileNormalizer, proc: Process, rec: Record, envelope_id: int,
+def on_graph_execution(n: Normalizer, proc: Process, rec: Record, envelope_id: int,
                        compile: Compile | None, meta: Any, text: str | None) -> None:
     info = _loads(text)
     order = info.get("graph_execution_order") if isinstance(info, dict) else None

@@ -10,22 +10,17 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Protocol
 
 import orjson
 
 from ..reader import ReadError, Record
 from .handlers import HANDLERS, METRICS_KINDS
+from .protocols import Sink
 from .state import RANK_CONFLICT, Compile, CompileState, Process, context_ids, integer
 
 # Envelope context keys, stored as logged in the envelopes row (compile ids are read through context_ids).
 CONTEXT_FIELDS = ("compiled_autograd_id", "frame_id", "frame_compile_id", "attempt", "rank")
 FILE_RANK_RE = re.compile(r"dedicated_log_torch_trace_rank_(\d+)")
-
-
-class Sink(Protocol):
-    def add(self, table: str, row: tuple) -> None: ...
-    def add_payload(self, digest: str, text: str, size: int) -> None: ...
 
 
 def to_json(value) -> str:

@@ -16,15 +16,15 @@ import orjson
 
 from ..tables import METRICS_CONFIGS, METRICS_TYPED
 from .collectives import on_collective_schedule, on_graph_execution, on_output_code, on_runtime_and_tensor_meta
+from .protocols import Normalizer
 from .spans import on_chromium_event
 from .strings import on_str
 
 if TYPE_CHECKING:
     from ..reader import Record
-    from .core import FileNormalizer
     from .state import Compile, Process
 
-Handler = Callable[["FileNormalizer", "Process", "Record", int, "Compile | None", Any, "str | None"], None]
+Handler = Callable[["Normalizer", "Process", "Record", int, "Compile | None", Any, "str | None"], None]
 
 METRICS_KINDS = frozenset({
     "compilation_metrics", "bwd_compilation_metrics", "aot_autograd_backward_compilation_metrics",
@@ -42,7 +42,7 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) else None
 
 
-def on_dynamo_start(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -> None:
+def on_dynamo_start(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> None:
     if compile is None:
         return
     compile.started_attempts.add(rec.data.get("attempt") or 0)
@@ -53,7 +53,7 @@ def on_dynamo_start(n: FileNormalizer, proc, rec, envelope_id, compile, meta, te
         compile.co_name = stack[-1].get("name")
 
 
-def on_metrics(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -> None:
+def on_metrics(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> None:
     if not isinstance(meta, dict):
         return
     kind = next(iter(rec.data))
@@ -82,7 +82,7 @@ def on_metrics(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -
                            meta.get("compile_id"), *typed, *configs, _json(other)))
 
 
-def add_guard(n: FileNormalizer, envelope_id: int, compile, origin: str, position: int, depth, guard_type,
+def add_guard(n: Normalizer, envelope_id: int, compile, origin: str, position: int, depth, guard_type,
               text: str, source=None, user_code=None, symbol=None, value=None, reason=None) -> None:
     """One guards row; key (crc32 of type and text) lets queries compare guards as integers."""
     key = zlib.crc32(f"{guard_type}\0{text}".encode("utf-8", "surrogatepass"))
@@ -95,7 +95,7 @@ GUARD_LINE_RE = re.compile(r"^((?:\| )*)\+- (.*)$")
 GUARD_SOURCE_RE = re.compile(r"source=(.*?), accessed_by=")
 
 
-def on_cpp_guards(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -> None:
+def on_cpp_guards(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> None:
     if not text:
         return
     position = 0
@@ -115,7 +115,7 @@ def on_cpp_guards(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text
         position += 1
 
 
-def on_dynamo_guards(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -> None:
+def on_dynamo_guards(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> None:
     """The JSON list of {code, stack, user_stack} older torch logged (dead in 2.13)."""
     try:
         guards = orjson.loads(text) if text else None
@@ -133,7 +133,7 @@ def on_dynamo_guards(n: FileNormalizer, proc, rec, envelope_id, compile, meta, t
                   user_code=n.frame_text(proc, guard.get("user_stack")))
 
 
-def on_guard_added(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -> None:
+def on_guard_added(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> None:
     if not isinstance(meta, dict):
         return
     kind = next(iter(rec.data))
@@ -142,7 +142,7 @@ def on_guard_added(n: FileNormalizer, proc, rec, envelope_id, compile, meta, tex
               _json(sources) if sources else None, n.frame_text(proc, meta.get("user_stack")))
 
 
-def on_specialization(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -> None:
+def on_specialization(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> None:
     if not isinstance(meta, dict):
         return
     sources = meta.get("sources")
@@ -154,7 +154,7 @@ def on_specialization(n: FileNormalizer, proc, rec, envelope_id, compile, meta, 
               None if value is None else str(value), meta.get("reason"))
 
 
-def on_symbol(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -> None:
+def on_symbol(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> None:
     if not isinstance(meta, dict):
         return
     unbacked = next(iter(rec.data)) == "create_unbacked_symbol"
@@ -165,7 +165,7 @@ def on_symbol(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) ->
                            None if meta.get("node_id") is None else str(meta.get("node_id"))))
 
 
-def on_describe(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -> None:
+def on_describe(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> None:
     if not isinstance(meta, dict):
         return
     kind = next(iter(rec.data)).removeprefix("describe_")
@@ -179,7 +179,7 @@ def on_describe(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) 
         meta.get("source") if isinstance(meta.get("source"), str) else None))
 
 
-def on_artifact(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -> None:
+def on_artifact(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> None:
     name = meta.get("name") if isinstance(meta, dict) else None
     if not isinstance(name, str):
         return
@@ -194,7 +194,7 @@ def on_artifact(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) 
 RECOMPILE_RE = re.compile(r"^(!?\d+(?:/\d+)*(?:/\d+)?): (.*)$", re.S)
 
 
-def on_recompile_reasons(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -> None:
+def on_recompile_reasons(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> None:
     if text is None:
         return
     reasons: list = [text]
@@ -218,7 +218,7 @@ def on_recompile_reasons(n: FileNormalizer, proc, rec, envelope_id, compile, met
 BREAK_AT_RE = re.compile(r"Graph break in user code at (.*):(\d+)")
 
 
-def on_graph_break(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -> None:
+def on_graph_break(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> None:
     if text is None:
         return
     where = BREAK_AT_RE.search(text)
@@ -238,7 +238,7 @@ def on_graph_break(n: FileNormalizer, proc, rec, envelope_id, compile, meta, tex
 CACHE_NAME_RE = re.compile(r"^(.+?)_cache_(hit|miss|bypass|pickle_failure)$")
 
 
-def on_cache_event(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -> None:
+def on_cache_event(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> None:
     cache, result = CACHE_NAME_RE.match(meta["name"]).groups()
     info: Any = None
     if text:
@@ -257,7 +257,7 @@ def on_cache_event(n: FileNormalizer, proc, rec, envelope_id, compile, meta, tex
                                 None if reason is None else str(reason)))
 
 
-def on_torch_version(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -> None:
+def on_torch_version(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> None:
     try:
         info = orjson.loads(text) if text else None
     except orjson.JSONDecodeError:

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING
 import orjson
 
 from ..staged import insert_rows, next_staging_id
+from .protocols import Normalizer
 
 if TYPE_CHECKING:
-    from .core import FileNormalizer
     from .state import Process
 
 
-def on_chromium_event(n: FileNormalizer, proc, rec, envelope_id, compile, meta, text) -> None:
+def on_chromium_event(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> None:
     if text is None:
         return
     try:

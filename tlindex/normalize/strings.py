@@ -11,15 +11,16 @@ import re
 import sqlite3
 from typing import TYPE_CHECKING
 
+from .protocols import Normalizer
+
 if TYPE_CHECKING:
     from ..reader import Record
-    from .core import FileNormalizer
     from .state import Process
 
 STRING_REF_RE = re.compile(r"^<string (\d+)>")
 
 
-def on_str(n: FileNormalizer, proc: Process, rec: Record, envelope_id: int, compile, meta, text) -> None:
+def on_str(n: Normalizer, proc: Process, rec: Record, envelope_id: int, compile, meta, text) -> None:
     if isinstance(meta, list) and len(meta) == 2 and isinstance(meta[1], int):
         value, string_id = meta
         proc.strings[string_id] = str(value)
