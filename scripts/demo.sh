@@ -7,4 +7,13 @@ python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e .
 .venv/bin/tlindex ingest tests/data --db sample.db
+port=8001
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+  case "${args[$i]}" in
+    -p|--port) port="${args[$((i + 1))]:-$port}" ;;
+    --port=*) port="${args[$i]#--port=}" ;;
+  esac
+done
+echo "tlindex: http://127.0.0.1:${port}/sample/-/tlindex  (runs, findings, stack tries; Datasette's home page links it too)"
 exec .venv/bin/tlindex serve sample.db "$@"

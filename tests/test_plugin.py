@@ -312,3 +312,31 @@ async def test_records_without_compile_id_are_the_compile_minus_minus(ds, traces
     assert "records without a compile id" in page and "ConstraintViolationError" in page
     assert conn.execute("SELECT count(*) FROM envelopes e JOIN sources s ON s.id = e.source_id WHERE s.run_id = ? "
                         "AND e.compile IS NULL AND e.kind != 'str'", (run,)).fetchone()[0] == 0
+
+
+@pytest.mark.asyncio
+async def test_home_and_database_pages_lead_to_the_tlindex_runs(ds):
+    """Datasette 1.0a renders the entry (top_homepage, top_database); 0.65 gets it from a script."""
+    for path in ["/", "/traces"]:
+        html = (await ds.client.get(path)).text
+        assert 'href="/traces/-/tlindex"' in html.replace("\\/", "/"), path
+    other = (await ds.client.get("/other")).text  # a database that is not tlindex's: no entry
+    assert "runs, stack tries, compiles and findings of" not in other
+
+
+@pytest.mark.asyncio
+async def test_an_export_run_gives_tlparse_s_verdict_and_links_the_exported_program(ds, traces_db):
+    conn = fixture_conn(traces_db)
+    (draft,) = scenario_run(conn, "draft_export")
+    html = (await ds.client.get(f"/traces/-/tlindex/run/{draft}")).text
+    issues = len([r for r in conn.execute("SELECT 1 FROM envelopes e JOIN sources s ON s.id = e.source_id WHERE "
+                                          "s.run_id = ? AND (e.kind IN ('propagate_real_tensors_provenance', "
+                                          "'missing_fake_kernel', 'mismatched_fake_kernel') OR (e.kind = "
+                                          "'guard_added' AND json_extract(e.metadata, '$.prefix') = 'eval'))",
+                                          (draft,))])
+    assert issues > 0 and f"<b>{issues} issues</b> found during export" in html
+    (program,) = conn.execute("SELECT a.id FROM artifacts a JOIN envelopes e ON e.id = a.envelope_id JOIN sources s "
+                              "ON s.id = e.source_id WHERE s.run_id = ? AND a.kind = 'exported_program'",
+                              (draft,)).fetchone()
+    assert f'href="/traces/-/tlindex/artifact/{program}">exported_program</a>' in html
+    assert "No torch.compile compilation in this run. It holds" in html  # draft_export compiles nothing

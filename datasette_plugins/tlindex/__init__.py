@@ -11,6 +11,7 @@ own pages untouched.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 
@@ -140,5 +141,59 @@ def database_actions(datasette, actor, database, request):
 def table_actions(datasette, actor, database, table, request):
     async def inner():
         return await _runs_link(datasette, actor, database) if table in ("runs", "compiles", "sources") else []
+
+    return inner
+
+
+# --- an entry on Datasette's home and database pages --------------------------------------
+
+async def _entry_html(datasette, request, databases: list[str]) -> str:
+    """A line linking the tlindex runs of each database the actor may open (empty if none)."""
+    links = []
+    for name in databases:
+        for link in await _runs_link(datasette, request.actor if request else None, name):
+            links.append(Markup('<a href="{}">{}</a>').format(link["href"], name))
+    if not links:
+        return ""
+    return str(Markup('<p class="tlindex-entry"><b>tlindex</b>: runs, stack tries, compiles and findings of ')
+               + Markup(", ").join(links) + Markup("</p>"))
+
+
+@hookimpl
+def top_homepage(datasette, request):
+    """Datasette 1.0a: the tlindex entry at the top of the home page."""
+    async def inner():
+        return await _entry_html(datasette, request, list(datasette.databases))
+
+    return inner
+
+
+@hookimpl
+def top_database(datasette, request, database):
+    """Datasette 1.0a: the tlindex entry at the top of a tlindex database's page."""
+    async def inner():
+        return await _entry_html(datasette, request, [database])
+
+    return inner
+
+
+@hookimpl
+def extra_body_script(template, database, view_name, request, datasette):
+    """Datasette 0.65 (no top_* hooks): put the same entry under the page heading with a script."""
+    if hasattr(datasette, "allowed") or view_name not in ("index", "database"):
+        return None
+
+    async def inner():
+        try:
+            html = await _entry_html(datasette, request, [database] if database else list(datasette.databases))
+        except Exception:
+            log.exception("tlindex: entry link")
+            return ""
+        if not html:
+            return ""
+        # JSON of markup already escaped; </ cannot close the script element.
+        payload = json.dumps(html).replace("</", "<\\/")
+        return ("(function(){var h=document.querySelector('h1');if(!h)return;var d=document.createElement('div');"
+                f"d.innerHTML={payload};h.parentNode.insertBefore(d.firstChild,h.nextSibling);}})();")
 
     return inner

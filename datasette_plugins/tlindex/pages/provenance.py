@@ -59,6 +59,7 @@ async def provenance_page(datasette, request):
     artifact_id = int_var(request, "artifact")
     data = await db.execute_fn(lambda conn: provenance_data(conn, artifact_id))
     if data is None:
-        raise NotFound(f"Artifact {artifact_id} is not a {MAPPINGS} artifact with a payload (logged with INDUCTOR_PROVENANCE=1)")
+        raise NotFound(f"Artifact {artifact_id} is not an {MAPPINGS} artifact with a payload "
+                       "(logged with INDUCTOR_PROVENANCE=1)")
     return await render(datasette, request, "provenance.html", {"database": db.name, "u": urls, **data,
                                                                "links_json": script_json(data["links"])})

@@ -32,11 +32,30 @@ def run_data(conn: sqlite3.Connection, run_id: int) -> dict | None:
         FROM compiles WHERE run_id = ?""", (run_id,))
     run["bytes"] = sum(s["bytes"] or 0 for s in run["sources"])
     run["ingest_errors"] = sum(s["errors"] for s in run["sources"])
+    run["exports"] = export_verdict(conn, run_id)
+    run["kinds"] = dicts(conn.execute("""
+        SELECT e.kind, count(*) AS records FROM envelopes e JOIN sources s ON s.id = e.source_id
+        WHERE s.run_id = ? AND e.kind != 'str' GROUP BY e.kind ORDER BY records DESC LIMIT 12""", (run_id,)))
     run["compiles"] = dicts(conn.execute("""
         SELECT id, rank, compile_id, co_name, status, fail_type, recompile_reason, graph_breaks, duration_s,
                envelope_bytes + payload_bytes AS bytes
         FROM compiles WHERE run_id = ? ORDER BY id LIMIT 500""", (run_id,)))
     return run
+
+
+def export_verdict(conn: sqlite3.Connection, run_id: int) -> dict | None:
+    """tlparse's export report in one line: how many issues draft_export found, and the exported programs."""
+    programs = dicts(conn.execute("""
+        SELECT a.id, a.size, e.line FROM artifacts a JOIN envelopes e ON e.id = a.envelope_id
+        JOIN sources s ON s.id = e.source_id WHERE s.run_id = ? AND a.kind = 'exported_program' ORDER BY a.id""",
+        (run_id,)))
+    if not programs:
+        return None
+    (issues,) = conn.execute("""
+        SELECT count(*) FROM envelopes e JOIN sources s ON s.id = e.source_id WHERE s.run_id = ?
+        AND (e.kind IN ('propagate_real_tensors_provenance', 'missing_fake_kernel', 'mismatched_fake_kernel')
+             OR (e.kind = 'guard_added' AND json_extract(e.metadata, '$.prefix') = 'eval'))""", (run_id,)).fetchone()
+    return {"issues": issues, "programs": programs}
 
 
 async def run_page(datasette, request):
