@@ -167,3 +167,20 @@ def test_provenance_highlights_the_lines_a_node_became(server, page):
     page.locator("[data-pane=code] .pl.linked", has_text="cpp_fused_mul_relu_sigmoid").click()
     assert len(page.locator("[data-pane=pre] .pl.hl").all_inner_texts()) == 3  # relu, sigmoid, x_1
     shot(page, "provenance")
+
+
+def test_from_datasette_s_home_page_to_the_compile_that_emitted_the_most_bytes(server, page):
+    """The home page leads to the runs (on 0.65 by the plugin's script), a run page lists its compiles."""
+    base, path = server
+    conn = sqlite3.connect(path)
+    (run,) = scenario_run(conn, "graph_breaks")
+    page.goto(f"{base}/")
+    entry = page.locator("p.tlindex-entry a")
+    assert entry.count() == 1 and entry.first.is_visible()
+    shot(page, "home")
+    follow(page, entry.first)
+    assert page.url.endswith("/traces/-/tlindex")
+    follow(page, f"a[href='/traces/-/tlindex/run/{run}']")
+    (top,) = conn.execute("SELECT id FROM compiles WHERE run_id = ? ORDER BY envelope_bytes + payload_bytes DESC "
+                          "LIMIT 1", (run,)).fetchone()
+    assert page.locator(f"a.compile[href='/traces/-/tlindex/compile/{top}']").count() == 1

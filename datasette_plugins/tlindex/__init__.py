@@ -155,7 +155,7 @@ async def _entry_html(datasette, request, databases: list[str]) -> str:
             links.append(Markup('<a href="{}">{}</a>').format(link["href"], name))
     if not links:
         return ""
-    return str(Markup('<p class="tlindex-entry"><b>tlindex</b>: runs, stack tries, compiles and findings of ')
+    return str(Markup('<p class="tlindex-entry"><b>tlindex</b>: runs, stack tries and compiles of ')
                + Markup(", ").join(links) + Markup("</p>"))
 
 
