@@ -184,3 +184,13 @@ def test_from_datasette_s_home_page_to_the_compile_that_emitted_the_most_bytes(s
     (top,) = conn.execute("SELECT id FROM compiles WHERE run_id = ? ORDER BY envelope_bytes + payload_bytes DESC "
                           "LIMIT 1", (run,)).fetchone()
     assert page.locator(f"a.compile[href='/traces/-/tlindex/compile/{top}']").count() == 1
+    # which compile emitted the most bytes: two clicks from the run page, the results above the fold
+    follow(page, "text=Which compiles emitted the most log bytes?")
+    links = page.locator("table.rows-and-columns tbody tr").first.locator("a[href*='/-/tlindex/compile/']")
+    assert links.count() >= 1 and {links.nth(i).get_attribute("href") for i in range(links.count())} == \
+        {f"/traces/-/tlindex/compile/{top}"}
+    first = links.first
+    assert first.bounding_box()["y"] < 1000
+    shot(page, "log_volume_by_compile")
+    follow(page, first)
+    assert page.url.endswith(f"/traces/-/tlindex/compile/{top}")

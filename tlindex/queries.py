@@ -30,6 +30,20 @@ class CannedQuery:
     sql: str
     params: list[tuple[str, str]] = field(default_factory=list)  # (name, help)
 
+    @property
+    def body(self) -> str:
+        """The SQL without its header comment (which says the same as title and description)."""
+        lines = self.sql.splitlines()
+        while lines and lines[0].startswith("--"):
+            lines.pop(0)
+        return "\n".join(lines).strip() + "\n"
+
+    @property
+    def summary(self) -> str:
+        """The description's first sentence: what the query answers, in one line."""
+        first = re.split(r"(?<=[.:;])\s", self.description, maxsplit=1)[0]
+        return first.rstrip(".:;") + "."
+
 
 def parse_query(name: str, text: str) -> CannedQuery:
     """Read a query file's header."""

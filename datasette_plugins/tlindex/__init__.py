@@ -28,9 +28,16 @@ HASH_RE = re.compile(r"^[0-9a-f]{32}$")
 
 
 def _canned_queries() -> dict[str, dict]:
+    """The queries/*.sql files as Datasette canned queries: results first (the SQL folded), the title and
+    its one-line summary above them, the rest of the description and the parameters folded."""
     from tlindex.queries import load_queries
 
-    return {name: {"sql": q.sql, "title": q.title, "description": q.description,
+    def description_html(q) -> str:
+        params = Markup("").join(Markup("<li><code>:{}</code> {}</li>").format(p, h) for p, h in q.params)
+        return str(Markup('<p class="tlindex-query">{}</p><details class="tlindex-query"><summary>more</summary>'
+                          "<p>{}</p><ul>{}</ul></details>").format(q.summary, q.description, params))
+
+    return {name: {"sql": q.body, "title": q.title, "description_html": description_html(q), "hide_sql": True,
                    "params": [p for p, _ in q.params]}
             for name, q in load_queries().items()}
 
@@ -65,8 +72,8 @@ def startup(datasette):
                 try:
                     for query_name, query in _canned_queries().items():
                         await datasette.add_query(name, query_name, query["sql"], title=query["title"],
-                                                  description=query["description"], source="tlindex",
-                                                  is_trusted=True)
+                                                  description_html=query["description_html"], hide_sql=True,
+                                                  source="tlindex", is_trusted=True)
                 except Exception:
                     log.exception("tlindex: could not register canned queries")
 
@@ -177,9 +184,16 @@ def top_database(datasette, request, database):
     return inner
 
 
+# A canned query page's <title> is its whole SQL in Datasette: name it after its heading instead.
+QUERY_TITLE_SCRIPT = ("(function(){var h=document.querySelector('h1');var q=document.querySelector"
+                      "('p.tlindex-query');if(h&&q){document.title=h.textContent.trim();}})();")
+
+
 @hookimpl
 def extra_body_script(template, database, view_name, request, datasette):
     """Datasette 0.65 (no top_* hooks): put the same entry under the page heading with a script."""
+    if template == "query.html" or (view_name == "database" and template != "database.html"):
+        return QUERY_TITLE_SCRIPT
     if hasattr(datasette, "allowed") or view_name not in ("index", "database"):
         return None
 
