@@ -340,3 +340,30 @@ async def test_an_export_run_gives_tlparse_s_verdict_and_links_the_exported_prog
                               (draft,)).fetchone()
     assert f'href="/traces/-/tlindex/artifact/{program}">exported_program</a>' in html
     assert "No torch.compile compilation in this run. It holds" in html  # draft_export compiles nothing
+
+
+@pytest.mark.asyncio
+async def test_a_huge_failure_is_shown_once_folded_and_the_page_stays_small(tmp_path):
+    # HAND-MADE from the real compile_errors log: one compilation_metrics' fail_reason blown up to
+    # 226 KB (a real failure message can be that long); the rest of the log is as torch wrote it.
+    import json as json_lib
+
+    (real,) = scenario_logs("compile_errors")
+    lines = real.read_bytes().split(b"\n")
+    at = next(i for i, line in enumerate(lines) if b'{"compilation_metrics"' in line and b'"fail_type": "Unsupported"' in line)
+    prefix, body = lines[at].split(b"] ", 1)
+    data = json_lib.loads(body)
+    reason = "".join(f"line {n}: torch._dynamo.exc.Unsupported: {'x' * 70}\n" for n in range(2500))
+    data["compilation_metrics"]["fail_reason"] = reason
+    lines[at] = prefix + b"] " + json_lib.dumps(data).encode()
+    log = tmp_path / "big_error.log"
+    log.write_bytes(b"\n".join(lines))
+    db_path = tmp_path / "big.db"
+    ingest(db_path, [str(log)], jobs=1)
+    (row,) = connect(db_path).execute("SELECT id FROM compiles WHERE length(fail_reason) > 200000").fetchone()
+    datasette = Datasette([str(db_path)])
+    response = await datasette.client.get(f"/big/-/tlindex/compile/{row}")
+    assert response.status_code == 200 and len(response.content) < 200_000
+    html = response.text
+    assert len(reason) > 226_000 and html.count("line 0: torch._dynamo.exc.Unsupported") == 1
+    assert "more lines" in html and "bytes left out of this page" in html and "fail_reason" in html

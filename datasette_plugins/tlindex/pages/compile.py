@@ -33,9 +33,10 @@ def compile_data(conn: sqlite3.Connection, compile_row: int) -> dict | None:
         (compile_row,)))
     compile["metrics"] = [_metrics_fields(m) for m in dicts(conn.execute(
         "SELECT * FROM metrics WHERE compile = ? ORDER BY id", (compile_row,)))]
-    compile["guards"] = dicts(conn.execute(
+    compile["failure"] = folded(compile["fail_reason"])
+    compile["guard_groups"] = _guard_groups(dicts(conn.execute(
         "SELECT origin, depth, guard_type, text, source, user_code, symbol, value, reason FROM guards "
-        "WHERE compile = ? ORDER BY envelope_id, position", (compile_row,)))
+        "WHERE compile = ? ORDER BY envelope_id, position", (compile_row,))))
     compile["graph_breaks_list"] = dicts(conn.execute(
         "SELECT reason, user_file, user_line FROM graph_break_events WHERE compile = ? ORDER BY id", (compile_row,)))
     compile["cache_events"] = dicts(conn.execute(
@@ -108,17 +109,44 @@ def collectives_data(conn: sqlite3.Connection, compile: dict) -> dict:
     return {"collectives": rows, "collective_ranks": ranks, "estimate": estimate if estimate["ops"] else None}
 
 
+SHOWN_ABOVE = {"fail_type", "fail_reason", "fail_user_frame_filename", "fail_user_frame_lineno", "restart_reasons",
+               "recompile_reason", "co_name", "co_filename", "co_firstlineno", "compile_id"}
+FOLD_LINES = 12          # lines of a long text shown before the fold
+EMBED_CHARS = 20_000     # at most this much of one text in the page (a failure can be megabytes)
+
+
+def folded(text: str | None) -> dict | None:
+    """A long text as (head shown, rest folded, bytes left out of the page)."""
+    if text is None:
+        return None
+    text = str(text)
+    lines = text.split("\n")
+    head = "\n".join(lines[:FOLD_LINES])
+    if len(head) > EMBED_CHARS // 4:
+        head = head[:EMBED_CHARS // 4]
+    rest = text[len(head):EMBED_CHARS]
+    return {"head": head, "rest": rest, "rest_lines": rest.count("\n"),
+            "omitted": max(len(text) - EMBED_CHARS, 0)}
+
+
+def _guard_groups(guards: list[dict]) -> list[tuple[str, list[dict]]]:
+    groups: dict[str, list[dict]] = {}
+    for guard in guards:
+        groups.setdefault(guard.pop("origin"), []).append(guard)
+    return list(groups.items())
+
+
 def _metrics_fields(row: dict) -> dict:
     """A metrics row as (key, value) pairs: times first, then the rest, then configs."""
     other = json.loads(row.pop("other") or "{}")
     configs = {k: row.pop(k) for k in ("dynamo_config", "inductor_config", "functorch_config", "compiler_config")}
     kind = row["kind"]
     fields = {k: v for k, v in {**row, **other}.items()
-              if k not in ("id", "envelope_id", "compile", "kind") and v is not None}
+              if k not in ("id", "envelope_id", "compile", "kind") and k not in SHOWN_ABOVE and v is not None}
     ordered = [(k, fields.pop(k)) for k in TIME_FIRST if k in fields]
     ordered += [(k, fields[k]) for k in sorted(fields) if k.endswith(("_s", "_us", "_ms"))]
     ordered += [(k, v) for k, v in sorted(fields.items()) if not k.endswith(("_s", "_us", "_ms"))]
-    return {"kind": kind, "fields": [(k, v if isinstance(v, (str, int, float)) else json.dumps(v))
+    return {"kind": kind, "fields": [(k, folded(v if isinstance(v, (str, int, float)) else json.dumps(v)))
                                      for k, v in ordered],
             "configs": {k: v for k, v in configs.items() if v}}
 
