@@ -13,6 +13,9 @@ from datasette.app import Datasette
 from tlindex.ingest import ingest
 
 LINK_RE = re.compile(r'<a class="compile status-(\w+)" href="/traces/-/tlindex/compile/(\d+)">\[([^\]]+)\]</a>')
+# a trie badge of a multi-rank run: one compile id and status, labelled with the ranks that share it
+BADGE_RE = re.compile(r'<a class="compile status-(\w+)" href="/traces/-/tlindex/compile/(\d+)"'
+                      r'(?: title="ranks? ([\d, ]+): \w+")?>\[([^\]]+)\](?:<sub class="ranks">r[\d,-]+</sub>)?</a>')
 
 
 @pytest_asyncio.fixture
@@ -56,13 +59,22 @@ async def test_the_trie_shows_every_compile_with_its_status(ds, traces_db):
     for scenario in ("ddp_4ranks_diverge", "graph_breaks", "recompiles", "compile_errors"):
         (run,) = scenario_run(conn, scenario)
         html = (await ds.client.get(f"/traces/-/tlindex/trie/{run}")).text
-        shown = {(int(row), status, compile_id) for status, row, compile_id in LINK_RE.findall(html)}
+        shown = set()  # (compile id, status, rank) covered by the badges; a badge may stand for several ranks
+        for status, row, ranks, compile_id in BADGE_RE.findall(html):
+            (rank,) = conn.execute("SELECT rank FROM compiles WHERE id = ?", (int(row),)).fetchone()
+            for r in ([int(r) for r in ranks.split(", ")] if ranks else [rank]):
+                shown.add((compile_id, status, r))
         expected = {(r[0], r[1], r[2]) for r in conn.execute(
-            "SELECT id, status, compile_id FROM compiles WHERE run_id = ? AND dynamo_start IS NOT NULL", (run,))}
+            "SELECT compile_id, status, rank FROM compiles WHERE run_id = ? AND dynamo_start IS NOT NULL", (run,))}
         assert shown == expected, scenario
     (run,) = scenario_run(conn, "ddp_4ranks_diverge")
+    html = (await ds.client.get(f"/traces/-/tlindex/trie/{run}")).text
+    (status,) = {r[0] for r in conn.execute("SELECT status FROM compiles WHERE run_id = ? AND compile_id = '0/0'",
+                                            (run,))}
+    assert f'title="ranks 0, 1, 2, 3: {status}">[0/0]<sub class="ranks">r0-3</sub>' in html  # identical ranks grouped
+    assert "[0/1]<sub class=\"ranks\">r1</sub>" in html  # the recompile only rank 1 made, labelled
     rank1 = (await ds.client.get(f"/traces/-/tlindex/trie/{run}?rank=1")).text
-    assert {int(r) for _, r, _ in LINK_RE.findall(rank1)} == {r[0] for r in conn.execute(
+    assert {int(r) for _, r, _, _ in BADGE_RE.findall(rank1)} == {r[0] for r in conn.execute(
         "SELECT id FROM compiles WHERE run_id = ? AND rank = 1 AND dynamo_start IS NOT NULL", (run,))}
 
 

@@ -32,7 +32,7 @@ class Node:
     id: int
     frame: FrameKey | None
     children: dict[FrameKey, "Node"] = field(default_factory=dict)
-    compiles: list[tuple[int, str, str]] = field(default_factory=list)  # (row id, compile id, status)
+    compiles: list[tuple[int, str, str, int | None]] = field(default_factory=list)  # (row id, compile id, status, rank)
 
 
 def short_path(filename: str | None) -> str:
@@ -54,16 +54,16 @@ def _strip_dynamo_frames(frames: list[FrameKey]) -> list[FrameKey]:
 def build_trie(conn: sqlite3.Connection, run_id: int, rank: int | None) -> Node:
     """The trie of the run's dynamo_start stacks (one rank, or every rank when rank is None)."""
     rows = conn.execute("""
-        SELECT c.id, c.compile_id, c.status, f.filename, f.line, f.name, f.loc
+        SELECT c.id, c.compile_id, c.status, c.rank, f.filename, f.line, f.name, f.loc
         FROM compiles c JOIN frames f ON f.envelope_id = c.dynamo_start AND f.stack = 'stack'
         WHERE c.run_id = ? AND (? IS NULL OR c.rank = ?)
         ORDER BY c.id, f.depth""", (run_id, rank, rank))
     root = Node(0, None)
     count = 1
-    stacks: dict[int, tuple[str, str, list[FrameKey]]] = {}
-    for compile_row, compile_id, status, filename, line, name, loc in rows:
-        stacks.setdefault(compile_row, (compile_id, status, []))[2].append((filename, line, name, loc))
-    for compile_row, (compile_id, status, frames) in stacks.items():
+    stacks: dict[int, tuple[str, str, int | None, list[FrameKey]]] = {}
+    for compile_row, compile_id, status, rank, filename, line, name, loc in rows:
+        stacks.setdefault(compile_row, (compile_id, status, rank, []))[3].append((filename, line, name, loc))
+    for compile_row, (compile_id, status, rank, frames) in stacks.items():
         node = root
         for frame in _strip_dynamo_frames(frames):
             child = node.children.get(frame)
@@ -71,7 +71,7 @@ def build_trie(conn: sqlite3.Connection, run_id: int, rank: int | None) -> Node:
                 child = node.children[frame] = Node(count, frame)
                 count += 1
             node = child
-        node.compiles.append((compile_row, compile_id, status))
+        node.compiles.append((compile_row, compile_id, status, rank))
     return root
 
 
@@ -103,10 +103,20 @@ class TrieRenderer:
         text = Markup('<span class="frame">{}:{} in <b>{}</b></span>').format(short_path(filename), line, name)
         if loc:
             text += Markup('<code class="loc">{}</code>').format(loc)
-        links = Markup(" ").join(
-            Markup('<a class="compile status-{}" href="{}">[{}]</a>').format(status, self.compile_url(row), compile_id)
-            for row, compile_id, status in node.compiles)
+        links = Markup(" ").join(self.badge(group) for group in _by_id_and_status(node.compiles))
         return Markup('<span class="node">{}{}</span>').format(links + (" " if links else ""), text)
+
+    def badge(self, group: list[tuple]) -> Markup:
+        """One compile id with one status, on one rank or on several: labelled with its ranks."""
+        row, compile_id, status, _ = group[0]
+        ranks = sorted(rank for *_, rank in group if rank is not None)
+        if not ranks:
+            return Markup('<a class="compile status-{}" href="{}">[{}]</a>').format(
+                status, self.compile_url(row), compile_id)
+        label = f"r{ranks[0]}" if len(ranks) == 1 else f"r{_spans(ranks)}"
+        title = f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(map(str, ranks))}: {status}"
+        return Markup('<a class="compile status-{}" href="{}" title="{}">[{}]<sub class="ranks">{}</sub></a>').format(
+            status, self.compile_url(row), title, compile_id, label)
 
     def children(self, node: Node) -> Markup:
         """The items under `node`: a chain of single children stays flat; a fork nests."""
@@ -136,3 +146,22 @@ class TrieRenderer:
 
     def render(self, node: Node) -> Markup:
         return Markup('<ul class="trie">{}</ul>').format(self.children(node))
+
+
+def _by_id_and_status(compiles: list[tuple]) -> list[list[tuple]]:
+    """Compiles grouped by (compile id, status), first seen first: identical ranks share one badge."""
+    groups: dict[tuple, list[tuple]] = {}
+    for compile in compiles:
+        groups.setdefault((compile[1], compile[2]), []).append(compile)
+    return list(groups.values())
+
+
+def _spans(ranks: list[int]) -> str:
+    """0,1,2,3,5 -> 0-3,5"""
+    ranks = sorted(set(ranks))
+    parts, start = [], ranks[0]
+    for previous, current in zip(ranks, ranks[1:] + [None]):
+        if current != previous + 1 if current is not None else True:
+            parts.append(str(start) if start == previous else f"{start}-{previous}")
+            start = current
+    return ",".join(parts)
