@@ -379,3 +379,17 @@ async def test_a_huge_failure_is_shown_once_folded_and_the_page_stays_small(tmp_
     html = response.text
     assert len(reason) > 226_000 and html.count("line 0: torch._dynamo.exc.Unsupported") == 1
     assert "more lines" in html and "bytes left out of this page" in html and "fail_reason" in html
+
+
+@pytest.mark.asyncio
+async def test_the_artifact_page_counts_the_lines_it_shows(ds, traces_db):
+    conn = fixture_conn(traces_db)
+    (run,) = scenario_run(conn, "train_step")
+    artifacts = conn.execute("SELECT a.id FROM artifacts a JOIN compiles c ON c.id = a.compile WHERE c.run_id = ? "
+                             "AND a.payload IS NOT NULL", (run,)).fetchall()
+    assert len(artifacts) > 5
+    for (artifact,) in artifacts:
+        html = (await ds.client.get(f"/traces/-/tlindex/artifact/{artifact}")).text
+        (said,) = re.findall(r"· ([\d,]+) lines ·", html)
+        anchors = set(re.findall(r'id="L-(\d+)"', html))
+        assert int(said.replace(",", "")) == len(anchors), artifact

@@ -40,20 +40,37 @@ def language(kind: str | None, name: str | None, encoding: str | None, text: str
     return "text"
 
 
-def render_payload(text: str, lang: str) -> Markup:
-    """HTML for a payload, with line anchors L-1, L-2, ..."""
+def _shown(text: str, lang: str) -> tuple[str, str]:
+    """The text as the page shows it (JSON pretty-printed) and its language."""
     if lang == "json":
         try:
-            text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+            return json.dumps(json.loads(text), indent=2, ensure_ascii=False), lang
         except ValueError:
-            lang = "text"
+            return text, "text"
+    return text, lang
+
+
+def shown_lines(text: str, lang: str) -> int:
+    """How many numbered lines render_payload shows (Pygments drops a last empty line)."""
+    text, _ = _shown(text, lang)
+    if not text:
+        return 0
+    if len(text) > HIGHLIGHT_LIMIT:
+        return text.count("\n") + 1
+    return text.count("\n") + (0 if text.endswith("\n") else 1)
+
+
+def render_payload(text: str, lang: str) -> Markup:
+    """HTML for a payload, with line anchors L-1, L-2, ..."""
+    text, lang = _shown(text, lang)
     if len(text) > HIGHLIGHT_LIMIT:
         lines = text.split("\n")
         body = Markup("\n").join(
             Markup('<span id="L-{0}"><a class="lineno" href="#L-{0}">{0}</a> {1}</span>').format(n, line)
             for n, line in enumerate(lines, 1))
         return Markup('<div class="highlight plain"><pre>{}</pre></div>').format(body)
-    lexer = {"python": PythonLexer, "cpp": CppLexer, "json": JsonLexer}.get(lang, TextLexer)()
+    # stripnl=False: leading and trailing blank lines stay, so the line numbers are the payload's
+    lexer = {"python": PythonLexer, "cpp": CppLexer, "json": JsonLexer}.get(lang, TextLexer)(stripnl=False)
     return Markup(highlight(text, lexer, FORMATTER))
 
 

@@ -8,7 +8,7 @@ import sqlite3
 from datasette.utils.asgi import NotFound, Response
 
 from ..database import dicts, int_var, one, open_database, render
-from ..highlight import language, render_payload
+from ..highlight import language, render_payload, shown_lines
 
 
 def artifact_data(conn: sqlite3.Connection, artifact_id: int) -> dict | None:
@@ -31,7 +31,7 @@ async def artifact_page(datasette, request):
     body = render_payload(text, lang) if text is not None else None
     return await render(datasette, request, "artifact.html", {
         "database": db.name, "a": artifact, "u": urls, "body": body, "lang": lang,
-        "lines": (text or "").count("\n") + 1 if text else 0, "stack_traces": kernel_stack_traces(artifact, text)})
+        "lines": shown_lines(text or "", lang), "stack_traces": kernel_stack_traces(artifact, text)})
 
 
 def kernel_stack_traces(artifact: dict, text: str | None) -> list[tuple[str, list[str]]]:
@@ -73,4 +73,4 @@ async def payload_page(datasette, request):
     lang = language(first.get("kind"), first.get("name"), None, payload["text"])
     return await render(datasette, request, "payload.html", {
         "database": db.name, "p": payload, "u": urls, "lang": lang,
-        "body": render_payload(payload["text"], lang), "lines": payload["text"].count("\n") + 1})
+        "body": render_payload(payload["text"], lang), "lines": shown_lines(payload["text"], lang)})
