@@ -281,3 +281,17 @@ def test_cli_query_reads_and_never_writes_a_file(fixtures_db, tmp_path):
     assert ok.exit_code == 0 and '"n"' in ok.output
     for name in load_queries():
         assert runner.invoke(cli, ["query", name, "--db", str(fixtures_db)]).exit_code == 0, name
+
+
+def test_query_rows_that_name_one_compile_carry_its_row_id_so_pages_link_it(db):
+    """Datasette links a compile_id cell to the compile page when its row has the compile's id."""
+    across_ranks = {"rank_divergence"}  # a compile id compared across ranks: no one compile to link
+    for name, query in load_queries().items():
+        cursor = run_sql(db, query.sql, {})
+        columns = [d[0] for d in cursor.description]
+        if "compile_id" in columns and name not in across_ranks:
+            assert "compile" in columns, name
+            row = next((dict(zip(columns, r)) for r in cursor if r[columns.index("compile")] is not None), None)
+            if row is not None:
+                (compile_id,) = db.execute("SELECT compile_id FROM compiles WHERE id = ?", (row["compile"],)).fetchone()
+                assert compile_id == row["compile_id"], name
