@@ -393,3 +393,22 @@ async def test_the_artifact_page_counts_the_lines_it_shows(ds, traces_db):
         (said,) = re.findall(r"· ([\d,]+) lines ·", html)
         anchors = set(re.findall(r'id="L-(\d+)"', html))
         assert int(said.replace(",", "")) == len(anchors), artifact
+
+
+@pytest.mark.asyncio
+async def test_the_compile_page_sums_up_its_metrics_as_tlparse_does(ds, traces_db):
+    conn = fixture_conn(traces_db)
+    row, seconds, ops, start, origin = conn.execute(
+        "SELECT m.compile, m.entire_frame_compile_time_s, m.graph_op_count, m.start_time, g.origin FROM metrics m "
+        "JOIN guards g ON g.compile = m.compile WHERE m.kind = 'compilation_metrics' AND "
+        "m.entire_frame_compile_time_s IS NOT NULL AND g.origin IN ('symbolic_shape_specialization', "
+        "'guard_added_fast') LIMIT 1").fetchone()
+    html = (await ds.client.get(f"/traces/-/tlindex/compile/{row}")).text
+    summary = html.split("<h2>Compilation metrics")[1].split("</table>")[0]
+    assert f"<th>entire_frame_compile_time_s</th><td>{seconds:.3f} s</td>" in summary
+    assert f"<th>graph_op_count</th><td>{ops}</td>" in summary
+    from datetime import datetime, timezone
+    assert datetime.fromtimestamp(start, timezone.utc).isoformat(timespec="milliseconds") in summary
+    heading = {"symbolic_shape_specialization": "Symbolic shape specializations",
+               "guard_added_fast": "Guards added fast"}[origin]
+    assert f"{heading} <span" in html and "All fields of compilation_metrics" in html

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import datetime, timezone
 from itertools import zip_longest
 
 from datasette.utils.asgi import NotFound
@@ -31,8 +32,10 @@ def compile_data(conn: sqlite3.Connection, compile_row: int) -> dict | None:
     compile["recompile_reasons"] = dicts(conn.execute(
         "SELECT position, previous_compile_id, reason FROM failed_guards WHERE compile = ? ORDER BY id",
         (compile_row,)))
-    compile["metrics"] = [_metrics_fields(m) for m in dicts(conn.execute(
-        "SELECT * FROM metrics WHERE compile = ? ORDER BY id", (compile_row,)))]
+    metrics_rows = dicts(conn.execute("SELECT * FROM metrics WHERE compile = ? ORDER BY id", (compile_row,)))
+    compile["summaries"] = [metrics_summary(m) for m in metrics_rows if m["kind"] == "compilation_metrics"]
+    compile["metrics"] = [_metrics_fields(m) for m in metrics_rows]
+    compile["guard_headings"] = GUARD_HEADINGS
     compile["failure"] = folded(compile["fail_reason"])
     compile["guard_groups"] = _guard_groups(dicts(conn.execute(
         "SELECT origin, depth, guard_type, text, source, user_code, symbol, value, reason FROM guards "
@@ -127,6 +130,43 @@ def folded(text: str | None) -> dict | None:
     rest = text[len(head):EMBED_CHARS]
     return {"head": head, "rest": rest, "rest_lines": rest.count("\n"),
             "omitted": max(len(text) - EMBED_CHARS, 0)}
+
+
+# The fields tlparse's compilation-metrics page shows, in its order, with what each means.
+SUMMARY_TIMES = [
+    ("entire_frame_compile_time_s", "whole compile of the frame (Dynamo, then the backend)"),
+    ("backend_compile_time_s", "backend: AOTAutograd and Inductor"),
+    ("inductor_compile_time_s", "Inductor, inside the backend"),
+    ("code_gen_time_s", "Inductor's code generation"),
+    ("dynamo_time_before_restart_s", "Dynamo's analysis thrown away by restarts (graph breaks)"),
+]
+SUMMARY_COUNTS = [
+    ("cache_size", "cache entries of this frame before this compile (recompiles so far)"),
+    ("accumulated_cache_size", "cache entries including other frames sharing the code"),
+    ("guard_count", "guards installed"), ("shape_env_guard_count", "symbolic shape guards among them"),
+    ("graph_op_count", "ops in the Dynamo graph (0: an empty graph)"), ("graph_node_count", "nodes in the graph"),
+    ("graph_input_count", "graph inputs"),
+]
+SUMMARY_LISTS = [("compliant_custom_ops", "custom ops that comply with PT2"),
+                 ("non_compliant_ops", "ops that do not (a reason for graph breaks)")]
+GUARD_HEADINGS = {"dynamo_cpp_guards_str": "Guard tree", "dynamo_guards": "Guards (older torch)",
+                  "guard_added": "Guards added", "guard_added_fast": "Guards added fast",
+                  "symbolic_shape_specialization": "Symbolic shape specializations"}
+
+
+def metrics_summary(row: dict) -> dict:
+    """The important fields of one compilation_metrics record, as tlparse shows them: durations, counts, lists."""
+    other = json.loads(row.get("other") or "{}")
+    fields = {**row, **other}
+    start = fields.get("start_time")
+    started = (datetime.fromtimestamp(start, timezone.utc).isoformat(timespec="milliseconds")
+               if isinstance(start, (int, float)) else None)
+    times = [(name, f"{fields[name]:.3f} s", help) for name, help in SUMMARY_TIMES
+             if isinstance(fields.get(name), (int, float))]
+    counts = [(name, fields[name], help) for name, help in SUMMARY_COUNTS if fields.get(name) is not None]
+    lists = [(name, value if isinstance(value, list) else [value], help) for name, help in SUMMARY_LISTS
+             if (value := fields.get(name))]
+    return {"started": started, "times": times, "counts": counts, "lists": lists}
 
 
 def _guard_groups(guards: list[dict]) -> list[tuple[str, list[dict]]]:
