@@ -128,7 +128,8 @@ def test_a_canned_query_runs_from_the_run_page(server, page):
     conn = sqlite3.connect(path)
     (run,) = scenario_run(conn, "recompiles")
     page.goto(f"{base}/traces/-/tlindex/run/{run}")
-    follow(page, "ul.queries >> text=recompile_reasons")
+    follow(page, "ul.queries a[href*=\"/traces/recompile_reasons\"]")
+    assert page.url.split("?")[0].endswith("/traces/recompile_reasons")
     assert "Recompile reasons" in page.content()
     cells = page.locator("table.rows-and-columns td").all_inner_texts()
     assert any("size mismatch at index 0. expected 4, actual 8" in cell for cell in cells)
@@ -164,9 +165,30 @@ def test_provenance_highlights_the_lines_a_node_became(server, page):
     # gelu was decomposed into mul, mul, erf, add, mul after grad and fused into one C++ kernel
     assert [line.split(":")[0].split()[-1] for line in post] == ["mul_1", "mul_2", "erf", "add", "mul_3"]
     assert len(code) == 1 and "cpp_fused_gelu" in code[0]
-    page.locator("[data-pane=code] .pl.linked", has_text="cpp_fused_mul_relu_sigmoid").click()
+    clicked = page.locator("[data-pane=code] .pl.linked", has_text="cpp_fused_mul_relu_sigmoid")
+    clicked.scroll_into_view_if_needed()
+    before = clicked.bounding_box()["y"], page.evaluate("window.scrollY")
+    clicked.click()
     assert len(page.locator("[data-pane=pre] .pl.hl").all_inner_texts()) == 3  # relu, sigmoid, x_1
+    # the other panes scroll to the lines; the page and the clicked line stay in place
+    assert (clicked.bounding_box()["y"], page.evaluate("window.scrollY")) == before
     shot(page, "provenance")
+
+
+def test_run_page_tables_sort_by_a_column(server, page):
+    base, path = server
+    conn = sqlite3.connect(path)
+    (run,) = scenario_run(conn, "graph_breaks")
+    page.goto(f"{base}/traces/-/tlindex/run/{run}")
+    table = page.locator("table.compiles")
+    headings = table.locator("th").all_inner_texts()
+    column = headings.index("bytes")
+    table.locator("th", has_text="bytes").click()
+    shown = [int(t.replace(",", "")) for t in table.locator(f"tbody tr td:nth-child({column + 1})").all_inner_texts()]
+    assert shown == sorted(shown, reverse=True) and shown[0] > shown[-1]
+    table.locator("th", has_text="bytes").click()
+    shown = [int(t.replace(",", "")) for t in table.locator(f"tbody tr td:nth-child({column + 1})").all_inner_texts()]
+    assert shown == sorted(shown)
 
 
 def test_from_datasette_s_home_page_to_the_compile_that_emitted_the_most_bytes(server, page):

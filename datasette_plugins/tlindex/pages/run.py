@@ -68,7 +68,7 @@ async def run_page(datasette, request):
     from tlindex.queries import load_queries
 
     # Every canned query that takes a run, so a new one appears here without editing this page.
-    queries = [name for name, query in load_queries().items() if any(p == "run" for p, _ in query.params)]
+    queries = [query for query in load_queries().values() if any(p == "run" for p, _ in query.params)]
     return await render(datasette, request, "run.html", {"database": db.name, "run": run, "u": urls,
                                                          "queries": queries})
 

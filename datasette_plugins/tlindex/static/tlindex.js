@@ -49,7 +49,35 @@ document.addEventListener("click", (event) => {
     const seen = new Set([line.closest(".provenance-pane")]);
     found.forEach((e) => {
       const pane = e.closest(".provenance-pane");
-      if (!seen.has(pane)) { seen.add(pane); e.scrollIntoView({block: "center", inline: "nearest"}); }
+      if (seen.has(pane)) return;
+      seen.add(pane);
+      // Scroll the other pane's own box only: the page and the clicked line stay where they are.
+      const box = pane.querySelector("pre");
+      box.scrollTop += e.getBoundingClientRect().top - box.getBoundingClientRect().top - box.clientHeight / 2;
     });
   });
 })();
+
+// Tables marked sortable: click a heading to sort by that column (numbers as numbers), again to reverse.
+document.addEventListener("click", (event) => {
+  const th = event.target.closest("table.sortable th");
+  if (!th) return;
+  const table = th.closest("table");
+  const body = table.tBodies[0];
+  const column = Array.from(th.parentNode.children).indexOf(th);
+  const descending = th.dataset.sorted !== "desc";
+  table.querySelectorAll("th").forEach((h) => delete h.dataset.sorted);
+  th.dataset.sorted = descending ? "desc" : "asc";
+  const key = (row) => {
+    const text = (row.children[column] || {}).textContent || "";
+    const number = Number(text.replace(/,/g, "").trim());
+    return text.trim() !== "" && !Number.isNaN(number) ? number : text.trim().toLowerCase();
+  };
+  const rows = Array.from(body.rows);
+  rows.sort((a, b) => {
+    const [x, y] = [key(a), key(b)];
+    const order = typeof x === typeof y ? (x < y ? -1 : x > y ? 1 : 0) : (typeof x === "number" ? -1 : 1);
+    return descending ? -order : order;
+  });
+  rows.forEach((row) => body.appendChild(row));
+});
