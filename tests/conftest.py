@@ -54,6 +54,17 @@ def fixtures_db(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def corpus_db(tmp_path_factory) -> Path:
+    """tlparse's own test logs (../shared/corpus/tlparse) ingested once; skips where they are absent."""
+    if not SHARED_CORPUS.is_dir():
+        pytest.skip("../shared/corpus/tlparse is absent")
+    path = tmp_path_factory.mktemp("corpus") / "corpus.db"
+    summary = ingest(path, [str(SHARED_CORPUS)], jobs=2)
+    assert not summary.problems
+    return path
+
+
+@pytest.fixture(scope="session")
 def traces_db(fixtures_db, tmp_path_factory) -> Path:
     """A copy of the fixtures database named traces.db (so Datasette serves it at /traces)."""
     import shutil

@@ -11,14 +11,6 @@ from tlindex.ingest import ingest
 pytestmark = pytest.mark.skipif(not SHARED_CORPUS.is_dir(), reason="../shared/corpus/tlparse is absent")
 
 
-@pytest.fixture(scope="module")
-def corpus_db(tmp_path_factory):
-    path = tmp_path_factory.mktemp("corpus") / "corpus.db"
-    summary = ingest(path, [str(SHARED_CORPUS)], jobs=2)
-    assert not summary.problems
-    return path
-
-
 def test_no_line_of_the_corpus_is_lost(corpus_db):
     conn = connect(corpus_db)
     files, _ = discover([str(SHARED_CORPUS)])

@@ -23,7 +23,6 @@ from conftest import DATA, SHARED_CORPUS, connect
 from tlparse_output import TlparseOutput, run_all_ranks, run_tlparse, tlparse_binary
 
 from tlindex.discover import discover
-from tlindex.ingest import ingest
 from tlindex.queries import load_queries, run_sql
 from tlindex.tlparse_names import compile_key, output_name
 
@@ -131,14 +130,6 @@ def differences(theirs: TlparseOutput, ours: TlparseOutput) -> dict[str, str]:
     return found
 
 
-@pytest.fixture(scope="module")
-def corpus_db(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tlparse-corpus") / "corpus.db"
-    summary = ingest(path, [str(SHARED_CORPUS)], jobs=2)
-    assert not summary.problems
-    return path
-
-
 def _check(db_path: Path, log: Path, tmp_path: Path) -> None:
     theirs = run_tlparse(TLPARSE, log, tmp_path / "tl_out")
     conn = connect(db_path)
@@ -207,11 +198,11 @@ def our_divergence(db_path: Path, directory: Path) -> dict[str, object]:
 
 
 @pytest.mark.parametrize("directory", RANK_DIRECTORIES, ids=lambda p: p.name)
-def test_rank_divergence_agrees_with_tlparse_all_ranks(fixtures_db, corpus_db, directory, tmp_path):
+def test_rank_divergence_agrees_with_tlparse_all_ranks(request, directory, tmp_path):
     """tlparse --all-ranks-html warns of the divergences rank_divergence finds, with the same rank groups."""
     landing = run_all_ranks(TLPARSE, directory, tmp_path / "tl_out")
     theirs = their_divergence(landing)
-    ours = our_divergence(fixtures_db if directory.parent == DATA else corpus_db, directory)
+    ours = our_divergence(request.getfixturevalue("fixtures_db" if directory.parent == DATA else "corpus_db"), directory)
     found = {aspect: f"tlparse {theirs[aspect]}, tlindex {ours[aspect]}" for aspect in theirs
              if theirs[aspect] != ours[aspect]}
     _compare(directory.name, found, KNOWN_RANK_DIFFERENCES)
