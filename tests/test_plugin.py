@@ -412,3 +412,19 @@ async def test_the_compile_page_sums_up_its_metrics_as_tlparse_does(ds, traces_d
     heading = {"symbolic_shape_specialization": "Symbolic shape specializations",
                "guard_added_fast": "Guards added fast"}[origin]
     assert f"{heading} <span" in html and "All fields of compilation_metrics" in html
+
+
+@pytest.mark.asyncio
+async def test_each_failing_compile_of_the_compile_errors_fixture_shows_its_failure_once(ds, traces_db):
+    conn = fixture_conn(traces_db)
+    (run,) = scenario_run(conn, "compile_errors")
+    failing = conn.execute("SELECT id, fail_reason FROM compiles WHERE run_id = ? AND fail_type IS NOT NULL",
+                           (run,)).fetchall()
+    assert len(failing) >= 3
+    import html as html_lib
+
+    for row, reason in failing:
+        response = await ds.client.get(f"/traces/-/tlindex/compile/{row}")
+        shown = re.sub(r'<details class="fold traceback">.*?</details>', "", response.text, flags=re.S)
+        first_line = reason.split("\n")[0]
+        assert len(response.content) < 200_000 and html_lib.unescape(shown).count(first_line) == 1, row

@@ -37,6 +37,7 @@ def compile_data(conn: sqlite3.Connection, compile_row: int) -> dict | None:
     compile["metrics"] = [_metrics_fields(m) for m in metrics_rows]
     compile["guard_headings"] = GUARD_HEADINGS
     compile["failure"] = folded(compile["fail_reason"])
+    compile["traceback"] = folded(_traceback(metrics_rows))
     compile["guard_groups"] = _guard_groups(dicts(conn.execute(
         "SELECT origin, depth, guard_type, text, source, user_code, symbol, value, reason FROM guards "
         "WHERE compile = ? ORDER BY envelope_id, position", (compile_row,))))
@@ -113,7 +114,7 @@ def collectives_data(conn: sqlite3.Connection, compile: dict) -> dict:
 
 
 SHOWN_ABOVE = {"fail_type", "fail_reason", "fail_user_frame_filename", "fail_user_frame_lineno", "restart_reasons",
-               "recompile_reason", "co_name", "co_filename", "co_firstlineno", "compile_id"}
+               "recompile_reason", "co_name", "co_filename", "co_firstlineno", "compile_id", "exception_stack_trace"}
 FOLD_LINES = 12          # lines of a long text shown before the fold
 EMBED_CHARS = 20_000     # at most this much of one text in the page (a failure can be megabytes)
 
@@ -167,6 +168,15 @@ def metrics_summary(row: dict) -> dict:
     lists = [(name, value if isinstance(value, list) else [value], help) for name, help in SUMMARY_LISTS
              if (value := fields.get(name))]
     return {"started": started, "times": times, "counts": counts, "lists": lists}
+
+
+def _traceback(metrics_rows: list[dict]) -> str | None:
+    """The Python traceback of a failure (compilation_metrics' exception_stack_trace), as lines."""
+    for row in metrics_rows:
+        trace = json.loads(row.get("other") or "{}").get("exception_stack_trace")
+        if trace:
+            return "".join(trace) if isinstance(trace, list) else str(trace)
+    return None
 
 
 def _guard_groups(guards: list[dict]) -> list[tuple[str, list[dict]]]:

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import sqlite3
 
-from ..database import dicts, open_database, render
+from ..database import dicts, one, open_database, render
 
 
 def runs_data(conn: sqlite3.Connection) -> list[dict]:
-    return dicts(conn.execute("""
-        SELECT r.*, (SELECT count(*) FROM compiles c WHERE c.run_id = r.id) AS compiles,
+    runs = dicts(conn.execute("""
+        SELECT r.*, (SELECT count(*) FROM compiles c WHERE c.run_id = r.id AND c.compile_id != '-/-') AS compiles,
                (SELECT count(*) FROM compiles c WHERE c.run_id = r.id AND c.status = 'error') AS errors,
                (SELECT sum(bytes) FROM sources s WHERE s.run_id = r.id) AS bytes
         FROM runs r ORDER BY r.start_time, r.id"""))
+    for run in runs:  # the compile that emitted the most log bytes: one click from here
+        run["biggest"] = one(conn, """
+            SELECT id, compile_id, co_name, rank, envelope_bytes + payload_bytes AS bytes FROM compiles
+            WHERE run_id = ? AND compile_id != '-/-' ORDER BY bytes DESC, id LIMIT 1""", (run["id"],))
+    return runs
 
 
 async def runs_page(datasette, request):
