@@ -219,3 +219,16 @@ def test_from_datasette_s_home_page_to_the_compile_that_emitted_the_most_bytes(s
     shot(page, "log_volume_by_compile")
     follow(page, first)
     assert page.url.endswith(f"/traces/-/tlindex/compile/{top}")
+
+
+def test_a_failing_compile_page_shows_its_failure_once(server, page):
+    base, path = server
+    conn = sqlite3.connect(path)
+    (run,) = scenario_run(conn, "compile_errors")
+    for row, reason in conn.execute("SELECT id, fail_reason FROM compiles WHERE run_id = ? AND fail_type IS NOT NULL",
+                                    (run,)).fetchall():
+        response = page.goto(f"{base}/traces/-/tlindex/compile/{row}")
+        assert len(response.body()) < 200_000
+        visible = page.locator("body").inner_text()  # a closed <details> (the traceback) is not shown
+        assert visible.count(reason.split("\n")[0]) == 1, row
+    shot(page, "compile_failure")
