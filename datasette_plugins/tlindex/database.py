@@ -56,6 +56,13 @@ async def denied(datasette, actor, database: str) -> str | None:
             return "view-instance"
         if not await datasette.allowed(action="view-database", resource=DatabaseResource(database), actor=actor):
             return "view-database"
+        if hasattr(datasette, "allowed_resources"):  # one query for every table of the database
+            visible = set()
+            async for resource in (await datasette.allowed_resources(
+                    "view-table", actor, parent=database, limit=1000)).all():
+                visible.add(resource.child)
+            missing = sorted(TLINDEX_TABLES - visible)
+            return f"view-table {missing[0]}" if missing else None
         for table in sorted(TLINDEX_TABLES):
             if not await datasette.allowed(action="view-table", resource=TableResource(database, table), actor=actor):
                 return f"view-table {table}"
