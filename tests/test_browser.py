@@ -232,3 +232,17 @@ def test_a_failing_compile_page_shows_its_failure_once(server, page):
         visible = page.locator("body").inner_text()  # a closed <details> (the traceback) is not shown
         assert visible.count(reason.split("\n")[0]) == 1, row
     shot(page, "compile_failure")
+
+
+def test_a_diverging_rank_is_a_finding_above_the_fold(server, page):
+    base, path = server
+    conn = sqlite3.connect(path)
+    (run,) = scenario_run(conn, "ddp_4ranks_diverge")
+    page.goto(f"{base}/traces/-/tlindex/run/{run}")
+    finding = page.locator("ul.findings li.error", has_text="Ranks diverge in compile ids")
+    assert finding.count() == 1 and "only on rank 1" in finding.inner_text()
+    assert finding.bounding_box()["y"] + finding.bounding_box()["height"] < 1000  # seen before any scroll
+    shot(page, "run_findings")
+    (healthy,) = scenario_run(conn, "dynamic")
+    page.goto(f"{base}/traces/-/tlindex/run/{healthy}")
+    assert page.locator("p.finding.healthy").is_visible() and page.locator("ul.findings li.error").count() == 0

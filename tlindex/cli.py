@@ -128,6 +128,48 @@ def query(name_or_sql: str, params: tuple[tuple[str, str], ...], db_path: str, *
 
 
 @cli.command()
+@click.argument("run", required=False)
+@db_option
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON")
+def findings(run: str | None, db_path: str, as_json: bool) -> None:
+    """Say what is wrong with a run (or every run): failures, breaks, recompiles, rank divergence, ...
+
+    Exits 1 when there is an error or a warning to report, 0 when there is nothing (so CI jobs can gate on it).
+    """
+    import json
+    import sqlite3
+
+    from .findings import findings as run_findings
+    from .findings import problems
+
+    if not os.path.exists(db_path):
+        raise click.ClickException(f"{db_path}: no such database (run `tlindex ingest` first)")
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        runs = conn.execute("SELECT id, label FROM runs ORDER BY start_time, id").fetchall()
+        if run is not None:
+            runs = [r for r in runs if str(r[0]) == run or r[1] == run] or \
+                [r for r in runs if r[1].startswith(run)]
+            if len(runs) != 1:
+                raise click.ClickException(f"{'no run' if not runs else 'several runs'} match {run!r}; "
+                                           f"give a run id or a unique label prefix (see the runs table)")
+        report = [(run_id, label, run_findings(conn, run_id)) for run_id, label in runs]
+    finally:
+        conn.close()
+    if as_json:
+        click.echo(json.dumps([{"run": run_id, "label": label, "findings": [f.as_dict() for f in found]}
+                               for run_id, label, found in report], indent=2))
+    else:
+        for run_id, label, found in report:
+            click.echo(f"run {run_id} {label}: " + ("nothing to report" if not problems(found) else
+                                                    f"{len(problems(found))} problem(s)"))
+            for finding in found:
+                click.echo(f"  {finding.severity}: {finding.text}")
+    if any(problems(found) for _, _, found in report):
+        sys.exit(1)
+
+
+@cli.command()
 @output_options
 def queries(**output) -> None:
     """List the canned queries with their titles and parameters."""

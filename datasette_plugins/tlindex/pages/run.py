@@ -6,6 +6,8 @@ import sqlite3
 
 from datasette.utils.asgi import AsgiStream, NotFound
 
+from tlindex.findings import findings, problems
+
 from ..database import dicts, int_var, one, open_database, render
 
 
@@ -32,6 +34,8 @@ def run_data(conn: sqlite3.Connection, run_id: int) -> dict | None:
         FROM compiles WHERE run_id = ?""", (run_id,))
     run["bytes"] = sum(s["bytes"] or 0 for s in run["sources"])
     run["ingest_errors"] = sum(s["errors"] for s in run["sources"])
+    run["findings"] = findings(conn, run_id)
+    run["problems"] = problems(run["findings"])
     run["exports"] = export_verdict(conn, run_id)
     run["kinds"] = dicts(conn.execute("""
         SELECT e.kind, count(*) AS records FROM envelopes e JOIN sources s ON s.id = e.source_id

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
+from tlindex.findings import findings, problems
+
 from ..database import dicts, one, open_database, render
 
 
@@ -13,6 +15,10 @@ def runs_data(conn: sqlite3.Connection) -> list[dict]:
                (SELECT count(*) FROM compiles c WHERE c.run_id = r.id AND c.status = 'error') AS errors,
                (SELECT sum(bytes) FROM sources s WHERE s.run_id = r.id) AS bytes
         FROM runs r ORDER BY r.start_time, r.id"""))
+    for run in runs:
+        found = findings(conn, run["id"])
+        run["worst"] = (problems(found) or [None])[0]
+        run["problem_count"] = len(problems(found))
     for run in runs:  # the compile that emitted the most log bytes: one click from here
         run["biggest"] = one(conn, """
             SELECT id, compile_id, co_name, rank, envelope_bytes + payload_bytes AS bytes FROM compiles
