@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 from click.testing import CliRunner
+from conftest import raw_envelopes, scenario_logs, scenario_run
 from datasette.app import Datasette
 
-from conftest import raw_envelopes, scenario_logs, scenario_run
 from tlindex.cli import cli
 from tlindex.findings import findings, problems
 
