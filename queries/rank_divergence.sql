@@ -78,14 +78,18 @@ WITH runs_ AS (
     SELECT c.run_id, c.compile_id, c.rank, sum(o.estimated_runtime_ns) AS ns
     FROM op_estimates o JOIN compiles c ON c.id = o.compile JOIN runs_ r ON r.id = c.run_id
     GROUP BY c.run_id, c.compile_id, c.rank
+), last_executions AS (
+    -- per process: its last graph_execution artifact
+    SELECT e.source_id, max(g.envelope_id) AS envelope_id
+    FROM graph_executions g JOIN envelopes e ON e.id = g.envelope_id
+    JOIN sources s ON s.id = e.source_id JOIN runs_ r ON r.id = s.run_id
+    GROUP BY e.source_id
 ), executions AS (
     -- per rank: the order its last graph_execution artifact recorded
     SELECT run_id, rank, count(*) AS runs, group_concat(compile_id, ' ') AS graphs
     FROM (SELECT s.run_id, s.rank, g.compile_id
-          FROM graph_executions g JOIN envelopes e ON e.id = g.envelope_id
-          JOIN sources s ON s.id = e.source_id JOIN runs_ r ON r.id = s.run_id
-          WHERE g.envelope_id = (SELECT max(g2.envelope_id) FROM graph_executions g2
-                                 JOIN envelopes e2 ON e2.id = g2.envelope_id WHERE e2.source_id = e.source_id)
+          FROM graph_executions g JOIN last_executions l ON l.envelope_id = g.envelope_id
+          JOIN sources s ON s.id = l.source_id
           ORDER BY g.position)
     GROUP BY run_id, rank
 ), execution_groups AS (
