@@ -170,6 +170,63 @@ def findings(run: str | None, db_path: str, as_json: bool) -> None:
 
 
 @cli.command()
+@click.argument("term")
+@db_option
+@click.option("--run", "run_id", type=int, help="Only this run (id)")
+@click.option("--json", "as_json", is_flag=True, help="Print the hits as a JSON list")
+@click.option("--limit", type=click.IntRange(min=1), default=200, show_default=True, help="Hits per index")
+def search(term: str, db_path: str, run_id: int | None, as_json: bool, limit: int) -> None:
+    """Find where TERM appears across all logs: names, reasons, guards, errors and payload text.
+
+    TERM is literal (kernel and op names such as aten.mm or triton_poi_fused_add_0 work as typed).
+    The first search builds the payload text index (a write, once; ingests keep it current).
+    """
+    import json
+    import sqlite3
+
+    from .db import DatabaseError, open_db
+    from .lookup import SearchError
+    from .lookup import search as run_search
+    from .search import ensure_payload_index
+
+    if not os.path.exists(db_path):
+        raise click.ClickException(f"{db_path}: no such database (run `tlindex ingest` first)")
+    try:
+        db = open_db(db_path)
+    except DatabaseError as error:
+        raise click.ClickException(str(error))
+    conn = db.conn
+    conn.isolation_level = None
+    try:
+        started = time.perf_counter()
+        if ensure_payload_index(conn) and not as_json:
+            click.echo(f"(indexed the payload text for search in {time.perf_counter() - started:.1f} s, once)",
+                       err=True)
+        try:
+            hits = run_search(conn, term, run_id, limit)
+        except SearchError as error:
+            raise click.ClickException(str(error))
+        labels = dict(conn.execute("SELECT id, label FROM runs").fetchall())
+    except sqlite3.Error as error:
+        raise click.ClickException(f"{db_path}: {error}")
+    finally:
+        db.close()
+    if as_json:
+        click.echo(json.dumps([{**hit.as_dict(), "url": hit.path} for hit in hits], indent=2))
+        return
+    if not hits:
+        click.echo(f"no match for {term!r}")
+        sys.exit(1)
+    group = None
+    for hit in hits:
+        if (hit.run, hit.compile) != group:
+            group = (hit.run, hit.compile)
+            where = f"[{hit.compile_id}]" if hit.compile_id else "(no compile)"
+            click.echo(f"run {hit.run} {labels.get(hit.run, '')} {where}")
+        click.echo(f"  {hit.table}: {hit.snippet.strip()}  ({hit.path})")
+
+
+@cli.command()
 @output_options
 def queries(**output) -> None:
     """List the canned queries with their titles and parameters."""

@@ -1,9 +1,15 @@
-"""Full-text search indexes (SQLite FTS5 via sqlite-utils) on the text people search.
+"""Full-text search indexes (SQLite FTS5) on the text people search.
 
 Datasette shows a search box on a table that has one. The indexes are
 external-content tables filled after each ingest rather than kept by triggers,
 which would slow the bulk load: new rows are appended to them, and an ingest
 that replaced or rewrote rows (--replace, a grown log) rebuilds them.
+
+Payload text (graphs, generated code, guards) has an index of its own,
+`payloads_fts`: FTS5's trigram tokenizer, so that a search finds text inside
+identifiers (`fused_add` in `triton_poi_fused_add_0`, `aten.mm`, `::`). It is
+about twice the distinct payload text and is built by the first `tlindex search`
+(ensure_payload_index), not by every ingest; once built, ingests keep it current.
 """
 
 from __future__ import annotations
@@ -18,6 +24,47 @@ FTS_COLUMNS: dict[str, list[str]] = {
     "artifacts": ["name"],
     "ingest_errors": ["kind", "message", "excerpt"],
 }
+
+
+PAYLOAD_INDEX = "payloads_fts"
+
+
+def has_payload_index(conn) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (PAYLOAD_INDEX,)).fetchone() is not None
+
+
+def ensure_payload_index(conn) -> bool:
+    """Build the payload text index if it is missing; return whether it was built now."""
+    if has_payload_index(conn):
+        return False
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if not has_payload_index(conn):
+            conn.execute(f"CREATE VIRTUAL TABLE {PAYLOAD_INDEX} USING FTS5 (text, content='payloads', "
+                         f"tokenize='trigram')")
+            conn.execute(f"INSERT INTO {PAYLOAD_INDEX} ({PAYLOAD_INDEX}) VALUES ('rebuild')")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return True
+
+
+def _refresh_payload_index(conn, rebuild: bool) -> None:
+    """Keep a built payload index current (payloads are keyed by hash; their rowids only grow)."""
+    if not has_payload_index(conn):
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if rebuild:
+            conn.execute(f"INSERT INTO {PAYLOAD_INDEX} ({PAYLOAD_INDEX}) VALUES ('rebuild')")
+        else:
+            conn.execute(f"INSERT INTO {PAYLOAD_INDEX} (rowid, text) SELECT rowid, text FROM payloads "
+                         f"WHERE rowid > (SELECT coalesce(max(id), 0) FROM {PAYLOAD_INDEX}_docsize)")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def refresh_fts(db: sqlite_utils.Database, rebuild: bool = False) -> None:
@@ -47,3 +94,4 @@ def refresh_fts(db: sqlite_utils.Database, rebuild: bool = False) -> None:
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+    _refresh_payload_index(conn, rebuild)

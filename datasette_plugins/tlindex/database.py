@@ -112,6 +112,9 @@ class Urls:
     def payload(self, digest: str, raw: bool = False) -> str:
         return f"{self.base}/-/tlindex/payload/{digest}" + (".txt" if raw else "")
 
+    def search(self, term: str | None = None, run: int | None = None) -> str:
+        return self._with(f"{self.base}/-/tlindex/search", {"q": term or None, "run": run})
+
     def query(self, name: str, **params) -> str:
         return self._with(self.datasette.urls.query(self.database, name), params)
 

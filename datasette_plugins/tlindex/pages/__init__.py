@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from . import artifact, compile, provenance, run, runs, trie
+from . import artifact, compile, provenance, run, runs, search, trie
 
 _DB = r"(?P<database>[^/]+)"
 _ID = r"(?P<{}>-?\d+)"  # ids: anything else is not a route (404)
 
 ROUTES = [
     (rf"^/{_DB}/-/tlindex$", runs.runs_page),
+    (rf"^/{_DB}/-/tlindex/search$", search.search_page),
     (rf"^/{_DB}/-/tlindex/run/{_ID.format('run')}$", run.run_page),
     (rf"^/{_DB}/-/tlindex/run/{_ID.format('run')}/chromium\.json$", run.chromium_trace),
     (rf"^/{_DB}/-/tlindex/trie/{_ID.format('run')}$", trie.trie_page),

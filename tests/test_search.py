@@ -1,0 +1,97 @@
+"""Search across everything: a kernel or op name finds every compile whose payloads contain it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sqlite3
+
+import pytest
+from click.testing import CliRunner
+from conftest import DATA, connect
+from datasette.app import Datasette
+
+from tlindex.cli import cli
+from tlindex.ingest import ingest
+from tlindex.lookup import search
+from tlindex.search import ensure_payload_index
+
+
+@pytest.fixture(scope="module")
+def searchable(fixtures_db, tmp_path_factory):
+    """A copy of the fixtures database named traces.db, its payload text indexed."""
+    path = tmp_path_factory.mktemp("search") / "traces.db"
+    source = sqlite3.connect(fixtures_db)
+    source.execute("PRAGMA wal_checkpoint(FULL)")
+    source.close()
+    shutil.copy(fixtures_db, path)
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert ensure_payload_index(conn) and not ensure_payload_index(conn)  # built once
+    conn.close()
+    return path
+
+
+def compiles_containing(conn, term: str) -> set[int]:
+    """A plain scan: the compiles one of whose artifacts' payload contains term."""
+    return {compile for compile, text in conn.execute(
+        "SELECT a.compile, p.text FROM artifacts a JOIN payloads p ON p.hash = a.payload WHERE a.compile IS NOT NULL")
+        if term.lower() in text.lower()}
+
+
+def test_a_kernel_name_from_generated_code_finds_every_compile_whose_payloads_contain_it(searchable):
+    conn = connect(searchable)
+    (code,) = conn.execute("SELECT p.text FROM artifacts a JOIN payloads p ON p.hash = a.payload "
+                           "WHERE a.kind = 'inductor_output_code' ORDER BY a.id LIMIT 1").fetchone()
+    kernel = re.search(r"\b(cpp_fused_\w+|triton_\w+)\b", code).group(1)
+    expected = compiles_containing(conn, kernel)
+    assert expected
+    hits = search(conn, kernel)
+    assert {h.compile for h in hits if h.table == "payloads"} == expected
+    for hit in hits:
+        if hit.table == "payloads":  # the snippet marks the kernel, the path points at its line
+            start, end = hit.match
+            assert hit.snippet[start:end].lower() == kernel.lower() and re.search(r"#L-\d+$", hit.path)
+
+
+@pytest.mark.parametrize("term", ["aten.mm", "aten.mm.default(", "torch._dynamo.exc", "L['x']", "size mismatch"])
+def test_terms_with_dots_brackets_and_quotes_are_literal(searchable, term):
+    conn = connect(searchable)
+    found = {h.compile for h in search(conn, term) if h.table == "payloads"}
+    assert found == compiles_containing(conn, term)
+
+
+def test_cli_search_json_and_errors(searchable):
+    runner = CliRunner()
+    result = runner.invoke(cli, ["search", "aten.mm", "--db", str(searchable), "--json"])
+    assert result.exit_code == 0
+    hits = json.loads(result.output)
+    assert hits and {"run", "compile", "table", "snippet", "url"} <= set(hits[0])
+    assert all(h["url"].startswith("/-/tlindex/") for h in hits if h["table"] == "payloads")
+    short = runner.invoke(cli, ["search", "mm", "--db", str(searchable)])
+    assert short.exit_code == 1 and "at least 3 characters" in short.output
+    none = runner.invoke(cli, ["search", "no such thing anywhere", "--db", str(searchable)])
+    assert none.exit_code == 1 and "no match" in none.output
+
+
+@pytest.mark.asyncio
+async def test_the_search_page_groups_hits_and_never_fails_on_odd_terms(searchable):
+    ds = Datasette([str(searchable)])
+    html = (await ds.client.get("/traces/-/tlindex/search?q=aten.mm")).text
+    assert "<mark>aten.mm</mark>" in html and 'href="/traces/-/tlindex/artifact/' in html
+    for term in ['"', "AND OR (", "<script>alert(1)</script>", "a:b", "NEAR(x y)"]:
+        response = await ds.client.get("/traces/-/tlindex/search", params={"q": term})
+        assert response.status_code == 200, term
+        assert "<script>alert(1)" not in response.text
+
+
+def test_ingests_after_the_index_is_built_are_searchable(tmp_path):
+    db_path = tmp_path / "t.db"
+    ingest(db_path, [str(DATA / "graph_breaks")], jobs=1)
+    conn = sqlite3.connect(db_path, isolation_level=None)
+    ensure_payload_index(conn)
+    assert not [h for h in search(conn, "aten.mm") if h.table == "payloads"]  # eager backend: no aten graphs
+    conn.close()
+    ingest(db_path, [str(DATA / "train_step")], jobs=1)
+    conn = sqlite3.connect(db_path)
+    assert {h.compile for h in search(conn, "aten.mm") if h.table == "payloads"} == compiles_containing(conn, "aten.mm")
