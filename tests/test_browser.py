@@ -90,7 +90,7 @@ def test_run_page_trie_compile_and_artifact(server, page):
     assert page.locator("h1").inner_text().startswith("Run ddp_4ranks_diverge")
     shot(page, "run")
 
-    follow(page, "text=rank 1")
+    follow(page, f"a[href='/traces/-/tlindex/trie/{run}?rank=1']")
     assert "rank 1" in page.locator("h1").inner_text()
     folds = page.locator(".stack-trie details")
     assert folds.count() > 0 and folds.first.get_attribute("open") is not None  # a small trie starts open
