@@ -9,6 +9,8 @@ from tlindex.search import has_payload_index
 
 from ..database import int_arg, open_database, render
 
+SHOWN = 300  # hits on one page; `tlindex search --json` gives them all
+
 
 async def search_page(datasette, request):
     opened = await open_database(datasette, request)
@@ -29,11 +31,12 @@ async def search_page(datasette, request):
 
     labels, indexed, hits, problem = await db.execute_fn(data)
     groups: list[dict] = []
-    for hit in hits:
+    for hit in hits[:SHOWN]:
         if not groups or (groups[-1]["run"], groups[-1]["compile"]) != (hit.run, hit.compile):
             groups.append({"run": hit.run, "label": labels.get(hit.run), "compile": hit.compile,
                            "compile_id": hit.compile_id, "hits": []})
         groups[-1]["hits"].append({"table": hit.table, "snippet": marked_html(hit), "href": urls.base + hit.path})
     return await render(datasette, request, "search.html", {
         "database": db.name, "u": urls, "q": term, "run": run, "groups": groups, "count": len(hits),
-        "problem": problem, "indexed": indexed, "db_file": Path(db.path).name if db.path else opened.name})
+        "shown": min(len(hits), SHOWN), "problem": problem, "indexed": indexed,
+        "db_file": Path(db.path).name if db.path else opened.name})
