@@ -226,6 +226,53 @@ def search(term: str, db_path: str, run_id: int | None, as_json: bool, limit: in
         click.echo(f"  {hit.table}: {hit.snippet.strip()}  ({hit.path})")
 
 
+@cli.command(name="diff")
+@click.argument("run_a")
+@click.argument("run_b")
+@db_option
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: a, b, summary, compiles")
+def diff_command(run_a: str, run_b: str, db_path: str, as_json: bool) -> None:
+    """What changed between two runs (ids or unique label prefixes): compiles matched, changes ranked.
+
+    Failures and new graph breaks come first, then the biggest compile-time regressions.
+    """
+    import json
+    import sqlite3
+
+    from .diff import DiffError, diff
+
+    if not os.path.exists(db_path):
+        raise click.ClickException(f"{db_path}: no such database (run `tlindex ingest` first)")
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        result = diff(conn, run_a, run_b)
+    except DiffError as error:
+        raise click.ClickException(str(error))
+    finally:
+        conn.close()
+    if as_json:
+        click.echo(json.dumps(result, indent=2))
+        return
+    a, b, summary = result["a"], result["b"], result["summary"]
+    click.echo(f"A: run {a['id']} {a['label']}: {a['compiles']} compiles, {a['failures']} failed, "
+               f"{a['graph_breaks']} graph breaks, {a['recompiles']} recompiles, {a['compile_time_s']} s")
+    click.echo(f"B: run {b['id']} {b['label']}: {b['compiles']} compiles, {b['failures']} failed, "
+               f"{b['graph_breaks']} graph breaks, {b['recompiles']} recompiles, {b['compile_time_s']} s")
+    if a["id"] == b["id"]:
+        click.echo("(the same run twice: nothing can have changed)")
+    click.echo(f"{summary['matched']} compiles matched, {summary['changed']} changed, "
+               f"{summary['only_a']} only in A, {summary['only_b']} only in B")
+    for entry in result["compiles"]:
+        if not entry["changes"] and entry["a"] and entry["b"]:
+            continue
+        side = entry["b"] or entry["a"]
+        where = "only in A" if entry["b"] is None else "only in B" if entry["a"] is None else ", ".join(entry["changes"])
+        rank = f" rank {side['rank']}" if side["rank"] is not None else ""
+        time_change = entry.get("detail", {}).get("compile_time")
+        extra = f" ({time_change['a_s']:.2f} s -> {time_change['b_s']:.2f} s)" if time_change else ""
+        click.echo(f"  [{side['compile_id']}]{rank} {side['co_name'] or ''}: {where}{extra}")
+
+
 @cli.command()
 @output_options
 def queries(**output) -> None:

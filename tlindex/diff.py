@@ -1,0 +1,232 @@
+"""What changed between two runs: their compiles matched, each pair's changes named and ranked.
+
+Matching. Compiles of run A and run B are the same code compiled again when they share the rank,
+the code location (function name, file name without its directory, first line) and the frame's
+compile number (`frame_compile_id`: 0 for the first compile, then recompiles). Frame ids are not
+part of the key: a graph break added upstream renumbers every later frame, and matching on them
+would show every compile as changed. Several compiles with one key (a `torch._dynamo.reset()`
+compiles the same code again) pair in the order they happened. A compile left unmatched is tried
+once more without its first line (the function moved in its file). Records without a compile id,
+`[-/-]`, pair by process order within a rank.
+
+Changes. For each pair, by name: `status`, `graph_breaks` (reasons added or removed),
+`recompile_reason`, `compile_time` (when the whole compile moved by more than both
+TIME_NOISE_S and TIME_NOISE_RATIO: timer noise of a small compile is not a regression),
+`cache` (hit/miss/bypass per cache), `guards` (guard lines added or removed), `graph` (the FX
+graph or the generated code differs), `dynamic_shapes` (symbols), `bytes` (log bytes emitted, by
+more than BYTES_NOISE_RATIO). Ordered by what matters: failures and new graph breaks first, then the
+biggest compile-time regressions, then other changes, then compiles present in one run only.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import PurePath
+
+TIME_NOISE_S = 0.05
+TIME_NOISE_RATIO = 0.2
+BYTES_NOISE_RATIO = 0.1
+# The FX graphs and generated code compared.
+GRAPH_KINDS = ("dynamo_output_graph", "aot_forward_graph", "aot_backward_graph", "aot_inference_graph",
+               "aot_joint_graph", "inductor_post_grad_graph", "inductor_output_code")
+
+
+class DiffError(ValueError):
+    """Runs that cannot be compared; the message says why."""
+
+
+@dataclass
+class Side:
+    """One compile as the diff sees it."""
+
+    id: int
+    compile_id: str
+    status: str
+    duration_s: float | None
+    co_name: str | None
+    rank: int | None
+    bytes: int
+    breaks: set[str] = field(default_factory=set)
+    recompile_reason: str | None = None
+    caches: dict[str, list[str]] = field(default_factory=dict)
+    guards: set[int] = field(default_factory=set)
+    graphs: dict[str, set[str]] = field(default_factory=dict)  # kind -> payloads
+    symbols: set[str] = field(default_factory=set)
+
+    def brief(self) -> dict:
+        return {"id": self.id, "compile_id": self.compile_id, "status": self.status, "duration_s": self.duration_s,
+                "co_name": self.co_name, "rank": self.rank, "bytes": self.bytes}
+
+
+def resolve_run(conn: sqlite3.Connection, name: str) -> dict:
+    """A run by id, label, or unique label prefix."""
+    rows = conn.execute("SELECT id, label FROM runs").fetchall()
+    found = [r for r in rows if str(r[0]) == name or r[1] == name] or [r for r in rows if r[1].startswith(name)]
+    if len(found) != 1:
+        raise DiffError(f"{'no run' if not found else 'several runs'} match {name!r}: give a run id or a "
+                        f"unique label prefix")
+    return dict(zip(("id", "label"), found[0]))
+
+
+def _sides(conn: sqlite3.Connection, run_id: int) -> list[tuple[tuple, Side]]:
+    """(key, side) of every compile of a run, in the order they happened."""
+    rows = conn.execute("""
+        SELECT id, compile_id, status, duration_s, co_name, co_filename, co_firstlineno, frame_compile_id,
+               compiled_autograd_id, rank, source_id, envelope_bytes + payload_bytes, recompile_reason
+        FROM compiles WHERE run_id = ? ORDER BY id""", (run_id,)).fetchall()
+    sides: dict[int, Side] = {}
+    keyed = []
+    anonymous_position: dict[tuple, int] = defaultdict(int)
+    for (row, compile_id, status, duration, name, filename, line, frame_compile, ca, rank, source, size,
+         reason) in rows:
+        side = sides[row] = Side(row, compile_id, status, duration, name, rank, size, recompile_reason=reason)
+        if compile_id == "-/-":
+            position = anonymous_position[rank]
+            anonymous_position[rank] += 1
+            key = (rank, "-/-", position)
+        else:
+            key = (rank, name, PurePath(filename).name if filename else None, line,
+                   "ca" if ca is not None else "", frame_compile)
+        keyed.append((key, side))
+    ids = tuple(sides)
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    for compile, reason in conn.execute(f"SELECT compile, reason FROM graph_break_events WHERE compile IN ({marks})", ids):
+        sides[compile].breaks.add(reason)
+    for compile, cache, result in conn.execute(
+            f"SELECT compile, cache, result FROM cache_events WHERE compile IN ({marks}) ORDER BY id", ids):
+        sides[compile].caches.setdefault(cache, []).append(result)
+    for compile, key in conn.execute(f"SELECT compile, key FROM guards WHERE compile IN ({marks})", ids):
+        sides[compile].guards.add(key)
+    kinds = ",".join(f"'{kind}'" for kind in GRAPH_KINDS)
+    for compile, kind, payload in conn.execute(
+            f"SELECT compile, kind, payload FROM artifacts WHERE compile IN ({marks}) AND kind IN ({kinds})", ids):
+        sides[compile].graphs.setdefault(kind, set()).add(payload)
+    for compile, symbol, value_range in conn.execute(
+            f"SELECT compile, symbol, value_range FROM symbols WHERE compile IN ({marks})", ids):
+        sides[compile].symbols.add(f"{symbol} {value_range or ''}".strip())
+    return keyed
+
+
+def _match(a: list[tuple[tuple, Side]], b: list[tuple[tuple, Side]]) -> list[tuple[tuple, Side | None, Side | None]]:
+    """Pairs by key (n-th with n-th), then by key without the first line; the rest alone."""
+    pairs, left_a, left_b = [], [], list(b)
+    queues: dict[tuple, list[Side]] = defaultdict(list)
+    for key, side in b:
+        queues[key].append(side)
+    used: set[int] = set()
+    for key, side in a:
+        if queues.get(key):
+            match = queues[key].pop(0)
+            used.add(match.id)
+            pairs.append((key, side, match))
+        else:
+            left_a.append((key, side))
+    left_b = [(key, side) for key, side in b if side.id not in used]
+    loose: dict[tuple, list[tuple[tuple, Side]]] = defaultdict(list)
+    for key, side in left_b:
+        loose[_without_line(key)].append((key, side))
+    for key, side in left_a:
+        candidates = loose.get(_without_line(key))
+        if candidates:
+            _, match = candidates.pop(0)
+            used.add(match.id)
+            pairs.append((key, side, match))
+        else:
+            pairs.append((key, side, None))
+    pairs += [(key, None, side) for key, side in left_b if side.id not in used]
+    return pairs
+
+
+def _without_line(key: tuple) -> tuple:
+    return key if key[1] == "-/-" else key[:3] + key[4:]
+
+
+def _changes(a: Side, b: Side) -> tuple[list[str], dict]:
+    changes, detail = [], {}
+    if a.status != b.status:
+        changes.append("status")
+        detail["status"] = [a.status, b.status]
+    if a.breaks != b.breaks:
+        changes.append("graph_breaks")
+        detail["graph_breaks"] = {"added": sorted(b.breaks - a.breaks), "removed": sorted(a.breaks - b.breaks)}
+    if (a.recompile_reason or None) != (b.recompile_reason or None):
+        changes.append("recompile_reason")
+        detail["recompile_reason"] = [a.recompile_reason, b.recompile_reason]
+    if a.duration_s is not None and b.duration_s is not None:
+        delta = b.duration_s - a.duration_s
+        if abs(delta) > TIME_NOISE_S and abs(delta) > TIME_NOISE_RATIO * max(a.duration_s, 1e-9):
+            changes.append("compile_time")
+            detail["compile_time"] = {"a_s": a.duration_s, "b_s": b.duration_s, "delta_s": round(delta, 3)}
+    if a.caches != b.caches:
+        changes.append("cache")
+        detail["cache"] = {cache: [a.caches.get(cache), b.caches.get(cache)]
+                           for cache in sorted(set(a.caches) | set(b.caches))
+                           if a.caches.get(cache) != b.caches.get(cache)}
+    if a.guards != b.guards:
+        changes.append("guards")
+        detail["guards"] = {"added": len(b.guards - a.guards), "removed": len(a.guards - b.guards)}
+    differing = sorted(kind for kind in set(a.graphs) & set(b.graphs) if a.graphs[kind] != b.graphs[kind])
+    if differing:  # only kinds both logged: a warm cache logs fewer graphs, not different ones
+        changes.append("graph")
+        detail["graph"] = differing
+    if a.symbols != b.symbols:
+        changes.append("dynamic_shapes")
+        detail["dynamic_shapes"] = {"added": sorted(b.symbols - a.symbols), "removed": sorted(a.symbols - b.symbols)}
+    if abs(b.bytes - a.bytes) > BYTES_NOISE_RATIO * max(a.bytes, 1):
+        changes.append("bytes")
+        detail["bytes"] = [a.bytes, b.bytes]
+    return changes, detail
+
+
+def _importance(entry: dict) -> tuple:
+    """Failures and new graph breaks first, then the biggest compile-time regressions."""
+    a, b, changes = entry["a"], entry["b"], entry["changes"]
+    failed = b is not None and b["status"] == "error" and (a is None or a["status"] != "error")
+    new_breaks = bool(entry.get("detail", {}).get("graph_breaks", {}).get("added"))
+    regression = entry.get("detail", {}).get("compile_time", {}).get("delta_s", 0.0)
+    alone = a is None or b is None
+    return (not failed, not new_breaks, alone, -regression, not changes)
+
+
+def diff(conn: sqlite3.Connection, run_a: str, run_b: str) -> dict:
+    """The diff of two runs (ids or label prefixes), as one JSON-ready dict."""
+    a, b = resolve_run(conn, run_a), resolve_run(conn, run_b)
+    compiles = []
+    for key, side_a, side_b in _match(_sides(conn, a["id"]), _sides(conn, b["id"])):
+        changes, detail = _changes(side_a, side_b) if side_a and side_b else ([], {})
+        entry = {"key": _key_dict(key), "a": side_a.brief() if side_a else None,
+                 "b": side_b.brief() if side_b else None, "changes": changes}
+        if detail:
+            entry["detail"] = detail
+        compiles.append(entry)
+    compiles.sort(key=_importance)
+    return {"a": _run_summary(conn, a), "b": _run_summary(conn, b),
+            "summary": {"matched": sum(1 for c in compiles if c["a"] and c["b"]),
+                        "changed": sum(1 for c in compiles if c["changes"]),
+                        "only_a": sum(1 for c in compiles if c["b"] is None),
+                        "only_b": sum(1 for c in compiles if c["a"] is None)},
+            "compiles": compiles}
+
+
+def _key_dict(key: tuple) -> dict:
+    if key[1] == "-/-":
+        return {"rank": key[0], "compile": "-/-", "position": key[2]}
+    return {"rank": key[0], "co_name": key[1], "file": key[2], "line": key[3], "frame_compile_id": key[5]}
+
+
+def _run_summary(conn: sqlite3.Connection, run: dict) -> dict:
+    totals = conn.execute("""
+        SELECT sum(compile_id != '-/-'), sum(status = 'error'), sum(frame_compile_id > 0), sum(graph_breaks),
+               round(sum(duration_s), 3)
+        FROM compiles WHERE run_id = ?""", (run["id"],)).fetchone()
+    volume = dict(conn.execute("SELECT v.kind, sum(v.bytes) FROM volume v JOIN sources s ON s.id = v.source_id "
+                               "WHERE s.run_id = ? GROUP BY v.kind", (run["id"],)).fetchall())
+    ranks = [r[0] for r in conn.execute("SELECT DISTINCT rank FROM sources WHERE run_id = ? ORDER BY rank",
+                                        (run["id"],))]
+    return {**run, "compiles": totals[0] or 0, "failures": totals[1] or 0, "recompiles": totals[2] or 0,
+            "graph_breaks": totals[3] or 0, "compile_time_s": totals[4] or 0.0, "ranks": ranks,
+            "log_bytes_by_kind": volume}
