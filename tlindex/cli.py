@@ -269,7 +269,10 @@ def diff_command(run_a: str, run_b: str, db_path: str, as_json: bool) -> None:
         where = "only in A" if entry["b"] is None else "only in B" if entry["a"] is None else ", ".join(entry["changes"])
         rank = f" rank {side['rank']}" if side["rank"] is not None else ""
         time_change = entry.get("detail", {}).get("compile_time")
-        extra = f" ({time_change['a_s']:.2f} s -> {time_change['b_s']:.2f} s)" if time_change else ""
+        extra = ""
+        if time_change:
+            phases = ", ".join(f"{name} {a_s:.2f} -> {b_s:.2f}" for name, (a_s, b_s) in time_change["phases"].items())
+            extra = f" ({time_change['a_s']:.2f} s -> {time_change['b_s']:.2f} s" + (f"; {phases}" if phases else "") + ")"
         click.echo(f"  [{side['compile_id']}]{rank} {side['co_name'] or ''}: {where}{extra}")
 
 

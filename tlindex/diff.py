@@ -11,7 +11,9 @@ once more without its first line (the function moved in its file). Records witho
 
 Changes. For each pair, by name: `status`, `graph_breaks` (reasons added or removed),
 `recompile_reason`, `compile_time` (when the whole compile moved by more than both
-TIME_NOISE_S and TIME_NOISE_RATIO: timer noise of a small compile is not a regression),
+TIME_NOISE_S and TIME_NOISE_RATIO: timer noise of a small compile is not a regression; with the
+phases, from the chromium spans, that moved by as much: dynamo, tracing, backend, aot, inductor,
+codegen),
 `cache` (hit/miss/bypass per cache), `guards` (guard lines added or removed), `graph` (the FX
 graph or the generated code differs), `dynamic_shapes` (symbols), `bytes` (log bytes emitted, by
 more than BYTES_NOISE_RATIO). Ordered by what matters: failures and new graph breaks first, then the
@@ -28,6 +30,9 @@ from pathlib import PurePath
 TIME_NOISE_S = 0.05
 TIME_NOISE_RATIO = 0.2
 BYTES_NOISE_RATIO = 0.1
+# Chromium spans that time a compile's phases (torch's dynamo_timed names), as the diff names them.
+PHASES = {"dynamo": "dynamo", "bytecode_tracing": "tracing", "backend_compile": "backend",
+          "create_aot_dispatcher_function": "aot", "inductor_compile": "inductor", "code_gen": "codegen"}
 # The FX graphs and generated code compared.
 GRAPH_KINDS = ("dynamo_output_graph", "aot_forward_graph", "aot_backward_graph", "aot_inference_graph",
                "aot_joint_graph", "inductor_post_grad_graph", "inductor_output_code")
@@ -54,6 +59,7 @@ class Side:
     guards: set[int] = field(default_factory=set)
     graphs: dict[str, set[str]] = field(default_factory=dict)  # kind -> payloads
     symbols: set[str] = field(default_factory=set)
+    phases: dict[str, float] = field(default_factory=dict)  # phase -> seconds, from chromium spans
 
     def brief(self) -> dict:
         return {"id": self.id, "compile_id": self.compile_id, "status": self.status, "duration_s": self.duration_s,
@@ -108,7 +114,19 @@ def _sides(conn: sqlite3.Connection, run_id: int) -> list[tuple[tuple, Side]]:
     for compile, symbol, value_range in conn.execute(
             f"SELECT compile, symbol, value_range FROM symbols WHERE compile IN ({marks})", ids):
         sides[compile].symbols.add(f"{symbol} {value_range or ''}".strip())
+    names = ",".join(f"'{name}'" for name in PHASES)
+    for compile, name, micros in conn.execute(
+            f"SELECT compile, name, sum(duration_us) FROM chromium_events WHERE compile IN ({marks}) "
+            f"AND ph = 'X' AND name IN ({names}) GROUP BY compile, name", ids):
+        if micros is not None:
+            sides[compile].phases[PHASES[name]] = round(micros / 1e6, 3)
     return keyed
+
+
+def _moved(before: float, after: float) -> bool:
+    """A time change beyond timer noise: more than TIME_NOISE_S and TIME_NOISE_RATIO of the time before."""
+    delta = after - before
+    return abs(delta) > TIME_NOISE_S and abs(delta) > TIME_NOISE_RATIO * max(before, 1e-9)
 
 
 def _match(a: list[tuple[tuple, Side]], b: list[tuple[tuple, Side]]) -> list[tuple[tuple, Side | None, Side | None]]:
@@ -156,11 +174,12 @@ def _changes(a: Side, b: Side) -> tuple[list[str], dict]:
     if (a.recompile_reason or None) != (b.recompile_reason or None):
         changes.append("recompile_reason")
         detail["recompile_reason"] = [a.recompile_reason, b.recompile_reason]
-    if a.duration_s is not None and b.duration_s is not None:
-        delta = b.duration_s - a.duration_s
-        if abs(delta) > TIME_NOISE_S and abs(delta) > TIME_NOISE_RATIO * max(a.duration_s, 1e-9):
-            changes.append("compile_time")
-            detail["compile_time"] = {"a_s": a.duration_s, "b_s": b.duration_s, "delta_s": round(delta, 3)}
+    if a.duration_s is not None and b.duration_s is not None and _moved(a.duration_s, b.duration_s):
+        changes.append("compile_time")
+        phases = {phase: [a.phases[phase], b.phases[phase]] for phase in PHASES.values()
+                  if phase in a.phases and phase in b.phases and _moved(a.phases[phase], b.phases[phase])}
+        detail["compile_time"] = {"a_s": a.duration_s, "b_s": b.duration_s,
+                                  "delta_s": round(b.duration_s - a.duration_s, 3), "phases": phases}
     if a.caches != b.caches:
         changes.append("cache")
         detail["cache"] = {cache: [a.caches.get(cache), b.caches.get(cache)]
