@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from .resources import schema_files
 
@@ -19,6 +20,19 @@ BUSY_TIMEOUT_S = 600  # concurrent ingests wait for each other's merges (each on
 
 class DatabaseError(Exception):
     """A database tlindex must not (or cannot) write to; the message says why, naming the file."""
+
+
+@contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A write transaction that takes the write lock first (waiting for other writers), so that
+    processes writing one database at once never fail on a lock upgrade; rolled back on error."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
 
 
 def _statements(sql: str) -> list[str]:
@@ -55,11 +69,10 @@ def apply_schema(conn: sqlite3.Connection) -> list[str]:
                             f"are unknown to this one); upgrade tlindex to use it")
     if known <= done:
         return []
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    applied = []
+    with immediate(conn):
         conn.execute(f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (name TEXT PRIMARY KEY, applied_at TEXT)")
         done = _applied(conn)  # again, now that no one else can be applying them
-        applied = []
         for path in files:
             if path.stem in done:
                 continue
@@ -68,10 +81,6 @@ def apply_schema(conn: sqlite3.Connection) -> list[str]:
             conn.execute(f"INSERT INTO {MIGRATIONS_TABLE} VALUES (?, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
                          (path.stem,))
             applied.append(path.stem)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     return applied
 
 

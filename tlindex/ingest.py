@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from .chunks import SplitFile, chunk_size, split_points
-from .db import open_db
+from .db import immediate, open_db
 from .discover import discover
 from .merge import delete_file_rows, merge
 from .resume import restore_state
@@ -158,10 +158,9 @@ def earlier_copy(conn, path: str, sha256: str, other_than: int | None) -> tuple[
 def record_move(conn, summary: IngestSummary, path: str, earlier: tuple[int, str]) -> None:
     """The log ingested as earlier[1] now lives at path (the old path is gone): follow it."""
     new = Path(path)
-    conn.execute("BEGIN IMMEDIATE")
-    conn.execute("UPDATE files SET path = ?, name = ?, directory = ? WHERE id = ?",
-                 (path, new.name, str(new.parent), earlier[0]))
-    conn.execute("COMMIT")
+    with immediate(conn):
+        conn.execute("UPDATE files SET path = ?, name = ?, directory = ? WHERE id = ?",
+                     (path, new.name, str(new.parent), earlier[0]))
     summary.skipped += 1
     summary.moved.append((path, earlier[1]))
 
@@ -226,15 +225,13 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
                 if split.done:
                     earlier = earlier_copy(conn, split.path, split.sha256.hexdigest(), split.file_id)
                     if earlier is not None and not Path(earlier[1]).exists():
-                        conn.execute("BEGIN IMMEDIATE")
-                        delete_file_rows(conn, split.file_id)
-                        conn.execute("COMMIT")
+                        with immediate(conn):
+                            delete_file_rows(conn, split.file_id)
                         record_move(conn, summary, split.path, earlier)
                         return
                     if earlier is not None:
-                        conn.execute("BEGIN IMMEDIATE")
-                        conn.execute("UPDATE files SET copy_of = ? WHERE id = ?", (earlier[0], split.file_id))
-                        conn.execute("COMMIT")
+                        with immediate(conn):
+                            conn.execute("UPDATE files SET copy_of = ? WHERE id = ?", (earlier[0], split.file_id))
                         summary.copies.append((split.path, earlier[1]))
                     summary.files += 1
                     summary.envelopes += split.counts.envelopes

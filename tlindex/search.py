@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import sqlite_utils
 
+from .db import immediate
+
 FTS_COLUMNS: dict[str, list[str]] = {
     "compiles": ["co_name", "co_filename", "fail_type", "fail_reason", "recompile_reason"],
     "failed_guards": ["reason"],
@@ -37,16 +39,11 @@ def ensure_payload_index(conn) -> bool:
     """Build the payload text index if it is missing; return whether it was built now."""
     if has_payload_index(conn):
         return False
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with immediate(conn):
         if not has_payload_index(conn):
             conn.execute(f"CREATE VIRTUAL TABLE {PAYLOAD_INDEX} USING FTS5 (text, content='payloads', "
                          f"tokenize='trigram')")
             conn.execute(f"INSERT INTO {PAYLOAD_INDEX} ({PAYLOAD_INDEX}) VALUES ('rebuild')")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     return True
 
 
@@ -54,17 +51,12 @@ def _refresh_payload_index(conn, rebuild: bool) -> None:
     """Keep a built payload index current (payloads are keyed by hash; their rowids only grow)."""
     if not has_payload_index(conn):
         return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with immediate(conn):
         if rebuild:
             conn.execute(f"INSERT INTO {PAYLOAD_INDEX} ({PAYLOAD_INDEX}) VALUES ('rebuild')")
         else:
             conn.execute(f"INSERT INTO {PAYLOAD_INDEX} (rowid, text) SELECT rowid, text FROM payloads "
                          f"WHERE rowid > (SELECT coalesce(max(id), 0) FROM {PAYLOAD_INDEX}_docsize)")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
 
 
 def refresh_fts(db: sqlite_utils.Database, rebuild: bool = False) -> None:
@@ -78,8 +70,7 @@ def refresh_fts(db: sqlite_utils.Database, rebuild: bool = False) -> None:
     conn = db.conn
     for table, columns in FTS_COLUMNS.items():
         names = ", ".join(f"[{c}]" for c in columns)
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(conn):
             exists = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (f"{table}_fts",)).fetchone()
             if not exists:
                 conn.execute(f"CREATE VIRTUAL TABLE [{table}_fts] USING FTS5 ({names}, content=[{table}])")
@@ -90,8 +81,4 @@ def refresh_fts(db: sqlite_utils.Database, rebuild: bool = False) -> None:
                 # its _docsize shadow table holds one row per document actually indexed.
                 conn.execute(f"INSERT INTO [{table}_fts] (rowid, {names}) SELECT rowid, {names} FROM [{table}] "
                              f"WHERE rowid > (SELECT coalesce(max(id), 0) FROM [{table}_fts_docsize])")
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
     _refresh_payload_index(conn, rebuild)
