@@ -141,18 +141,19 @@ def findings(run: str | None, db_path: str, as_json: bool) -> None:
 
     from .findings import findings as run_findings
     from .findings import problems
+    from .runs import UnknownRun, resolve_run
 
     if not os.path.exists(db_path):
         raise click.ClickException(f"{db_path}: no such database (run `tlindex ingest` first)")
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     try:
-        runs = conn.execute("SELECT id, label FROM runs ORDER BY start_time, id").fetchall()
-        if run is not None:
-            runs = [r for r in runs if str(r[0]) == run or r[1] == run] or \
-                [r for r in runs if r[1].startswith(run)]
-            if len(runs) != 1:
-                raise click.ClickException(f"{'no run' if not runs else 'several runs'} match {run!r}; "
-                                           f"give a run id or a unique label prefix (see the runs table)")
+        if run is None:
+            runs = conn.execute("SELECT id, label FROM runs ORDER BY start_time, id").fetchall()
+        else:
+            try:
+                runs = [tuple(resolve_run(conn, run).values())]
+            except UnknownRun as error:
+                raise click.ClickException(str(error))
         report = [(run_id, label, run_findings(conn, run_id)) for run_id, label in runs]
     finally:
         conn.close()
@@ -239,14 +240,15 @@ def diff_command(run_a: str, run_b: str, db_path: str, as_json: bool) -> None:
     import json
     import sqlite3
 
-    from .diff import DiffError, diff
+    from .diff import diff
+    from .runs import UnknownRun
 
     if not os.path.exists(db_path):
         raise click.ClickException(f"{db_path}: no such database (run `tlindex ingest` first)")
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     try:
         result = diff(conn, run_a, run_b)
-    except DiffError as error:
+    except UnknownRun as error:
         raise click.ClickException(str(error))
     finally:
         conn.close()

@@ -27,6 +27,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
+from .runs import resolve_run
+
 TIME_NOISE_S = 0.05
 TIME_NOISE_RATIO = 0.2
 BYTES_NOISE_RATIO = 0.1
@@ -36,10 +38,6 @@ PHASES = {"dynamo": "dynamo", "bytecode_tracing": "tracing", "backend_compile": 
 # The FX graphs and generated code compared.
 GRAPH_KINDS = ("dynamo_output_graph", "aot_forward_graph", "aot_backward_graph", "aot_inference_graph",
                "aot_joint_graph", "inductor_post_grad_graph", "inductor_output_code")
-
-
-class DiffError(ValueError):
-    """Runs that cannot be compared; the message says why."""
 
 
 @dataclass
@@ -64,16 +62,6 @@ class Side:
     def brief(self) -> dict:
         return {"id": self.id, "compile_id": self.compile_id, "status": self.status, "duration_s": self.duration_s,
                 "co_name": self.co_name, "rank": self.rank, "bytes": self.bytes}
-
-
-def resolve_run(conn: sqlite3.Connection, name: str) -> dict:
-    """A run by id, label, or unique label prefix."""
-    rows = conn.execute("SELECT id, label FROM runs").fetchall()
-    found = [r for r in rows if str(r[0]) == name or r[1] == name] or [r for r in rows if r[1].startswith(name)]
-    if len(found) != 1:
-        raise DiffError(f"{'no run' if not found else 'several runs'} match {name!r}: give a run id or a "
-                        f"unique label prefix")
-    return dict(zip(("id", "label"), found[0]))
 
 
 def _sides(conn: sqlite3.Connection, run_id: int) -> list[tuple[tuple, Side]]:
@@ -131,7 +119,7 @@ def _moved(before: float, after: float) -> bool:
 
 def _match(a: list[tuple[tuple, Side]], b: list[tuple[tuple, Side]]) -> list[tuple[tuple, Side | None, Side | None]]:
     """Pairs by key (n-th with n-th), then by key without the first line; the rest alone."""
-    pairs, left_a, left_b = [], [], list(b)
+    pairs, left_a = [], []
     queues: dict[tuple, list[Side]] = defaultdict(list)
     for key, side in b:
         queues[key].append(side)

@@ -92,10 +92,7 @@ def findings(conn: sqlite3.Connection, run_id: int, divergence: bool = True) -> 
     if divergence:
         found += _divergence(conn, run_id)
 
-    exports = conn.execute("""
-        SELECT count(*) FROM envelopes e JOIN sources s ON s.id = e.source_id WHERE s.run_id = ?
-        AND (e.kind IN ('propagate_real_tensors_provenance', 'missing_fake_kernel', 'mismatched_fake_kernel')
-             OR (e.kind = 'guard_added' AND json_extract(e.metadata, '$.prefix') = 'eval'))""", (run_id,)).fetchone()[0]
+    exports = export_issue_count(conn, run_id)
     if exports:
         found.append(Finding("warning", "export_issues", exports,
                              f"{_plural(exports, 'issue')} found during export (data-dependent errors, evaluated "
@@ -132,9 +129,17 @@ def findings(conn: sqlite3.Connection, run_id: int, divergence: bool = True) -> 
     return sorted(found, key=lambda f: SEVERITIES.index(f.severity))
 
 
+def export_issue_count(conn: sqlite3.Connection, run_id: int) -> int:
+    """What draft_export found in a run, as tlparse's export report counts it (queries/export_issues.sql lists them)."""
+    return conn.execute("""
+        SELECT count(*) FROM envelopes e JOIN sources s ON s.id = e.source_id WHERE s.run_id = ?
+        AND (e.kind IN ('propagate_real_tensors_provenance', 'missing_fake_kernel', 'mismatched_fake_kernel')
+             OR (e.kind = 'guard_added' AND json_extract(e.metadata, '$.prefix') = 'eval'))""", (run_id,)).fetchone()[0]
+
+
 def _divergence(conn: sqlite3.Connection, run_id: int) -> list[Finding]:
     """rank_divergence's findings of a multi-rank run, one sentence per kind, naming the ranks."""
-    rows = [dict(r) for r in _rows(run_sql(conn, load_queries()["rank_divergence"].sql, {"run": str(run_id)}))]
+    rows = _rows(run_sql(conn, load_queries()["rank_divergence"].sql, {"run": str(run_id)}))
     by_kind: dict[str, list[dict]] = {}
     for row in rows:
         if row["finding"] in DIVERGENCE:
@@ -154,8 +159,8 @@ def _divergence(conn: sqlite3.Connection, run_id: int) -> list[Finding]:
         found.append(Finding(severity, f"divergence:{kind}", len(hits),
                              f"Ranks diverge in {what}: {where}{_short(detail, 200)}{more}.",
                              "rank_divergence", {"run": str(run_id)}))
-    parity = [dict(r) for r in _rows(run_sql(conn, load_queries()["collectives"].sql, {"run": str(run_id)}))
-              if dict(r).get("parity") == "mismatch"]
+    parity = [r for r in _rows(run_sql(conn, load_queries()["collectives"].sql, {"run": str(run_id)}))
+              if r.get("parity") == "mismatch"]
     if parity:
         first = parity[0]
         found.append(Finding("warning", "collectives_parity", len(parity),
@@ -165,7 +170,7 @@ def _divergence(conn: sqlite3.Connection, run_id: int) -> list[Finding]:
     return found
 
 
-def _rows(cursor: sqlite3.Cursor) -> list[sqlite3.Row | dict]:
+def _rows(cursor: sqlite3.Cursor) -> list[dict]:
     columns = [d[0] for d in cursor.description]
     return [dict(zip(columns, row)) for row in cursor.fetchall()]
 

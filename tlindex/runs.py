@@ -159,3 +159,17 @@ def _refresh_run(conn: sqlite3.Connection, run_id: int) -> None:
             world_size = (SELECT nullif(count(DISTINCT rank), 0) FROM sources WHERE run_id = runs.id),
             source_count = (SELECT count(*) FROM sources WHERE run_id = runs.id)
         WHERE id = ?""", (run_id,))
+
+
+class UnknownRun(ValueError):
+    """A run name that names no run, or several."""
+
+
+def resolve_run(conn: sqlite3.Connection, name: str) -> dict:
+    """A run by id, label, or unique label prefix: {"id", "label"}."""
+    rows = conn.execute("SELECT id, label FROM runs").fetchall()
+    found = [r for r in rows if str(r[0]) == name or r[1] == name] or [r for r in rows if r[1].startswith(name)]
+    if len(found) != 1:
+        raise UnknownRun(f"{'no run' if not found else 'several runs'} match {name!r}: give a run id or a "
+                         f"unique label prefix")
+    return dict(zip(("id", "label"), found[0]))

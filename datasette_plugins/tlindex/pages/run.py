@@ -6,7 +6,7 @@ import sqlite3
 
 from datasette.utils.asgi import AsgiStream, NotFound
 
-from tlindex.findings import findings, problems
+from tlindex.findings import export_issue_count, findings, problems
 
 from ..database import dicts, int_var, one, open_database, render
 
@@ -55,11 +55,7 @@ def export_verdict(conn: sqlite3.Connection, run_id: int) -> dict | None:
         (run_id,)))
     if not programs:
         return None
-    (issues,) = conn.execute("""
-        SELECT count(*) FROM envelopes e JOIN sources s ON s.id = e.source_id WHERE s.run_id = ?
-        AND (e.kind IN ('propagate_real_tensors_provenance', 'missing_fake_kernel', 'mismatched_fake_kernel')
-             OR (e.kind = 'guard_added' AND json_extract(e.metadata, '$.prefix') = 'eval'))""", (run_id,)).fetchone()
-    return {"issues": issues, "programs": programs}
+    return {"issues": export_issue_count(conn, run_id), "programs": programs}
 
 
 async def run_page(datasette, request):
