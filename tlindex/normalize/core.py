@@ -119,12 +119,20 @@ class FileNormalizer:
         if rec.payload is not None and rec.payload_hash not in self.payloads_seen:
             self.payloads_seen.add(rec.payload_hash)
             self.sink.add_payload(rec.payload_hash, rec.payload.decode("utf-8", "replace"), len(rec.payload))
+        self.add_envelope(self.next_id("envelopes"), proc, rec, kind, None, None,
+                          to_json(data[kind]) if kind in data else None)
+
+    def add_envelope(self, envelope_id: int, proc: Process, rec: Record, kind: str, name: str | None,
+                     compile: Compile | None, metadata: str | None) -> None:
+        """The envelope row of a record (context keys as logged; its compile, if it has one)."""
+        data = rec.data
         self.sink.add("envelopes", (
-            self.next_id("envelopes"), proc.source_id, rec.line, rec.offset, rec.time, rec.pid, rec.emitter_file,
-            rec.emitter_line, kind, None, None, None, *(data.get(field) for field in CONTEXT_FIELDS),
-            data.get("subgraph_name"), to_json(data[kind]) if kind in data else None, rec.payload_hash,
-            rec.envelope_bytes, rec.payload_bytes, rec.payload_lines,
-            None if rec.md5_ok is None else int(rec.md5_ok)))
+            envelope_id, proc.source_id, rec.line, rec.offset, rec.time, rec.pid, rec.emitter_file,
+            rec.emitter_line, kind, name, compile.id if compile else None,
+            compile.compile_id if compile else None, *(data.get(field) for field in CONTEXT_FIELDS),
+            data.get("subgraph_name"), metadata, rec.payload_hash, rec.envelope_bytes,
+            rec.payload_bytes, rec.payload_lines, None if rec.md5_ok is None else int(rec.md5_ok)))
+        self.envelope_written = True
 
     def store_payload(self, record: Record) -> str | None:
         """Store the record's payload once; return its text."""
@@ -230,13 +238,7 @@ class FileNormalizer:
             counted = proc.volume[volume_key] = [0, 0]
         counted[0] += 1
         counted[1] += rec.envelope_bytes + rec.payload_bytes
-        self.sink.add("envelopes", (
-            envelope_id, proc.source_id, rec.line, rec.offset, rec.time, rec.pid, rec.emitter_file,
-            rec.emitter_line, kind, name, compile.id if compile else None,
-            compile.compile_id if compile else None, *(data.get(field) for field in CONTEXT_FIELDS),
-            data.get("subgraph_name"), metadata, rec.payload_hash, rec.envelope_bytes,
-            rec.payload_bytes, rec.payload_lines, None if rec.md5_ok is None else int(rec.md5_ok)))
-        self.envelope_written = True
+        self.add_envelope(envelope_id, proc, rec, kind, name, compile, metadata)
 
         stack = data.get("stack")
         if isinstance(stack, list):
