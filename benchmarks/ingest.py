@@ -229,8 +229,15 @@ def time_pages(db: Path) -> dict[str, float]:
     started = time.perf_counter()
     hits = len(search(index_conn, "aten.mm"))
     search_s = round(time.perf_counter() - started, 3)
+    # A diff of the biggest run with itself: every compile matched and compared (the most work a diff does).
+    from tlindex.diff import diff
+
+    started = time.perf_counter()
+    matched = diff(index_conn, str(run), str(run))["summary"]["matched"]
+    diff_s = round(time.perf_counter() - started, 3)
     index_conn.close()
     pages = {"runs (findings of every run)": f"/{name}/-/tlindex",
+             "diff (a run with itself)": f"/{name}/-/tlindex/diff/{run}/{run}",
              "run (its findings)": f"/{name}/-/tlindex/run/{run}", "trie": f"/{name}/-/tlindex/trie/{run}",
              "compile": f"/{name}/-/tlindex/compile/{compile_row}", "artifact": f"/{name}/-/tlindex/artifact/{artifact}",
              "search aten.mm": f"/{name}/-/tlindex/search?q=aten.mm"}
@@ -238,7 +245,8 @@ def time_pages(db: Path) -> dict[str, float]:
     async def go():
         datasette = Datasette([str(db)])
         await datasette.invoke_startup()
-        timings = {"payload index build (s, once)": index_s, f"tlindex search aten.mm ({hits} hits)": search_s}
+        timings = {"payload index build (s, once)": index_s, f"tlindex search aten.mm ({hits} hits)": search_s,
+                   f"tlindex diff, a run with itself ({matched} compiles matched)": diff_s}
         for page, path in pages.items():
             started = time.perf_counter()
             response = await datasette.client.get(path)

@@ -246,3 +246,23 @@ def test_a_diverging_rank_is_a_finding_above_the_fold(server, page):
     (healthy,) = scenario_run(conn, "dynamic")
     page.goto(f"{base}/traces/-/tlindex/run/{healthy}")
     assert page.locator("p.finding.healthy").is_visible() and page.locator("ul.findings li.error").count() == 0
+
+
+def test_two_runs_compared_from_the_runs_page_to_their_graphs_side_by_side(server, page):
+    from test_diff import break_added_runs
+
+    base, path = server
+    conn = sqlite3.connect(path)
+    plain, breaking = break_added_runs(conn)
+    page.goto(f"{base}/traces/-/tlindex")
+    page.select_option("form.tlindex-diff select[name=a]", str(plain))
+    page.select_option("form.tlindex-diff select[name=b]", str(breaking))
+    follow(page, "form.tlindex-diff button")
+    assert page.url.endswith(f"/traces/-/tlindex/diff/{plain}/{breaking}")
+    first = page.locator("table.diff-compiles tbody tr").first
+    assert "body" in first.inner_text() and "graph_breaks" in first.inner_text()
+    shot(page, "diff")
+    follow(page, first.get_by_role("link", name="side by side"))
+    removed = page.locator("table.sidebyside tr.delete td.a, table.sidebyside tr.replace td.a")
+    assert removed.filter(has_text="return (y * y).sum() + y").count() >= 1
+    shot(page, "diff_compiles")

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 from click.testing import CliRunner
-from conftest import scenario_run
+from conftest import raw_envelopes, scenario_logs, scenario_run
 
 from tlindex.cli import cli
-from tlindex.diff import diff
+from tlindex.diff import compare, diff, graph_pairs
 
 
 def test_a_cold_and_a_warm_cache_run_match_every_compile_and_show_cache_and_time(db):
@@ -63,3 +63,62 @@ def test_cli_diff_table_json_and_bad_input(fixtures_db, db):
     assert unknown.exit_code == 1 and "no run match" in unknown.output
     same = runner.invoke(cli, ["diff", str(cold), str(cold), "--db", str(fixtures_db)])
     assert same.exit_code == 0 and "the same run twice" in same.output and "0 changed" in same.output
+
+
+def break_added_runs(db) -> tuple[int, int]:
+    """(run without the break, run with it) of the break_added pair, told apart by their raw logs."""
+    breaking = {path.name for path in scenario_logs("break_added")
+                if any(e.get("artifact", {}).get("name") == "dynamo_graph_break_reason" for e in raw_envelopes([path]))}
+    assert len(breaking) == 1
+    runs = {}
+    for run in scenario_run(db, "break_added"):
+        (name,) = db.execute("SELECT f.name FROM files f JOIN sources s ON s.file_id = f.id WHERE s.run_id = ?",
+                             (run,)).fetchone()
+        runs[name in breaking] = run
+    return runs[False], runs[True]
+
+
+def test_a_graph_break_added_mid_function_is_reported_once_and_the_rest_match_unchanged(db):
+    plain, breaking = break_added_runs(db)
+    result = diff(db, str(plain), str(breaking))
+    entries = result["compiles"]
+    assert result["summary"]["only_a"] == 0  # every compile of the run without the break is matched
+    # the break is reported once, on the function that now breaks, and comes first
+    with_new_breaks = [c for c in entries if c.get("detail", {}).get("graph_breaks", {}).get("added")]
+    assert len(with_new_breaks) == 1 and entries[0] is with_new_breaks[0]
+    (reason,) = with_new_breaks[0]["detail"]["graph_breaks"]["added"]
+    assert "torch._dynamo.graph_break()" in reason and with_new_breaks[0]["b"]["status"] == "break"
+    body_b = with_new_breaks[0]["b"]["id"]
+    # the compiles that started before the break compile, and those after it whose compile ids moved, are unchanged
+    others = [c for c in entries if c["a"] and c["b"] and c is not with_new_breaks[0]]
+    assert others and all(not c["changes"] for c in others)
+    before = [c for c in others if c["b"]["id"] < body_b and c["key"].get("compile") != "-/-"]
+    after = [c for c in others if c["b"]["id"] > body_b]
+    assert before and after and all(c["a"]["compile_id"] != c["b"]["compile_id"] for c in after)
+    # the resume function the break created is the one compile of B alone
+    (alone,) = [c for c in entries if c["a"] is None]
+    assert alone["b"]["co_name"].startswith("torch_dynamo_resume_in_" + with_new_breaks[0]["b"]["co_name"])
+
+
+def test_graph_diffs_show_the_code_cut_off_by_the_break(db):
+    plain, breaking = break_added_runs(db)
+    entry = next(c for c in diff(db, str(plain), str(breaking))["compiles"] if "graph" in c["changes"])
+    pairs = {pair.kind: pair for pair in graph_pairs(db, entry["a"]["id"], entry["b"]["id"])}
+    graph = pairs["dynamo_output_graph"]
+    # the code after the break: traced into A's graph, in B left to the resume function
+    after_break = "return (y * y).sum() + y"
+    assert after_break in graph.a_text and after_break not in graph.b_text
+    removed = [line for line in graph.unified().splitlines() if line.startswith("-") and not line.startswith("---")]
+    assert any(after_break in line for line in removed)
+    assert set(entry["detail"]["graph"]) == {kind for kind, pair in pairs.items() if pair.changed}
+
+
+def test_object_ids_in_guards_are_not_changes(db):
+    (run,) = scenario_run(db, "ddp_2ranks")
+    rank0, rank1 = db.execute("""
+        SELECT a.id, b.id FROM compiles a JOIN compiles b ON b.run_id = a.run_id AND b.compile_id = a.compile_id
+        AND b.rank = 1 WHERE a.run_id = ? AND a.rank = 0 AND a.co_name = 'forward'""", (run,)).fetchone()
+    ids = [{text for (text,) in db.execute("SELECT text FROM guards WHERE compile = ? AND guard_type = 'ID_MATCH'",
+                                           (compile,))} for compile in (rank0, rank1)]
+    assert ids[0] and ids[0] != ids[1]  # two processes: other addresses
+    assert "guards" not in compare(db, rank0, rank1)["changes"]

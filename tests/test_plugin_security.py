@@ -30,7 +30,9 @@ def _pages(conn) -> list[str]:
     (mapping,) = conn.execute("SELECT id FROM artifacts WHERE name = 'inductor_provenance_tracking_node_mappings' "
                               "AND payload IS NOT NULL LIMIT 1").fetchone()
     base = "/traces/-/tlindex"
-    return [base, f"{base}/run/{run}", f"{base}/run/{run}/chromium.json", f"{base}/trie/{run}",
+    pair = [row[0] for row in conn.execute("SELECT id FROM compiles WHERE run_id = ? LIMIT 2", (run,))]
+    return [base, f"{base}/diff/{run}/{run}", f"{base}/diff/compiles/{pair[0]}/{pair[1]}",
+            f"{base}/run/{run}", f"{base}/run/{run}/chromium.json", f"{base}/trie/{run}",
             f"{base}/trie/{run}/node/1", f"{base}/compile/{compile_id}", f"{base}/artifact/{artifact}",
             f"{base}/provenance/{mapping}", f"{base}/payload/{payload}", f"{base}/payload/{payload}.txt"]
 
@@ -90,7 +92,12 @@ async def test_odd_urls_answer_404_or_400_never_500(ds_plain):
                          (f"/traces/-/tlindex/trie/{run}?max_nodes=abc", 400),
                          (f"/traces/-/tlindex/trie/{run}?rank=x", 400),
                          (f"/traces/-/tlindex/trie/{run}/node/99999999999999999999999", 404),
-                         ("/traces/-/tlindex/artifact/abc", 404)]:
+                         ("/traces/-/tlindex/artifact/abc", 404),
+                         (f"/traces/-/tlindex/diff/{run}/99999999999999999999999", 404),
+                         (f"/traces/-/tlindex/diff/{run}/999999", 404),
+                         ("/traces/-/tlindex/diff/compiles/1/999999", 404),
+                         (f"/traces/-/tlindex/diff?a={run}&b=x", 400),
+                         (f"/traces/-/tlindex/diff?a={run}", 400)]:
         assert (await ds.client.get(path)).status_code == status, path
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import textwrap
 import time
 
 import click
@@ -232,7 +233,8 @@ def search(term: str, db_path: str, run_id: int | None, as_json: bool, limit: in
 @click.argument("run_b")
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: a, b, summary, compiles")
-def diff_command(run_a: str, run_b: str, db_path: str, as_json: bool) -> None:
+@click.option("--graphs", is_flag=True, help="Print a unified diff of each changed FX graph and generated code")
+def diff_command(run_a: str, run_b: str, db_path: str, as_json: bool, graphs: bool) -> None:
     """What changed between two runs (ids or unique label prefixes): compiles matched, changes ranked.
 
     Failures and new graph breaks come first, then the biggest compile-time regressions.
@@ -240,7 +242,7 @@ def diff_command(run_a: str, run_b: str, db_path: str, as_json: bool) -> None:
     import json
     import sqlite3
 
-    from .diff import diff
+    from .diff import diff, graph_pairs
     from .runs import UnknownRun
 
     if not os.path.exists(db_path):
@@ -248,11 +250,21 @@ def diff_command(run_a: str, run_b: str, db_path: str, as_json: bool) -> None:
     conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
     try:
         result = diff(conn, run_a, run_b)
+        unified = {}
+        if graphs:
+            for entry in result["compiles"]:
+                if "graph" in entry["changes"]:
+                    pairs = graph_pairs(conn, entry["a"]["id"], entry["b"]["id"])
+                    unified[entry["a"]["id"]] = [pair.unified() for pair in pairs if pair.changed]
     except UnknownRun as error:
         raise click.ClickException(str(error))
     finally:
         conn.close()
     if as_json:
+        if graphs:
+            for entry in result["compiles"]:
+                if entry["a"] and entry["a"]["id"] in unified:
+                    entry["graph_diffs"] = unified[entry["a"]["id"]]
         click.echo(json.dumps(result, indent=2))
         return
     a, b, summary = result["a"], result["b"], result["summary"]
@@ -276,6 +288,13 @@ def diff_command(run_a: str, run_b: str, db_path: str, as_json: bool) -> None:
             phases = ", ".join(f"{name} {a_s:.2f} -> {b_s:.2f}" for name, (a_s, b_s) in time_change["phases"].items())
             extra = f" ({time_change['a_s']:.2f} s -> {time_change['b_s']:.2f} s" + (f"; {phases}" if phases else "") + ")"
         click.echo(f"  [{side['compile_id']}]{rank} {side['co_name'] or ''}: {where}{extra}")
+        guards = entry.get("detail", {}).get("guards")
+        if guards:
+            click.echo(f"      guards: {len(guards['added'])} added, {len(guards['removed'])} removed")
+        for reason in entry.get("detail", {}).get("graph_breaks", {}).get("added", []):
+            click.echo(f"      new graph break: {' / '.join(line.strip() for line in reason.splitlines() if line.strip())[:200]}")
+        for text in unified.get(entry["a"]["id"] if entry["a"] else None, []):
+            click.echo(textwrap.indent(text, "      "), nl=False)
 
 
 @cli.command()

@@ -14,7 +14,8 @@ Changes. For each pair, by name: `status`, `graph_breaks` (reasons added or remo
 TIME_NOISE_S and TIME_NOISE_RATIO: timer noise of a small compile is not a regression; with the
 phases, from the chromium spans, that moved by as much: dynamo, tracing, backend, aot, inductor,
 codegen),
-`cache` (hit/miss/bypass per cache), `guards` (guard lines added or removed), `graph` (the FX
+`cache` (hit/miss/bypass per cache), `guards` (guard lines added or removed; object and type ids, which
+are addresses in one process, are not compared), `graph` (the FX
 graph or the generated code differs), `dynamic_shapes` (symbols), `bytes` (log bytes emitted, by
 more than BYTES_NOISE_RATIO). Ordered by what matters: failures and new graph breaks first, then the
 biggest compile-time regressions, then other changes, then compiles present in one run only.
@@ -22,10 +23,11 @@ biggest compile-time regressions, then other changes, then compiles present in o
 
 from __future__ import annotations
 
+import difflib
+import re
 import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import PurePath
 
 from .runs import resolve_run
 
@@ -35,6 +37,8 @@ BYTES_NOISE_RATIO = 0.1
 # Chromium spans that time a compile's phases (torch's dynamo_timed names), as the diff names them.
 PHASES = {"dynamo": "dynamo", "bytecode_tracing": "tracing", "backend_compile": "backend",
           "create_aot_dispatcher_function": "aot", "inductor_compile": "inductor", "code_gen": "codegen"}
+# Object and type ids in guards are addresses of one process: two runs never share them.
+PROCESS_ADDRESS = re.compile(r"(?<=, )\d{6,}(?=\))|(?<=___unnamed_scope_)\d+")  # in guards naming ___
 # The FX graphs and generated code compared.
 GRAPH_KINDS = ("dynamo_output_graph", "aot_forward_graph", "aot_backward_graph", "aot_inference_graph",
                "aot_joint_graph", "inductor_post_grad_graph", "inductor_output_code")
@@ -54,7 +58,7 @@ class Side:
     breaks: set[str] = field(default_factory=set)
     recompile_reason: str | None = None
     caches: dict[str, list[str]] = field(default_factory=dict)
-    guards: set[int] = field(default_factory=set)
+    guards: dict[int | str, tuple] = field(default_factory=dict)  # identity -> (type, guard); see _guard_identity
     graphs: dict[str, set[str]] = field(default_factory=dict)  # kind -> payloads
     symbols: set[str] = field(default_factory=set)
     phases: dict[str, float] = field(default_factory=dict)  # phase -> seconds, from chromium spans
@@ -64,12 +68,12 @@ class Side:
                 "co_name": self.co_name, "rank": self.rank, "bytes": self.bytes}
 
 
-def _sides(conn: sqlite3.Connection, run_id: int) -> list[tuple[tuple, Side]]:
-    """(key, side) of every compile of a run, in the order they happened."""
-    rows = conn.execute("""
+def _sides(conn: sqlite3.Connection, where: str, params: tuple) -> list[tuple[tuple, Side]]:
+    """(key, side) of every compile WHERE says (of one run), in the order they happened."""
+    rows = conn.execute(f"""
         SELECT id, compile_id, status, duration_s, co_name, co_filename, co_firstlineno, frame_compile_id,
                compiled_autograd_id, rank, source_id, envelope_bytes + payload_bytes, recompile_reason
-        FROM compiles WHERE run_id = ? ORDER BY id""", (run_id,)).fetchall()
+        FROM compiles WHERE {where} ORDER BY id""", params).fetchall()
     sides: dict[int, Side] = {}
     keyed = []
     anonymous_position: dict[tuple, int] = defaultdict(int)
@@ -81,7 +85,7 @@ def _sides(conn: sqlite3.Connection, run_id: int) -> list[tuple[tuple, Side]]:
             anonymous_position[rank] += 1
             key = (rank, "-/-", position)
         else:
-            key = (rank, name, PurePath(filename).name if filename else None, line,
+            key = (rank, name, filename.replace("\\", "/").rsplit("/", 1)[-1] if filename else None, line,
                    "ca" if ca is not None else "", frame_compile)
         keyed.append((key, side))
     ids = tuple(sides)
@@ -93,8 +97,11 @@ def _sides(conn: sqlite3.Connection, run_id: int) -> list[tuple[tuple, Side]]:
     for compile, cache, result in conn.execute(
             f"SELECT compile, cache, result FROM cache_events WHERE compile IN ({marks}) ORDER BY id", ids):
         sides[compile].caches.setdefault(cache, []).append(result)
-    for compile, key in conn.execute(f"SELECT compile, key FROM guards WHERE compile IN ({marks})", ids):
-        sides[compile].guards.add(key)
+    for compile, key, guard_type, text in conn.execute(
+            f"SELECT compile, key, guard_type, text FROM guards WHERE compile IN ({marks}) ORDER BY id", ids):
+        # the crc32 key of type and text, or the text without the addresses of one process
+        identity = f"{guard_type}: {PROCESS_ADDRESS.sub('<id>', text)}" if "___" in text else key
+        sides[compile].guards.setdefault(identity, (guard_type, text))
     kinds = ",".join(f"'{kind}'" for kind in GRAPH_KINDS)
     for compile, kind, payload in conn.execute(
             f"SELECT compile, kind, payload FROM artifacts WHERE compile IN ({marks}) AND kind IN ({kinds})", ids):
@@ -173,9 +180,10 @@ def _changes(a: Side, b: Side) -> tuple[list[str], dict]:
         detail["cache"] = {cache: [a.caches.get(cache), b.caches.get(cache)]
                            for cache in sorted(set(a.caches) | set(b.caches))
                            if a.caches.get(cache) != b.caches.get(cache)}
-    if a.guards != b.guards:
+    if a.guards.keys() != b.guards.keys():
         changes.append("guards")
-        detail["guards"] = {"added": len(b.guards - a.guards), "removed": len(a.guards - b.guards)}
+        detail["guards"] = {"added": _guard_lines(b.guards, b.guards.keys() - a.guards.keys()),
+                            "removed": _guard_lines(a.guards, a.guards.keys() - b.guards.keys())}
     differing = sorted(kind for kind in set(a.graphs) & set(b.graphs) if a.graphs[kind] != b.graphs[kind])
     if differing:  # only kinds both logged: a warm cache logs fewer graphs, not different ones
         changes.append("graph")
@@ -187,6 +195,11 @@ def _changes(a: Side, b: Side) -> tuple[list[str], dict]:
         changes.append("bytes")
         detail["bytes"] = [a.bytes, b.bytes]
     return changes, detail
+
+
+def _guard_lines(guards: dict[int | str, tuple], identities) -> list[str]:
+    return sorted(f"{guard_type}: {text}" if guard_type else text
+                  for guard_type, text in (guards[identity] for identity in identities))
 
 
 def _importance(entry: dict) -> tuple:
@@ -203,7 +216,7 @@ def diff(conn: sqlite3.Connection, run_a: str, run_b: str) -> dict:
     """The diff of two runs (ids or label prefixes), as one JSON-ready dict."""
     a, b = resolve_run(conn, run_a), resolve_run(conn, run_b)
     compiles = []
-    for key, side_a, side_b in _match(_sides(conn, a["id"]), _sides(conn, b["id"])):
+    for key, side_a, side_b in _match(_sides(conn, "run_id = ?", (a["id"],)), _sides(conn, "run_id = ?", (b["id"],))):
         changes, detail = _changes(side_a, side_b) if side_a and side_b else ([], {})
         entry = {"key": _key_dict(key), "a": side_a.brief() if side_a else None,
                  "b": side_b.brief() if side_b else None, "changes": changes}
@@ -217,6 +230,16 @@ def diff(conn: sqlite3.Connection, run_a: str, run_b: str) -> dict:
                         "only_a": sum(1 for c in compiles if c["b"] is None),
                         "only_b": sum(1 for c in compiles if c["a"] is None)},
             "compiles": compiles}
+
+
+def compare(conn: sqlite3.Connection, compile_a: int, compile_b: int) -> dict | None:
+    """Two compiles (row ids) as one entry of a diff, whether or not the diff would pair them; None if absent."""
+    sides = {side.id: (key, side) for key, side in _sides(conn, "id IN (?, ?)", (compile_a, compile_b))}
+    if compile_a not in sides or compile_b not in sides:
+        return None
+    (key, a), (_, b) = sides[compile_a], sides[compile_b]
+    changes, detail = _changes(a, b)
+    return {"key": _key_dict(key), "a": a.brief(), "b": b.brief(), "changes": changes, "detail": detail}
 
 
 def _key_dict(key: tuple) -> dict:
@@ -237,3 +260,43 @@ def _run_summary(conn: sqlite3.Connection, run: dict) -> dict:
     return {**run, "compiles": totals[0] or 0, "failures": totals[1] or 0, "recompiles": totals[2] or 0,
             "graph_breaks": totals[3] or 0, "compile_time_s": totals[4] or 0.0, "ranks": ranks,
             "log_bytes_by_kind": volume}
+
+
+@dataclass
+class GraphPair:
+    """One FX graph or generated code of a kind both compiles logged, A's and B's (the n-th of each)."""
+
+    kind: str
+    name: str
+    a_artifact: int
+    b_artifact: int
+    a_text: str
+    b_text: str
+
+    @property
+    def changed(self) -> bool:
+        return self.a_text != self.b_text
+
+    def unified(self, context: int = 3) -> str:
+        """A unified diff of the two texts ('' when they are the same)."""
+        return "".join(difflib.unified_diff(
+            self.a_text.splitlines(keepends=True), self.b_text.splitlines(keepends=True),
+            fromfile=f"a/{self.name} (artifact {self.a_artifact})",
+            tofile=f"b/{self.name} (artifact {self.b_artifact})", n=context))
+
+
+def graph_pairs(conn: sqlite3.Connection, compile_a: int, compile_b: int) -> list[GraphPair]:
+    """The graphs and generated code of two compiles, paired per kind in log order (kinds both logged)."""
+    kinds = ",".join(f"'{kind}'" for kind in GRAPH_KINDS)
+    logged: dict[int, dict[str, list[tuple]]] = {compile_a: {}, compile_b: {}}
+    for compile, artifact, kind, name, text in conn.execute(f"""
+            SELECT a.compile, a.id, a.kind, coalesce(a.name, a.kind), p.text FROM artifacts a
+            JOIN payloads p ON p.hash = a.payload
+            WHERE a.compile IN (?, ?) AND a.kind IN ({kinds}) ORDER BY a.id""", (compile_a, compile_b)):
+        logged[compile].setdefault(kind, []).append((artifact, name, text))
+    pairs = []
+    for kind in GRAPH_KINDS:
+        for (a_id, name, a_text), (b_id, _, b_text) in zip(logged[compile_a].get(kind, []),
+                                                           logged[compile_b].get(kind, [])):
+            pairs.append(GraphPair(kind, name, a_id, b_id, a_text, b_text))
+    return pairs

@@ -112,6 +112,15 @@ class Urls:
     def payload(self, digest: str, raw: bool = False) -> str:
         return f"{self.base}/-/tlindex/payload/{digest}" + (".txt" if raw else "")
 
+    def diff(self, run_a: int | None = None, run_b: int | None = None) -> str:
+        """The diff of two runs; without them, the form's target."""
+        if run_a is None or run_b is None:
+            return f"{self.base}/-/tlindex/diff"
+        return f"{self.base}/-/tlindex/diff/{int(run_a)}/{int(run_b)}"
+
+    def diff_compiles(self, compile_a: int, compile_b: int) -> str:
+        return f"{self.base}/-/tlindex/diff/compiles/{int(compile_a)}/{int(compile_b)}"
+
     def search(self, term: str | None = None, run: int | None = None) -> str:
         return self._with(f"{self.base}/-/tlindex/search", {"q": term or None, "run": run})
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 
-from markupsafe import Markup
+from markupsafe import Markup, escape
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CppLexer, JsonLexer, PythonLexer, TextLexer
+from pygments.token import STANDARD_TYPES
 
 # Above this size a payload is shown as plain text: highlighting it would make the page slow.
 HIGHLIGHT_LIMIT = 400_000
@@ -76,3 +77,27 @@ def render_payload(text: str, lang: str) -> Markup:
 
 def stylesheet() -> str:
     return FORMATTER.get_style_defs(".highlight")
+
+
+def highlighted_lines(text: str, lang: str) -> list[Markup]:
+    """The text's lines as highlighted HTML, one per line (tokens spanning lines are split)."""
+    lines = text.split("\n")
+    if len(text) > HIGHLIGHT_LIMIT or lang not in ("python", "cpp", "json"):
+        return [escape(line) for line in lines]
+    lexer = {"python": PythonLexer, "cpp": CppLexer, "json": JsonLexer}[lang](stripnl=False, ensurenl=False)
+    out: list[Markup] = [Markup("")]
+    for token, value in lexer.get_tokens(text):
+        css = _css_class(token)
+        for n, part in enumerate(value.split("\n")):
+            if n:
+                out.append(Markup(""))
+            if part:
+                out[-1] += Markup('<span class="{}">{}</span>').format(css, part) if css else escape(part)
+    return out
+
+
+def _css_class(token) -> str:
+    """Pygments' short class for a token type (as HtmlFormatter names it), or '' for plain text."""
+    while token not in STANDARD_TYPES:
+        token = token.parent
+    return STANDARD_TYPES[token]

@@ -383,8 +383,37 @@ with torch.no_grad():
 EXTRA_ENV = {"collectives_3ranks": {"LOG_TLPARSE": "1"}, "draft_export": {"TORCH_DTRACE": "{trace}"},
              "provenance": {"INDUCTOR_PROVENANCE": "1"}}
 
-# Scenarios whose program runs more than once into the same trace dir.
-RUNS = {"cache": 2}
+# A graph break added in the middle of a function: the same program run twice in two
+# processes from one directory (same file, same line numbers); the second run sets
+# ADD_BREAK=1, so `body` breaks between its two halves (a resume function is compiled)
+# and every later frame id moves by one. `tlindex diff` must match `prepare`, `body`
+# and `finish` and report the break once. aot_eager keeps compile times small and
+# stable, so timer noise does not read as a change.
+SCENARIOS["break_added"] = """
+ADD_BREAK = os.environ.get("ADD_BREAK") == "1"
+
+@torch.compile(backend="aot_eager")
+def prepare(x):
+    return (x * 2).sin()
+
+@torch.compile(backend="aot_eager")
+def body(x):
+    y = x.cos() + 1
+    if ADD_BREAK:
+        torch._dynamo.graph_break()
+    return (y * y).sum() + y
+
+@torch.compile(backend="aot_eager")
+def finish(x):
+    return x.tanh().mean()
+
+x = torch.randn(8)
+finish(body(prepare(x)) * x)
+"""
+
+# Scenarios whose program runs more than once into the same trace dir, with the
+# environment of each run.
+RUNS = {"cache": [{}, {}], "break_added": [{}, {"ADD_BREAK": "1"}]}
 
 
 def program(name: str) -> str:
@@ -410,9 +439,9 @@ def run_scenario(name: str, python: str, out_root: Path) -> list[Path]:
             PYTHONDONTWRITEBYTECODE="1",
         )
         env.update({k: v.format(trace=trace_dir) for k, v in EXTRA_ENV.get(name, {}).items()})
-        for _ in range(RUNS.get(name, 1)):
+        for run_env in RUNS.get(name, [{}]):
             proc = subprocess.run(
-                [python, script.name], cwd=tmp_path, env=env, capture_output=True, text=True,
+                [python, script.name], cwd=tmp_path, env={**env, **run_env}, capture_output=True, text=True,
                 timeout=900,
             )
             if proc.returncode != 0:

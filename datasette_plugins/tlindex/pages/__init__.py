@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import artifact, compile, provenance, run, runs, search, trie
+from . import artifact, compile, diff, provenance, run, runs, search, trie
 
 _DB = r"(?P<database>[^/]+)"
 _ID = r"(?P<{}>-?\d+)"  # ids: anything else is not a route (404)
@@ -10,6 +10,9 @@ _ID = r"(?P<{}>-?\d+)"  # ids: anything else is not a route (404)
 ROUTES = [
     (rf"^/{_DB}/-/tlindex$", runs.runs_page),
     (rf"^/{_DB}/-/tlindex/search$", search.search_page),
+    (rf"^/{_DB}/-/tlindex/diff$", diff.diff_pick),
+    (rf"^/{_DB}/-/tlindex/diff/{_ID.format('a')}/{_ID.format('b')}$", diff.diff_page),
+    (rf"^/{_DB}/-/tlindex/diff/compiles/{_ID.format('ca')}/{_ID.format('cb')}$", diff.pair_page),
     (rf"^/{_DB}/-/tlindex/run/{_ID.format('run')}$", run.run_page),
     (rf"^/{_DB}/-/tlindex/run/{_ID.format('run')}/chromium\.json$", run.chromium_trace),
     (rf"^/{_DB}/-/tlindex/trie/{_ID.format('run')}$", trie.trie_page),
