@@ -266,3 +266,23 @@ def test_two_runs_compared_from_the_runs_page_to_their_graphs_side_by_side(serve
     removed = page.locator("table.sidebyside tr.delete td.a, table.sidebyside tr.replace td.a")
     assert removed.filter(has_text="return (y * y).sum() + y").count() >= 1
     shot(page, "diff_compiles")
+
+
+def test_a_report_opened_from_file_urls_leads_from_trie_to_compile_to_artifact(server, page, tmp_path):
+    _, path = server
+    conn = sqlite3.connect(path)
+    (run,) = scenario_run(conn, "graph_breaks")
+    subprocess.run([sys.executable, "-m", "tlindex.cli", "report", "--db", str(path), "--run", str(run), "-o",
+                    str(tmp_path / "report"), "--silent"], check=True)
+    page.goto((tmp_path / "report" / "index.html").as_uri())
+    assert page.locator("h1").inner_text().startswith("Run graph_breaks")
+    assert page.locator("link[href='assets/app.css']").count() == 1
+    assert page.evaluate("getComputedStyle(document.querySelector('header')).backgroundColor") != "rgba(0, 0, 0, 0)"
+    follow(page, "p.trie-links a")
+    assert page.url.endswith("/trie.html")
+    shot(page, "report_trie")
+    follow(page, page.locator(".stack-trie a.compile", has_text="[0/0]").first)
+    assert page.url.startswith("file://") and "/compiles/" in page.url and "[0/0]" in page.locator("h1").inner_text()
+    follow(page, page.locator("table.artifacts a", has_text="dynamo_output_graph").first)
+    assert "/payloads/" in page.url and page.locator(".highlight .k").count() > 0
+    shot(page, "report_artifact")

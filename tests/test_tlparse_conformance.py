@@ -12,6 +12,7 @@ says the same.
 from __future__ import annotations
 
 import json
+import math
 import re
 import sqlite3
 from collections import Counter
@@ -20,10 +21,11 @@ from pathlib import Path
 
 import pytest
 from conftest import DATA, SHARED_CORPUS, connect
-from tlparse_output import TlparseOutput, run_all_ranks, run_tlparse, tlparse_binary
+from tlparse_output import TlparseOutput, comparable_raw_line, run_all_ranks, run_tlparse, tlparse_binary
 
 from tlindex.discover import discover
 from tlindex.queries import load_queries, run_sql
+from tlindex.tlparse_files import Links, compile_directory, raw_jsonl
 from tlindex.tlparse_names import compile_key, output_name
 
 TLPARSE = tlparse_binary()
@@ -39,9 +41,9 @@ RANKLESS_AFTER_RANK = (
     "torch_version artifact so): tlparse skips them as other_rank, so its [-/-] lacks them (or is "
     "missing); tlindex keeps them in the rank's process")
 KNOWN_DIFFERENCES: list[tuple[str, set[str], str]] = [
-    ("ddp_2ranks/*", {"compile_ids", "outputs"}, RANKLESS_AFTER_RANK),
-    ("ddp_4ranks_diverge/*", {"compile_ids", "outputs"}, RANKLESS_AFTER_RANK),
-    ("collectives_3ranks/*", {"compile_ids", "outputs"}, RANKLESS_AFTER_RANK),
+    ("ddp_2ranks/*", {"compile_ids", "outputs", "report_directory"}, RANKLESS_AFTER_RANK),
+    ("ddp_4ranks_diverge/*", {"compile_ids", "outputs", "report_directory"}, RANKLESS_AFTER_RANK),
+    ("collectives_3ranks/*", {"compile_ids", "outputs", "report_directory"}, RANKLESS_AFTER_RANK),
     ("draft_export/*", {"records"},
      "tlparse 0.4.3 cannot read torch 2.13's guard_added records whose frame_locals hold lists "
      "(Stats fail_json) and drops them; tlindex keeps them"),
@@ -95,7 +97,23 @@ def tlindex_side(conn: sqlite3.Connection, log: Path) -> TlparseOutput:
     (records, md5_failures) = conn.execute(
         "SELECT count(*), coalesce(sum(md5_ok = 0), 0) FROM envelopes e JOIN sources s ON s.id = e.source_id "
         "WHERE s.file_id = ? AND e.kind != 'str'", (file_id,)).fetchone()
-    return TlparseOutput({"records": records, "fail_payload_md5": md5_failures}, directory, statuses, failures)
+    links = Links(lambda digest: digest, lambda digest: digest, str)
+    report_directory = {key: [a["name"] for a in value["artifacts"]]
+                        for key, value in compile_directory(conn, file_id, links).items()}
+    raw = [comparable_raw_line(line) for line in raw_jsonl(conn, file_id, lambda digest: digest)]
+    return TlparseOutput({"records": records, "fail_payload_md5": md5_failures}, directory, statuses, failures,
+                         report_directory, raw)
+
+
+def _close(a, b) -> bool:
+    """Equal JSON, floats to the last bits (tlparse's float parsing rounds differently from Python's)."""
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-12)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    return a == b
 
 
 def differences(theirs: TlparseOutput, ours: TlparseOutput) -> dict[str, str]:
@@ -122,6 +140,15 @@ def differences(theirs: TlparseOutput, ours: TlparseOutput) -> dict[str, str]:
     if Counter(theirs.failures) != Counter(ours.failures):
         found["failures"] = (f"only tlparse {list((Counter(theirs.failures) - Counter(ours.failures)).elements())}, "
                              f"only tlindex {list((Counter(ours.failures) - Counter(theirs.failures)).elements())}")
+    their_directory = {key: names for key, names in theirs.directory.items() if not key.startswith("unknown")}
+    if list(their_directory.items()) != list(ours.report_directory.items()):
+        found["report_directory"] = (f"tlparse compile_directory.json {their_directory}, tlindex report's "
+                                     f"{ours.report_directory}")
+    if not _close(theirs.raw, ours.raw):
+        differing = next((i for i, (a, b) in enumerate(zip(theirs.raw, ours.raw)) if not _close(a, b)),
+                         min(len(theirs.raw), len(ours.raw)))
+        found["raw_jsonl"] = (f"{len(theirs.raw)} lines from tlparse, {len(ours.raw)} from tlindex; first differing "
+                              f"line {differing + 1}")
     seen = theirs.stats.get("ok", 0) + theirs.stats.get("other_rank", 0)
     if seen != ours.stats["records"]:
         found["records"] = f"tlparse Stats ok + other_rank = {seen}, tlindex non-str envelopes {ours.stats['records']}"

@@ -42,6 +42,8 @@ class TlparseOutput:
     directory: dict[str, list[str]]          # compile key (brackets and attempt kept) -> output names
     statuses: dict[str, set[str]] = field(default_factory=dict)   # folded key -> statuses in the trie
     failures: list[tuple[str, str, str]] = field(default_factory=list)  # (folded key, type, reason)
+    report_directory: dict[str, list[str]] = field(default_factory=dict)  # tlindex report's compile_directory.json
+    raw: list[dict] = field(default_factory=list)  # raw.jsonl, each line parsed, payload_filename left out
 
 
 def run_tlparse(binary: str, log: Path, out: Path) -> TlparseOutput:
@@ -61,7 +63,18 @@ def run_tlparse(binary: str, log: Path, out: Path) -> TlparseOutput:
     failures_page = (out / "failures_and_restarts.html").read_text()
     failures = [(fold_attempt(key), html.unescape(kind).strip(), html.unescape(reason).strip())
                 for key, kind, reason in FAILURE_ROW_RE.findall(failures_page)]
-    return TlparseOutput(stats, directory, statuses, failures)
+    raw = [comparable_raw_line(line) for line in (out / "raw.jsonl").read_text().splitlines()]
+    return TlparseOutput(stats, directory, statuses, failures, raw=raw)
+
+
+def comparable_raw_line(line: str) -> dict:
+    """A raw.jsonl line without what differs by design: payload_filename (each tool's layout) and the
+    timestamp's year (glog has none: tlparse writes the current year, tlindex the year inferred at ingest)."""
+    record = json.loads(line)
+    record.pop("payload_filename", None)
+    if isinstance(record.get("timestamp"), str):
+        record["timestamp"] = record["timestamp"][4:]
+    return record
 
 
 def run_all_ranks(binary: str, directory: Path, out: Path) -> str:

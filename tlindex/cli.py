@@ -298,6 +298,84 @@ def diff_command(run_a: str, run_b: str, db_path: str, as_json: bool, graphs: bo
 
 
 @cli.command()
+@click.argument("paths", nargs=-1)
+@click.option("-o", "--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Folder to write (must be empty, or a report with --overwrite)")
+@click.option("--db", "db_path", type=click.Path(dir_okay=False), envvar="TLINDEX_DB",
+              help="Database to read (and, with PATHs, to ingest into) [default: traces.db; with PATHs a "
+                   "temporary one]")
+@click.option("--run", "run_names", multiple=True, help="Only this run (id or label prefix; repeatable)")
+@click.option("--open", "open_browser", is_flag=True, help="Open the report in a browser")
+@click.option("--overwrite", is_flag=True, help="Replace DIR when it holds a report already")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Files parsed in parallel [default: all cores]")
+@click.option("--silent", is_flag=True, help="No progress")
+def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names: tuple[str, ...],
+           open_browser: bool, overwrite: bool, jobs: int | None, silent: bool) -> None:
+    """Write a folder of static pages: logs (PATHs, as ingest takes them) or runs of a database.
+
+    With one run, DIR/index.html is its run page and DIR/compile_directory.json and DIR/raw.jsonl are
+    in tlparse's formats; with several, DIR/index.html lists them and each has DIR/run-<id>/. Links are
+    relative and assets local: the folder works from file:// and from any static host.
+    """
+    import tempfile
+    from pathlib import Path
+
+    from .db import DatabaseError
+    from .ingest import ingest as run_ingest
+    from .report import ReportError, check_out_dir, runs_by_name, runs_of_paths, write_report
+    from .runs import UnknownRun
+
+    out = Path(out_dir)
+    failed = False
+    with tempfile.TemporaryDirectory(prefix="tlindex-report-") as scratch:
+        try:
+            check_out_dir(out, overwrite)  # before any work
+            if paths:
+                db = Path(db_path) if db_path else Path(scratch) / "traces.db"
+                bar = ProgressBar(enabled=not silent and sys.stderr.isatty())
+                try:
+                    summary = run_ingest(db, list(paths), jobs=jobs, progress=bar.update)
+                finally:
+                    bar.close()
+                for problem in summary.problems:
+                    click.echo(f"error: {problem}", err=True)
+                failed = bool(summary.problems)
+                if not db.exists():
+                    raise ReportError("nothing to report: no log was read")
+                runs = runs_of_paths(db, list(paths))
+                if run_names:
+                    runs = sorted(set(runs) & set(runs_by_name(db, list(run_names))))
+            else:
+                db = Path(db_path or DEFAULT_DB)
+                if not db.exists():
+                    raise ReportError(f"{db}: no such database (give logs, or run `tlindex ingest` first)")
+                runs = runs_by_name(db, list(run_names))
+            show = not silent and sys.stderr.isatty()
+
+            def progress(pages: int) -> None:
+                if show and pages % 25 == 0:
+                    click.echo(f"\rWriting the report: {pages:,} pages", err=True, nl=False)
+
+            written = write_report(db, out, runs, overwrite, progress)
+        except (ReportError, UnknownRun, DatabaseError) as error:
+            raise click.ClickException(str(error))
+    if show:
+        click.echo("", err=True)
+    for warning in written.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    index = out / "index.html"
+    if not silent:
+        click.echo(f"Report of {len(runs)} run{'s' * (len(runs) != 1)}: {written.pages:,} pages, "
+                   f"{written.payloads:,} payloads, {written.bytes / 1e6:,.1f} MB in {out} (open {index})", err=True)
+    if open_browser:
+        import webbrowser
+
+        webbrowser.open(index.resolve().as_uri())
+    if failed:
+        sys.exit(1)
+
+
+@cli.command()
 @output_options
 def queries(**output) -> None:
     """List the canned queries with their titles and parameters."""

@@ -13,18 +13,15 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 
 from datasette import hookimpl
 from markupsafe import Markup
 
+from .cells import cell_link
 from .database import Urls, denied, is_tlindex, known_tlindex
 from .pages import ROUTES
 
 log = logging.getLogger(__name__)
-
-HASH_COLUMNS = {"payload", "dynamo_config", "inductor_config", "functorch_config", "compiler_config"}
-HASH_RE = re.compile(r"^[0-9a-f]{32}$")
 
 
 def _canned_queries() -> dict[str, dict]:
@@ -80,39 +77,13 @@ def startup(datasette):
     return inner
 
 
-def _value(value):
-    return value.get("value") if isinstance(value, dict) else value
-
-
-def _row_get(row, key):
-    try:
-        return row[key]
-    except (KeyError, IndexError, TypeError):
-        return None
-
-
 @hookimpl
 def render_cell(row, value, column, table, database, datasette):
     """Link compile ids, payload hashes, artifacts and runs to the tlindex pages."""
     if not known_tlindex(datasette, database):
         return None
     try:
-        raw = _value(value)
-        if raw is None:
-            return None
-        urls = Urls(datasette, database)
-        if column == "compile" and isinstance(raw, int):
-            label = _row_get(row, "compile_id") or f"compile {raw}"
-            return Markup('<a href="{}">{}</a>').format(urls.compile(raw), label)
-        if column == "compile_id" and isinstance(_value(_row_get(row, "compile")), int):
-            return Markup('<a href="{}">{}</a>').format(urls.compile(_value(_row_get(row, "compile"))), raw)
-        if (column in HASH_COLUMNS or (table == "payloads" and column == "hash")) and \
-                isinstance(raw, str) and HASH_RE.match(raw):
-            return Markup('<a href="{}" title="{}">{}…</a>').format(urls.payload(raw), raw, raw[:10])
-        if column == "artifact" and isinstance(raw, int):
-            return Markup('<a href="{}">artifact {}</a>').format(urls.artifact(raw), raw)
-        if column == "run_id" and isinstance(raw, int):
-            return Markup('<a href="{}">run {}</a>').format(urls.run(raw), raw)
+        return cell_link(Urls(datasette, database), row, column, value, table)
     except Exception:
         log.exception("tlindex: render_cell")
     return None

@@ -173,6 +173,11 @@ def int_arg(request, name: str, default: int | None) -> int | None:
     text = request.args.get(name)
     if text in (None, ""):
         return default
+    return int_value(name, text)
+
+
+def int_value(name: str, text: str) -> int:
+    """One value of a whole-number query-string argument, else 400."""
     try:
         value = int(text)
     except ValueError:

@@ -6,15 +6,18 @@ import sqlite3
 
 from tlindex.findings import findings, problems
 
-from ..database import dicts, one, open_database, render
+from ..database import dicts, int_value, one, open_database, render
 
 
-def runs_data(conn: sqlite3.Connection) -> list[dict]:
+def runs_data(conn: sqlite3.Connection, only: list[int] | None = None) -> list[dict]:
+    """Every run (or those of `only`), with its counts, worst finding and biggest compile."""
     runs = dicts(conn.execute("""
         SELECT r.*, (SELECT count(*) FROM compiles c WHERE c.run_id = r.id AND c.compile_id != '-/-') AS compiles,
                (SELECT count(*) FROM compiles c WHERE c.run_id = r.id AND c.status = 'error') AS errors,
                (SELECT sum(bytes) FROM sources s WHERE s.run_id = r.id) AS bytes
         FROM runs r ORDER BY r.start_time, r.id"""))
+    if only is not None:
+        runs = [run for run in runs if run["id"] in only]
     for run in runs:
         found = findings(conn, run["id"])
         run["worst"] = (problems(found) or [None])[0]
@@ -29,5 +32,6 @@ def runs_data(conn: sqlite3.Connection) -> list[dict]:
 async def runs_page(datasette, request):
     opened = await open_database(datasette, request)
     db, urls = opened.db, opened.urls
-    runs = await db.execute_fn(runs_data)
+    only = [int_value("run", text) for text in request.args.getlist("run")] or None
+    runs = await db.execute_fn(lambda conn: runs_data(conn, only))
     return await render(datasette, request, "runs.html", {"database": db.name, "runs": runs, "u": urls})

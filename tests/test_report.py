@@ -1,0 +1,154 @@
+"""tlindex report: a static folder of the plugin's pages whose every link and asset resolves inside it."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import sqlite3
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+from click.testing import CliRunner
+from conftest import DATA, connect, scenario_logs, scenario_run
+
+from tlindex.cli import cli
+from tlindex.report import ReportError, write_report
+
+SCENARIOS = sorted(path.name for path in DATA.iterdir() if path.is_dir())
+LINK_RE = re.compile(r'\b(?:href|src)="([^"]*)"')
+
+
+def broken_links(folder: Path) -> list[str]:
+    """Every href/src of every page of the folder that does not lead to a file of it (or to its anchor)."""
+    broken = []
+    for page in folder.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        for value in LINK_RE.findall(text):
+            link = html.unescape(value)
+            if link.startswith(("http://", "https://", "mailto:", "data:")) or link.startswith("#"):
+                continue
+            if link.startswith("/") or ":" in link.split("/")[0]:
+                broken.append(f"{page.relative_to(folder)}: absolute link {link}")
+                continue
+            path, _, fragment = link.partition("#")
+            target = (page.parent / unquote(path)).resolve()
+            if not target.is_file() or folder.resolve() not in target.parents:
+                broken.append(f"{page.relative_to(folder)}: {link}")
+            elif fragment and f'id="{fragment}"' not in target.read_text(encoding="utf-8", errors="replace"):
+                broken.append(f"{page.relative_to(folder)}: {link} (no such anchor)")
+    return broken
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_every_link_and_asset_of_every_page_resolves_in_the_folder(fixtures_db, scenario, tmp_path):
+    conn = connect(fixtures_db)
+    runs = scenario_run(conn, scenario)
+    out = tmp_path / "report"
+    summary = write_report(fixtures_db, out, runs, overwrite=False)
+    assert summary.pages > 0 and not summary.warnings
+    assert broken_links(out) == []
+    assert {p.name for p in (out / "assets").iterdir()} >= {"app.css", "tlindex.css", "tlindex.js"}
+    for run in runs:
+        folder = out if len(runs) == 1 else out / f"run-{run}"
+        assert (folder / "index.html").is_file() and (folder / "trie.html").is_file()
+        compiles = {row[0] for row in conn.execute("SELECT id FROM compiles WHERE run_id = ?", (run,))}
+        assert {int(p.stem) for p in (folder / "compiles").glob("*.html")} == compiles
+        files = conn.execute("SELECT DISTINCT file_id FROM sources WHERE run_id = ?", (run,)).fetchall()
+        directories = [folder / "compile_directory.json"] if len(files) == 1 else \
+            sorted(folder.glob("*/compile_directory.json"))
+        assert len(directories) == len(files)
+        for directory in directories:  # its urls lead to files of the report too
+            for entry in json.loads(directory.read_text()).values():
+                for artifact in entry["artifacts"]:
+                    for url in (artifact["url"], artifact["readable_url"]):
+                        if url and not url.startswith(("http://", "https://")):
+                            assert (directory.parent / url).is_file(), url
+            raw = (directory.parent / "raw.jsonl").read_text().splitlines()
+            assert "string_table" in json.loads(raw[0]) and len(raw) > 1
+    if len(runs) > 1:
+        index = (out / "index.html").read_text()
+        assert all(f'href="run-{run}/index.html"' in index for run in runs)
+    # each payload once, as text, named by its hash
+    for text_file in (out / "payloads").glob("*.txt"):
+        (text,) = conn.execute("SELECT text FROM payloads WHERE hash = ?", (text_file.stem,)).fetchone()
+        assert text_file.read_bytes() == text.encode("utf-8")
+
+def test_a_hostile_log_is_escaped_in_every_page_of_its_report(tmp_path):
+    # HAND-MADE log (not written by torch): hostile names and payload.
+    import hashlib
+
+    payload = b"<script>alert('x')</script>\n<img src=x onerror=alert(1)>"
+    lines = [b'V1122 09:00:00.000000 7 torch/_logging/structured.py:28] {"str": ["/tmp/<b>evil</b>.py", 0]}',
+             b'V1122 09:00:00.100000 7 torch/_dynamo/convert_frame.py:1] {"dynamo_start": {"stack": [{"line": 1, '
+             b'"name": "<script>f</script>", "filename": 0}]}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0}',
+             b'V1122 09:00:00.200000 7 torch/_dynamo/guards.py:1] {"artifact": {"name": "<script>name</script>", '
+             b'"encoding": "string"}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0, "has_payload": "'
+             + hashlib.md5(payload).hexdigest().encode() + b'"}']
+    lines += [b"\t" + line for line in payload.split(b"\n")]
+    log = tmp_path / "dedicated_log_torch_trace_evil.log"
+    log.write_bytes(b"\n".join(lines) + b"\n")
+    result = CliRunner().invoke(cli, ["report", str(log), "-o", str(tmp_path / "out"), "--silent"])
+    assert result.exit_code == 0, result.output
+    pages = list((tmp_path / "out").rglob("*.html"))
+    assert pages
+    for page in pages:
+        text = page.read_text()
+        assert "<script>alert" not in text and "<script>f</script>" not in text and "<img src=x" not in text, page
+        assert "<b>evil" not in text, page
+
+
+def test_the_folder_is_refused_unless_empty_or_a_report_replaced_with_overwrite(fixtures_db, tmp_path):
+    (run,) = scenario_run(connect(fixtures_db), "graph_breaks")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    with pytest.raises(ReportError, match="not empty"):
+        write_report(fixtures_db, mine, [run], overwrite=False)
+    with pytest.raises(ReportError, match="holds no report"):
+        write_report(fixtures_db, mine, [run], overwrite=True)
+    assert (mine / "notes.txt").read_text() == "keep me"
+    out = tmp_path / "out"
+    write_report(fixtures_db, out, [run], overwrite=False)
+    with pytest.raises(ReportError, match="not empty"):
+        write_report(fixtures_db, out, [run], overwrite=False)
+    write_report(fixtures_db, out, [run], overwrite=True)
+    assert (out / "index.html").is_file()
+    assert [p.name for p in tmp_path.iterdir() if "partial" in p.name] == []
+
+
+def test_an_interrupted_report_leaves_no_folder(fixtures_db, tmp_path, monkeypatch):
+    from datasette_plugins.tlindex import report
+
+    (run,) = scenario_run(connect(fixtures_db), "graph_breaks")
+
+    def fail(self, path, body):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report.Report, "_save", fail)
+    with pytest.raises(KeyboardInterrupt):
+        write_report(fixtures_db, tmp_path / "out", [run], overwrite=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_report_of_logs_uses_a_temporary_database_and_of_a_database_its_runs(fixtures_db, tmp_path,
+                                                                                 monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    logs = [str(path) for path in scenario_logs("cache")]  # two runs
+    result = runner.invoke(cli, ["report", *logs, "-o", "from_logs", "--silent"])
+    assert result.exit_code == 0, result.output
+    assert not Path("traces.db").exists()  # the temporary database is gone
+    assert len(list(Path("from_logs").glob("run-*/index.html"))) == 2
+    conn = sqlite3.connect(fixtures_db)
+    (run,) = scenario_run(conn, "export")
+    label = conn.execute("SELECT label FROM runs WHERE id = ?", (run,)).fetchone()[0]
+    result = runner.invoke(cli, ["report", "--db", str(fixtures_db), "--run", label, "-o", "one", "--silent"])
+    assert result.exit_code == 0, result.output
+    assert Path("one/index.html").is_file() and Path("one/compile_directory.json").is_file()
+    assert f"Run {html.escape(label)}" in Path("one/index.html").read_text()
+    result = runner.invoke(cli, ["report", "--db", str(fixtures_db), "--run", "no-such-run", "-o", "none"])
+    assert result.exit_code == 1 and "no run" in result.output and not Path("none").exists()
+    shutil.rmtree("from_logs")

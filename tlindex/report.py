@@ -1,0 +1,79 @@
+"""`tlindex report`: which runs, which database, which folder; the pages come from the plugin's renderer.
+
+The report is written into a fresh folder beside DIR and moved into place when complete, so an
+interrupted report leaves no half-written DIR. An existing DIR is replaced only with
+`overwrite`, and only when it holds a report (tlindex's, or tlparse's compile_directory.json):
+`-o ~ --overwrite` must not delete a home directory.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import tempfile
+from pathlib import Path
+
+from .discover import discover
+from .runs import resolve_run
+
+MARKER = "tlindex-report.json"
+
+
+class ReportError(Exception):
+    """A report that cannot be written: the message names the folder or database and why."""
+
+
+def check_out_dir(out: Path, overwrite: bool) -> None:
+    """Refuse a non-empty DIR unless overwrite is given and DIR holds a report."""
+    if out.exists() and not out.is_dir():
+        raise ReportError(f"{out}: exists and is not a directory")
+    if not out.exists() or not any(out.iterdir()):
+        return
+    if not overwrite:
+        raise ReportError(f"{out}: not empty (give --overwrite to replace it)")
+    if not ((out / MARKER).exists() or (out / "compile_directory.json").exists()):
+        raise ReportError(f"{out}: refusing to replace a directory that holds no report "
+                          f"(no {MARKER} or compile_directory.json in it)")
+
+
+def runs_of_paths(db_path: Path, paths: list[str]) -> list[int]:
+    """The runs holding the logs PATHs name (as discovered by ingest)."""
+    files, _ = discover(paths)
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        wanted = {str(path.resolve()) for path in files}
+        return sorted({run for (path, run) in conn.execute(
+            "SELECT f.path, s.run_id FROM files f JOIN sources s ON s.file_id = f.id") if path in wanted})
+    finally:
+        conn.close()
+
+
+def runs_by_name(db_path: Path, names: list[str]) -> list[int]:
+    """Runs by id or label prefix; every run when none are named."""
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        if not names:
+            return [row[0] for row in conn.execute("SELECT id FROM runs ORDER BY id")]
+        return sorted({resolve_run(conn, name)["id"] for name in names})
+    finally:
+        conn.close()
+
+
+def write_report(db_path: Path, out: Path, runs: list[int], overwrite: bool, progress=None):
+    """Write the report of `runs` to `out` (checked with check_out_dir first); its summary."""
+    from datasette_plugins.tlindex.report import Report
+
+    if not runs:
+        raise ReportError(f"{db_path}: no run to report")
+    check_out_dir(out, overwrite)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:
+        summary = Report(db_path, partial, runs, progress).write()
+        if out.exists():
+            shutil.rmtree(out)
+        partial.rename(out)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return summary
