@@ -36,8 +36,10 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "out"
 CORPUS = [ROOT / "tests" / "data", ROOT.parent / "shared" / "corpus" / "tlparse"]
+STATS_RE = re.compile(r"Stats \{ (.*?) \}")
 ENVELOPE_RE = re.compile(rb"^([VIWEC]\d{4} [\d:.]+ +)(\d+)( .+?:\d+\] )(\{.*\})(\r?\n)$")
 FRAME_SHIFT = 1000  # frame ids of copy k are shifted by k * FRAME_SHIFT
+INPUT_VERSION = 2  # inputs cached in the work folder are rebuilt when this changes (2: single log without ranks)
 
 
 # --- inputs -----------------------------------------------------------------------------------
@@ -65,15 +67,18 @@ def source_records() -> list[list[bytes]]:
 
 
 def rewrite(record: list[bytes], copy: int, pid: int, rank: int | None) -> bytes:
-    """The record with its frame id shifted, its pid and (for rank files) its rank set."""
+    """The record with its frame id shifted, its pid and its rank set (for rank files) or removed (for the
+    single-process log: one process is one rank, so tlparse reads every record of it)."""
     match = ENVELOPE_RE.match(record[0])
     head, _, where, body, end = match.groups()
-    if copy or rank is not None or b'"frame_id"' in body:
+    if copy or rank is not None or b'"frame_id"' in body or b'"rank"' in body:
         data = orjson.loads(body)
         if isinstance(data.get("frame_id"), int):
             data["frame_id"] += copy * FRAME_SHIFT
         if rank is not None and next(iter(data)) not in ("str",):
             data["rank"] = rank
+        elif rank is None:
+            data.pop("rank", None)
         body = orjson.dumps(data)
     return b"".join([head, str(pid).encode(), where, body, end, *record[1:]])
 
@@ -94,8 +99,8 @@ def build_file(path: Path, records: list[list[bytes]], size: int, pid: int, rank
 
 def build_inputs(work: Path, size_mb: int, records) -> tuple[Path, Path]:
     """(single-process log, directory of 8 rank files), about size_mb each."""
-    single = work / f"single_{size_mb}mb" / "dedicated_log_torch_trace_bench0000.log"
-    ranks = work / f"ranks_{size_mb}mb"
+    single = work / f"single_{size_mb}mb_v{INPUT_VERSION}" / "dedicated_log_torch_trace_bench0000.log"
+    ranks = work / f"ranks_{size_mb}mb_v{INPUT_VERSION}"
     if not single.exists():
         single.parent.mkdir(parents=True, exist_ok=True)
         build_file(single, records, size_mb << 20, 4242, None)
@@ -139,7 +144,7 @@ def measure(command: list[str], env=None) -> dict:
     """Run a command; wall time, CPU time of the tree and peak RSS of the tree (sampled every 20 ms)."""
     before = os.times()
     started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     peak = 0
     stop = threading.Event()
 
@@ -151,7 +156,7 @@ def measure(command: list[str], env=None) -> dict:
 
     sampler = threading.Thread(target=sample)
     sampler.start()
-    _, stderr = process.communicate()
+    stdout, stderr = process.communicate()
     stop.set()
     sampler.join()
     seconds = time.perf_counter() - started
@@ -159,7 +164,8 @@ def measure(command: list[str], env=None) -> dict:
     if process.returncode != 0:
         raise RuntimeError(f"{command[0]} failed: {stderr.decode()[-2000:]}")
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
-    return {"seconds": round(seconds, 3), "cpu_seconds": round(cpu, 3), "peak_rss_mb": round(peak / 2**20, 1)}
+    return {"seconds": round(seconds, 3), "cpu_seconds": round(cpu, 3), "peak_rss_mb": round(peak / 2**20, 1),
+            "output": (stdout + stderr).decode("utf-8", "replace")}
 
 
 def tlparse_binary(skip: bool) -> str | None:
@@ -183,16 +189,52 @@ def run_tlindex(input_path: Path, db: Path, jobs: int | None) -> dict:
     if jobs:
         command += ["--jobs", str(jobs)]
     result = measure(command)
+    result.pop("output")
     result["db_mb"] = round(db.stat().st_size / 2**20, 1)
     return result
 
 
 def run_tlparse(binary: str, input_path: Path, out: Path) -> dict:
+    """tlparse on the input, with its own counters: the Stats lines it prints (summed over ranks)."""
     shutil.rmtree(out, ignore_errors=True)
     command = [binary, str(input_path), "-o", str(out), "--no-browser"]
     if input_path.is_dir():
         command.append("--all-ranks-html")
-    return measure(command)
+    result = measure(command)
+    stats: dict[str, int] = {}
+    for line in STATS_RE.findall(result.pop("output")):
+        for field in line.split(", "):
+            key, _, value = field.partition(": ")
+            stats[key] = stats.get(key, 0) + int(value)
+    result["stats"] = stats
+    result["folder_mb"] = folder_mb(out)
+    return result
+
+
+def fair(tlparse: dict) -> str | None:
+    """Why a comparison with this tlparse run would compare different work (None when it is fair)."""
+    skipped = tlparse["stats"].get("other_rank", 0)
+    if not tlparse["stats"]:
+        return "tlparse printed no Stats"
+    if skipped:
+        return f"tlparse skipped {skipped:,} records of other ranks (Stats other_rank): it did less work"
+    return None
+
+
+def run_report(input_path: Path, out: Path, jobs: int | None) -> dict:
+    """tlindex report on the input: ingest (into a temporary database) and every page, like tlparse's folder."""
+    shutil.rmtree(out, ignore_errors=True)
+    command = [sys.executable, "-m", "tlindex", "report", str(input_path), "-o", str(out), "--silent"]
+    if jobs:
+        command += ["--jobs", str(jobs)]
+    result = measure(command)
+    result.pop("output")
+    result["folder_mb"] = folder_mb(out)
+    return result
+
+
+def folder_mb(path: Path) -> float:
+    return round(sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 2**20, 1)
 
 
 # --- queries and pages ------------------------------------------------------------------------
@@ -284,6 +326,26 @@ def markdown(results: dict) -> str:
         lines.append(f"| {case['name']} | {case['mb']} | {t['seconds']} | {case['mb'] / t['seconds']:.0f} | "
                      f"{p.get('seconds', '–')} | {ratios} | {t['peak_rss_mb']} | {p.get('peak_rss_mb', '–')} | "
                      f"{t['cpu_seconds']} | {t['db_mb']} |")
+    stats = [(case["name"], case["tlparse_stats"], case.get("unfair")) for case in results["cases"]
+             if case.get("tlparse_stats")]
+    if stats:
+        lines += ["", "tlparse's own counters on each input (its Stats line; a comparison in which tlparse skipped "
+                  "records would compare different work and is refused):", "",
+                  "| input | tlparse Stats | compared |", "|---|---|---|"]
+        lines += [f"| {name} | {', '.join(f'{k}: {v:,}' for k, v in s.items())} | {unfair or 'yes'} |"
+                  for name, s, unfair in stats]
+    reports = [case for case in results["cases"] if case.get("report")]
+    if reports:
+        lines += ["", "`tlindex report LOG -o DIR` (ingest included: every page, each payload once, tlparse's "
+                  "compile_directory.json and raw.jsonl) against tlparse writing its folder from the same log:", "",
+                  "| input | report s | tlparse s | tlparse/report (per round) | report peak RSS MB | "
+                  "tlparse peak RSS MB | report folder MB | tlparse folder MB |", "|---|---|---|---|---|---|---|---|"]
+        for case in reports:
+            r, p = case["report"], case.get("tlparse") or {}
+            ratios = ", ".join(f"{x:.2f}×" for x in case.get("report_ratios", [])) or "–"
+            lines.append(f"| {case['name']} | {r['seconds']} | {p.get('seconds', '–')} | {ratios} | "
+                         f"{r['peak_rss_mb']} | {p.get('peak_rss_mb', '–')} | {r['folder_mb']} | "
+                         f"{p.get('folder_mb', '–')} |")
     lines += ["", f"Queries on the {results['largest']} database (seconds):", "",
               "| query | s |", "|---|---|"]
     lines += [f"| {name} | {s} |" for name, s in results["queries"].items()]
@@ -304,6 +366,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--jobs", type=int, help="tlindex --jobs (default: all cores)")
     parser.add_argument("--no-tlparse", action="store_true", help="do not run tlparse")
+    parser.add_argument("--no-report", action="store_true", help="do not time tlindex report")
     parser.add_argument("--work", type=Path, default=OUT / "work", help="where inputs and outputs go")
     parser.add_argument("--write-docs", action="store_true", help="also write docs/benchmarks.md")
     args = parser.parse_args()
@@ -321,18 +384,33 @@ def main() -> None:
         single, ranks = build_inputs(args.work, size, records)
         for name, path in ((f"single file {size} MB", single), (f"8 ranks {size} MB", ranks)):
             db = args.work / f"bench_{path.parent.name if path.is_file() else path.name}.db"
-            tlindex_runs, tlparse_runs, ratios = [], [], []
+            tlindex_runs, tlparse_runs, report_runs, ratios, report_ratios = [], [], [], [], []
+            unfair = None
             for _ in range(rounds):
                 tlindex_runs.append(run_tlindex(path, db, args.jobs))
+                if path.is_file() and not args.no_report:
+                    report_runs.append(run_report(path, args.work / "report_out", args.jobs))
                 if binary:
                     tlparse_runs.append(run_tlparse(binary, path, args.work / "tlparse_out"))
+                    unfair = unfair or fair(tlparse_runs[-1])
                     ratios.append(tlparse_runs[-1]["seconds"] / tlindex_runs[-1]["seconds"])
-                print(name, tlindex_runs[-1], tlparse_runs[-1] if tlparse_runs else "", file=sys.stderr)
-            median = lambda runs: {k: statistics.median(r[k] for r in runs) for k in runs[0]}  # noqa: E731
+                    if report_runs:
+                        report_ratios.append(tlparse_runs[-1]["seconds"] / report_runs[-1]["seconds"])
+                print(name, tlindex_runs[-1], report_runs[-1] if report_runs else "",
+                      tlparse_runs[-1] if tlparse_runs else "", file=sys.stderr)
+            median = lambda runs: {k: statistics.median(r[k] for r in runs)  # noqa: E731
+                                   for k in runs[0] if isinstance(runs[0][k], (int, float))}
             case = {"name": name, "mb": round(input_bytes(path) / 2**20), "tlindex": median(tlindex_runs),
-                    "ratios": [round(r, 2) for r in ratios]}
+                    "ratios": [] if unfair else [round(r, 2) for r in ratios]}
+            if report_runs:
+                case["report"] = median(report_runs)
+                case["report_ratios"] = [] if unfair else [round(r, 2) for r in report_ratios]
             if tlparse_runs:
                 case["tlparse"] = median(tlparse_runs)
+                case["tlparse_stats"] = tlparse_runs[-1]["stats"]
+            if unfair:
+                case["unfair"] = unfair  # the ratios are left out: refuse to compare different work
+                print(f"{name}: not compared: {unfair}", file=sys.stderr)
             results["cases"].append(case)
             largest_db = db
     results["largest"] = largest_db.name

@@ -307,7 +307,8 @@ def diff_command(run_a: str, run_b: str, db_path: str, as_json: bool, graphs: bo
 @click.option("--run", "run_names", multiple=True, help="Only this run (id or label prefix; repeatable)")
 @click.option("--open", "open_browser", is_flag=True, help="Open the report in a browser")
 @click.option("--overwrite", is_flag=True, help="Replace DIR when it holds a report already")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), help="Files parsed in parallel [default: all cores]")
+@click.option("-j", "--jobs", type=click.IntRange(min=1),
+              help="Files parsed, and pages rendered, in parallel [default: all cores]")
 @click.option("--silent", is_flag=True, help="No progress")
 def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names: tuple[str, ...],
            open_browser: bool, overwrite: bool, jobs: int | None, silent: bool) -> None:
@@ -356,7 +357,7 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
                 if show and pages % 25 == 0:
                     click.echo(f"\rWriting the report: {pages:,} pages", err=True, nl=False)
 
-            written = write_report(db, out, runs, overwrite, progress)
+            written = write_report(db, out, runs, overwrite, progress, jobs)
         except (ReportError, UnknownRun, DatabaseError) as error:
             raise click.ClickException(str(error))
     if show:

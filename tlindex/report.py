@@ -8,6 +8,7 @@ interrupted report leaves no half-written DIR. An existing DIR is replaced only 
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import tempfile
@@ -59,8 +60,8 @@ def runs_by_name(db_path: Path, names: list[str]) -> list[int]:
         conn.close()
 
 
-def write_report(db_path: Path, out: Path, runs: list[int], overwrite: bool, progress=None):
-    """Write the report of `runs` to `out` (checked with check_out_dir first); its summary."""
+def write_report(db_path: Path, out: Path, runs: list[int], overwrite: bool, progress=None, jobs: int | None = None):
+    """Write the report of `runs` to `out` (checked with check_out_dir first), with `jobs` processes; its summary."""
     from datasette_plugins.tlindex.report import Report
 
     if not runs:
@@ -69,7 +70,7 @@ def write_report(db_path: Path, out: Path, runs: list[int], overwrite: bool, pro
     out.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
     try:
-        summary = Report(db_path, partial, runs, progress).write()
+        summary = Report(db_path, partial, runs, progress).write(jobs or os.cpu_count() or 1)
         if out.exists():
             shutil.rmtree(out)
         partial.rename(out)

@@ -23,6 +23,8 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+import orjson
+
 from .reader import ENVELOPE_RE, LAUNCHER_PREFIX_RE, line_body
 from .task import open_content
 from .tlparse_names import IR_KINDS, PAGE_KINDS, compile_key, output_name
@@ -147,7 +149,10 @@ def raw_jsonl(conn: sqlite3.Connection, file_id: int, payload_text: Callable[[st
             envelope.update(timestamp=f"{time}Z", thread=pid, pathname=f" {emitter}", lineno=emitter_line)
             if payload is not None:
                 envelope["payload_filename"] = payload_text(payload)
-            yield json.dumps(envelope, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
+            try:
+                yield orjson.dumps(envelope, option=orjson.OPT_SORT_KEYS).decode("utf-8")
+            except TypeError:  # integers past 64 bits: the standard library writes them
+                yield json.dumps(envelope, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
     finally:
         content.close()
         disk.close()
@@ -159,8 +164,12 @@ def _envelope(raw: bytes) -> dict | None:
     match = ENVELOPE_RE.match(line, prefix.end() if prefix else 0) or ENVELOPE_RE.search(line)
     if match is None:
         return None
+    body = line[match.end():]
     try:
-        data = json.loads(line[match.end():].decode("utf-8", "replace"))
-    except (ValueError, RecursionError):
-        return None
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        try:
+            data = json.loads(body.decode("utf-8", "replace"))  # what orjson refuses (huge ints, bad UTF-8)
+        except (ValueError, RecursionError):
+            return None
     return data if isinstance(data, dict) else None

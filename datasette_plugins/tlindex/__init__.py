@@ -18,7 +18,7 @@ from datasette import hookimpl
 from markupsafe import Markup
 
 from .cells import cell_link
-from .database import Urls, denied, is_tlindex, known_tlindex
+from .database import Urls, denied_to, is_tlindex, known_tlindex
 from .pages import ROUTES
 
 log = logging.getLogger(__name__)
@@ -89,9 +89,9 @@ def render_cell(row, value, column, table, database, datasette):
     return None
 
 
-async def _runs_link(datasette, actor, database: str) -> list[dict]:
+async def _runs_link(datasette, request, database: str) -> list[dict]:
     """The link to a database's tlindex runs, for those who may follow it."""
-    if not await is_tlindex(datasette, database) or await denied(datasette, actor, database) is not None:
+    if not await is_tlindex(datasette, database) or await denied_to(datasette, request, database) is not None:
         return []
     return [{"href": Urls(datasette, database).runs(), "label": f"tlindex runs: {database}"}]
 
@@ -101,7 +101,7 @@ def menu_links(datasette, actor, request):
     async def inner():
         links = []
         for name in list(datasette.databases):
-            links += await _runs_link(datasette, actor, name)
+            links += await _runs_link(datasette, request, name)
         return links
 
     return inner
@@ -110,7 +110,7 @@ def menu_links(datasette, actor, request):
 @hookimpl
 def database_actions(datasette, actor, database, request):
     async def inner():
-        return await _runs_link(datasette, actor, database)
+        return await _runs_link(datasette, request, database)
 
     return inner
 
@@ -118,7 +118,7 @@ def database_actions(datasette, actor, database, request):
 @hookimpl
 def table_actions(datasette, actor, database, table, request):
     async def inner():
-        return await _runs_link(datasette, actor, database) if table in ("runs", "compiles", "sources") else []
+        return await _runs_link(datasette, request, database) if table in ("runs", "compiles", "sources") else []
 
     return inner
 
@@ -129,7 +129,7 @@ async def _entry_html(datasette, request, databases: list[str]) -> str:
     """A line linking the tlindex runs of each database the actor may open (empty if none)."""
     links = []
     for name in databases:
-        for link in await _runs_link(datasette, request.actor if request else None, name):
+        for link in await _runs_link(datasette, request, name):
             links.append(Markup('<a href="{}">{}</a>').format(link["href"], name))
     if not links:
         return ""

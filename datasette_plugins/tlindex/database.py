@@ -10,6 +10,7 @@ URL is built from `datasette.urls`.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import dataclass
 from urllib.parse import urlencode
@@ -74,6 +75,18 @@ async def denied(datasette, actor, database: str) -> str | None:
         except Forbidden:
             return f"view-table {table}"
     return None
+
+
+async def denied_to(datasette, request, database: str) -> str | None:
+    """denied() for the request's actor, remembered in the request (the menu asks again for every page)."""
+    actor = request.actor if request is not None else None
+    if request is None:
+        return await denied(datasette, actor, database)
+    memo = request.scope.setdefault("tlindex_denied", {})
+    key = (json.dumps(actor, sort_keys=True, default=str), database)
+    if key not in memo:
+        memo[key] = await denied(datasette, actor, database)
+    return memo[key]
 
 
 class Urls:
@@ -150,7 +163,7 @@ async def open_database(datasette, request) -> Opened:
     name = tilde_decode(request.url_vars["database"])
     if not await is_tlindex(datasette, name):
         raise NotFound(f"No tlindex database named {name}")
-    refused = await denied(datasette, request.actor, name)
+    refused = await denied_to(datasette, request, name)
     if refused is not None:
         raise Forbidden(refused)
     return Opened(datasette.get_database(name), Urls(datasette, name), name)

@@ -44,6 +44,8 @@ ATTRIBUTE_RE = re.compile(r'\b(href|src|action|data-src)="([^"]*)"')
 FORM_RE = re.compile(r"<form\b.*?</form>", re.S)  # search and diff forms: they need a server
 QUERY_ROWS = 1000  # rows of a canned query's table in the report (Datasette's max_returned_rows)
 EVERYTHING = str(10**9)  # the trie rendered whole: a static page cannot load the rest on demand
+PARALLEL_FROM = 200  # compiles: below, one process renders faster than starting others
+TASK_PAGES = 200  # pages per task given to a worker
 
 
 @dataclass
@@ -62,6 +64,10 @@ class Report:
         self.single = len(self.runs) == 1
         self.progress = progress or (lambda pages: None)
         self.summary = ReportSummary()
+        self.permissions: dict = {}
+        self.found: dict[str, str] = {}  # links met by the tasks (file: url), for the crawl
+        self.total = ReportSummary()
+        self.relinked: dict[tuple[str, str], str] = {}
 
     # --- where things go ---------------------------------------------------------------------
 
@@ -118,57 +124,142 @@ class Report:
 
     # --- building ------------------------------------------------------------------------------
 
-    def write(self) -> ReportSummary:
+    def write(self, jobs: int = 1) -> ReportSummary:
+        """Write the report; with jobs > 1 the compile and payload pages are rendered by that many processes."""
         import asyncio
 
+        asyncio.run(self._setup())
+        tasks = self._tasks()
+        if jobs > 1 and len(self.compile_runs) >= PARALLEL_FROM:
+            self._run_in_parallel(tasks, jobs)
+        else:
+            for task in tasks:
+                self._merge(*asyncio.run(self._run_task(task)))
         asyncio.run(self._build())
         return self.summary
 
-    async def _build(self) -> None:
+    async def _setup(self) -> None:
         self.datasette = Datasette([str(self.db_path)])
         await self.datasette.invoke_startup()
+        self.datasette.jinja_env.auto_reload = False  # templates do not change during a report: no stat per page
         self.db = self.datasette.get_database(next(iter(self.datasette.databases.keys() - {"_internal"})))
         self.urls = Urls(self.datasette, self.db.name)
         self.base = self.urls.base
         self.queries = load_queries()
+        self.done: set[str] = set()  # report files written (or found to have nothing to write)
         conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True)
         try:
             marks = ",".join("?" * len(self.runs))
             self.compile_runs = dict(conn.execute(f"SELECT id, run_id FROM compiles WHERE run_id IN ({marks})",
                                                   self.runs).fetchall())
             self.artifact_runs, self.artifact_payloads = {}, {}
-            for artifact, run, payload in conn.execute(f"""
-                    SELECT a.id, s.run_id, a.payload FROM artifacts a JOIN envelopes e ON e.id = a.envelope_id
+            self.provenance = []  # artifacts with a provenance page
+            for artifact, run, payload, mapping in conn.execute(f"""
+                    SELECT a.id, s.run_id, a.payload, a.name = 'inductor_provenance_tracking_node_mappings'
+                    FROM artifacts a JOIN envelopes e ON e.id = a.envelope_id
                     JOIN sources s ON s.id = e.source_id WHERE s.run_id IN ({marks})""", self.runs):
                 self.artifact_runs[artifact], self.artifact_payloads[artifact] = run, payload
-            seeds = [self.urls.run(run) for run in self.runs]
-            if not self.single:
-                seeds.insert(0, self.urls.runs() + "?" + urlencode([("run", run) for run in self.runs]))
-            seeds += [self.urls.compile(c) for c in sorted(self.compile_runs)]  # every compile, linked or not
-            seeds += [self.urls.query("failures", run=run) for run in self.runs]
-            await self._crawl(seeds)
-            for run in self.runs:
-                self._tlparse_files(conn, run)
+                if mapping and payload:
+                    self.provenance.append(artifact)
         finally:
             conn.close()
+
+    def _tasks(self) -> list[tuple]:
+        """The bulk of the work, in independent pieces: compile pages, payload pages and texts, each run's
+        Perfetto trace, each log's tlparse files."""
+        urls = [self.urls.compile(c) for c in sorted(self.compile_runs)]
+        for digest in sorted({p for p in self.artifact_payloads.values() if p}):
+            urls += [self.urls.payload(digest), self.urls.payload(digest, raw=True)]
+        urls += [self.urls.provenance(artifact) for artifact in self.provenance]
+        tasks: list[tuple] = [("pages", urls[i:i + TASK_PAGES]) for i in range(0, len(urls), TASK_PAGES)]
+        tasks += [("chromium", run) for run in self.runs]
+        conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True)
+        try:
+            for run in self.runs:
+                files = conn.execute("""
+                    SELECT file_id, min(rank) FROM sources WHERE run_id = ? GROUP BY file_id
+                    ORDER BY min(rank), file_id""", (run,)).fetchall()
+                tasks += [("tlparse", run, file_id, rank, len(files)) for file_id, rank in files]
+        finally:
+            conn.close()
+        return tasks
+
+    async def _run_task(self, task: tuple) -> tuple[set[str], dict[str, str], ReportSummary]:
+        """Do one task; (files written, links met (file: url), counts of this task)."""
+        self.summary, found = ReportSummary(), {}
+        self._enqueue = lambda url: found.setdefault(self.target(url), url)  # once per file, not per link
+        kind = task[0]
+        if kind == "pages":
+            for url in task[1]:
+                path = self.target(url)
+                if path is not None:
+                    self.done.add(path)
+                    await self._render_file(url, path)
+        elif kind == "chromium":
+            path = f"{self.run_dir(task[1])}chromium.json"
+            self.done.add(path)
+            self._write_chromium(task[1], path)
+        else:
+            conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True)
+            try:
+                self._tlparse_file(conn, *task[1:])
+            finally:
+                conn.close()
+        return self.done, found, self.summary
+
+    def _run_in_parallel(self, tasks: list[tuple], jobs: int) -> None:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(jobs, mp_context=_spawn_context()) as pool:
+            for result in pool.map(_worker_task, [(self.db_path, self.out, self.runs, task) for task in tasks]):
+                self._merge(*result)
+
+    def _merge(self, done: set[str], found: dict[str, str], summary: ReportSummary) -> None:
+        self.done |= done
+        self.found.update(found)
+        for counter in ("pages", "payloads", "bytes"):
+            setattr(self.total, counter, getattr(self.total, counter) + getattr(summary, counter))
+        self.total.warnings += summary.warnings
+        self.progress(self.total.pages)
+
+    async def _build(self) -> None:
+        """The rest, in this process: run pages, tries, queries and whatever the pages link to."""
+        self.summary = self.total
+        seeds = [self.urls.run(run) for run in self.runs]
+        if not self.single:
+            seeds.insert(0, self.urls.runs() + "?" + urlencode([("run", run) for run in self.runs]))
+        seeds += [self.urls.query("failures", run=run) for run in self.runs]
+        await self._crawl(seeds + [url for path, url in self.found.items() if path not in self.done])
         (self.out / "tlindex-report.json").write_text(json.dumps(
             {"runs": self.runs, "pages": self.summary.pages, "database": self.db_path.name}) + "\n")
 
     async def _crawl(self, seeds: list[str]) -> None:
-        queue, seen = list(seeds), set()
+        """Render every page reachable from `seeds` that is not written yet."""
+        queue: list[tuple[str, str]] = []
+        self._enqueue = lambda url: self._add(queue, url)
+        for url in seeds:
+            self._enqueue(url)
         while queue:
-            url = queue.pop()
-            path = self.target(url)
-            if path is None or path in seen:
-                continue
-            seen.add(path)
-            body = await self._render(url, path)
-            if body is None:
-                continue
-            if path.endswith(".html"):
-                body = self._relink(body.decode("utf-8"), path, queue).encode("utf-8")
-            self._save(path, body)
+            url, path = queue.pop()
+            await self._render_file(url, path)
             self.progress(self.summary.pages)
+
+    def _add(self, queue: list[tuple[str, str]], url: str) -> None:
+        path = self.target(url)
+        if path is not None and path not in self.done:
+            self.done.add(path)
+            queue.append((url, path))
+
+    async def _render_file(self, url: str, path: str) -> None:
+        if path.endswith("chromium.json"):
+            self._write_chromium(int(urlsplit(url).path.split("/")[-2]), path)
+            return
+        body = await self._render(url, path)
+        if body is None:
+            return
+        if path.endswith(".html"):
+            body = self._relink(body.decode("utf-8"), path).encode("utf-8")
+        self._save(path, body)
 
     def _save(self, path: str, body: bytes) -> None:
         file = self.out / path
@@ -178,11 +269,18 @@ class Report:
         self.summary.payloads += path.startswith("payloads/") and path.endswith(".txt")
         self.summary.bytes += len(body)
 
-    def _relink(self, page: str, path: str, queue: list[str]) -> str:
+    def _relink(self, page: str, path: str) -> str:
         """Links to report files made relative to `path`; links to anything else, and forms, dropped."""
         here = posixpath.dirname(path)
 
         def replace(match: re.Match) -> str:
+            # the same link from the same folder is relinked (and its page queued) once per process
+            key = (match.group(0), here)
+            if key not in self.relinked:
+                self.relinked[key] = relinked(match)
+            return self.relinked[key]
+
+        def relinked(match: re.Match) -> str:
             attribute, value = match.group(1), html.unescape(match.group(2))
             if value.startswith(("#", "http://", "https://", "mailto:", "data:")):
                 return match.group(0)
@@ -190,7 +288,7 @@ class Report:
             target = self.target(url) if url.startswith("/") else None
             if target is None or attribute == "data-src":
                 return ""  # needs a server: no link
-            queue.append(url)
+            self._enqueue(url)
             relative = posixpath.relpath(target, here or ".")
             return f'{attribute}="{html.escape(relative + ("#" + fragment if fragment else ""))}"'
 
@@ -202,8 +300,6 @@ class Report:
         if path.startswith("assets/"):
             response = await self.datasette.client.get(parts.path)
             return response.content if response.status_code == 200 else None
-        if path.endswith("chromium.json"):
-            return self._chromium(int(parts.path.split("/")[-2]))
         if not parts.path.startswith(self.base + "/-/tlindex"):
             return await self._query_page(parts.path.rsplit("/", 1)[1], dict(parse_qsl(parts.query)))
         query = parts.query
@@ -213,7 +309,7 @@ class Report:
             match = re.match(pattern, parts.path)
             if match:
                 response = await handler(self.datasette, _request(parts.path + (f"?{query}" if query else ""),
-                                                                   match.groupdict()))
+                                                                   match.groupdict(), self.permissions))
                 if response.status != 200:
                     self.summary.warnings.append(f"{url}: HTTP {response.status}")
                     return None
@@ -239,55 +335,57 @@ class Report:
                           for column, value in record.items()])
         page = await self.datasette.render_template("tlindex/report_query.html", {
             "database": self.db.name, "u": self.urls, "q": query, "params": params, "columns": columns,
-            "rows": shown, "more": len(rows) > QUERY_ROWS, "limit": QUERY_ROWS}, request=_request(self.base, {}))
+            "rows": shown, "more": len(rows) > QUERY_ROWS, "limit": QUERY_ROWS},
+            request=_request(self.base, {}, self.permissions))
         return page.encode("utf-8")
 
-    def _chromium(self, run: int) -> bytes:
+    def _write_chromium(self, run: int, path: str) -> None:
+        """The run's Perfetto trace, streamed batch by batch to its file (it can be hundreds of MB)."""
         from tlindex.chromium import HEAD, TAIL, encode, event_batch, metadata_events, process_ids
 
+        file = self.out / path
+        file.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True)
         try:
-            pids = process_ids(conn, run)
-            parts, written, after = [HEAD, encode(metadata_events(pids), first=True)], bool(pids), 0
-            while after is not None:
-                events, after = event_batch(conn, run, pids, after)
-                parts.append(encode(events, first=not written))
-                written = written or bool(events)
-            parts.append(TAIL)
-            return b"".join(parts)
+            with open(file, "wb") as out:
+                pids = process_ids(conn, run)
+                out.write(HEAD + encode(metadata_events(pids), first=True))
+                written, after = bool(pids), 0
+                while after is not None:
+                    events, after = event_batch(conn, run, pids, after)
+                    out.write(encode(events, first=not written))
+                    written = written or bool(events)
+                out.write(TAIL)
         finally:
             conn.close()
+        self.summary.bytes += file.stat().st_size
 
-    def _tlparse_files(self, conn: sqlite3.Connection, run: int) -> None:
-        """compile_directory.json and raw.jsonl of each log of the run, in tlparse's formats."""
-        files = conn.execute("""
-            SELECT s.file_id, min(s.rank) FROM sources s WHERE s.run_id = ? GROUP BY s.file_id ORDER BY min(s.rank),
-            s.file_id""", (run,)).fetchall()
-        for file_id, rank in files:
-            folder = self.run_dir(run) + ("" if len(files) == 1 else f"rank_{rank}/" if rank is not None
-                                          else f"file_{file_id}/")
+    def _tlparse_file(self, conn: sqlite3.Connection, run: int, file_id: int, rank: int | None, files: int) -> None:
+        """compile_directory.json and raw.jsonl of one log of the run, in tlparse's formats."""
+        folder = self.run_dir(run) + ("" if files == 1 else f"rank_{rank}/" if rank is not None else f"file_{file_id}/")
 
-            def rel(target: str, folder: str = folder) -> str:
-                return posixpath.relpath(target, folder or ".")
+        def rel(target: str) -> str:
+            return posixpath.relpath(target, folder or ".")
 
-            def text(digest: str) -> str:
-                target = f"payloads/{digest}.txt"
-                if not (self.out / target).exists():
-                    self._save(target, self._payload_text(conn, digest))
-                return rel(target)
+        def text(digest: str) -> str:
+            target = f"payloads/{digest}.txt"
+            if target not in self.done and not (self.out / target).exists():
+                self.done.add(target)
+                self._save(target, self._payload_text(conn, digest))
+            return rel(target)
 
-            links = Links(text, lambda digest: rel(f"payloads/{digest}.html"),
-                          lambda compile: rel(f"{self.run_dir(run)}compiles/{compile}.html"))
-            directory = compile_directory(conn, file_id, links)
-            (self.out / folder).mkdir(parents=True, exist_ok=True)
-            self._save(f"{folder}compile_directory.json", json.dumps(directory, indent=2, ensure_ascii=False).encode())
-            try:
-                with open(self.out / folder / "raw.jsonl", "w", encoding="utf-8") as out:
-                    for line in raw_jsonl(conn, file_id, text):
-                        out.write(line + "\n")
-            except OSError as error:
-                self.summary.warnings.append(f"raw.jsonl of {folder or 'the run'}: the log is not readable ({error})")
-                os.remove(self.out / folder / "raw.jsonl")
+        links = Links(text, lambda digest: rel(f"payloads/{digest}.html"),
+                      lambda compile: rel(f"{self.run_dir(run)}compiles/{compile}.html"))
+        directory = compile_directory(conn, file_id, links)
+        (self.out / folder).mkdir(parents=True, exist_ok=True)
+        self._save(f"{folder}compile_directory.json", json.dumps(directory, indent=2, ensure_ascii=False).encode())
+        try:
+            with open(self.out / folder / "raw.jsonl", "w", encoding="utf-8") as out:
+                for line in raw_jsonl(conn, file_id, text):
+                    out.write(line + "\n")
+        except OSError as error:
+            self.summary.warnings.append(f"raw.jsonl of {folder or 'the run'}: the log is not readable ({error})")
+            os.remove(self.out / folder / "raw.jsonl")
 
     @staticmethod
     def _payload_text(conn: sqlite3.Connection, digest: str) -> bytes:
@@ -295,8 +393,37 @@ class Report:
         return (row[0] if row else "").encode("utf-8")
 
 
-def _request(path: str, url_vars: dict) -> Request:
-    """A request as Datasette's router would pass it (no actor: the report is the database owner's)."""
+def _request(path: str, url_vars: dict, permissions: dict) -> Request:
+    """A request as Datasette's router would pass it (no actor: the report is the database owner's).
+
+    `permissions` is denied_to's memo, shared by all requests of one report (one actor, one database).
+    """
     request = Request.fake(path, url_vars=url_vars)
     request.scope["csrftoken"] = lambda: ""
+    request.scope["tlindex_denied"] = permissions
     return request
+
+
+def _spawn_context():
+    """Fresh worker processes (the parent holds Datasette's threads, which a fork would copy mid-flight)."""
+    import multiprocessing
+
+    return multiprocessing.get_context("spawn")
+
+
+_WORKER: dict[tuple, Report] = {}  # in a worker process: its Report, set up once
+
+
+def _worker_task(arguments: tuple) -> tuple[set[str], dict[str, str], ReportSummary]:
+    """In a worker process: one task of Report._tasks; only this task's files are reported back."""
+    import asyncio
+
+    db_path, out, runs, task = arguments
+    key = (str(db_path), str(out), tuple(runs))
+    if key not in _WORKER:
+        _WORKER.clear()
+        _WORKER[key] = Report(db_path, out, runs)
+        asyncio.run(_WORKER[key]._setup())
+    report = _WORKER[key]
+    report.done = set()
+    return asyncio.run(report._run_task(task))

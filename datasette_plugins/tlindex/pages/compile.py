@@ -179,11 +179,12 @@ def _traceback(metrics_rows: list[dict]) -> str | None:
     return None
 
 
-def _guard_groups(guards: list[dict]) -> list[tuple[str, list[dict]]]:
+def _guard_groups(guards: list[dict]) -> list[tuple[str, list[dict], bool]]:
+    """(origin, its guards, whether any has a reason: the table's reason column) per origin."""
     groups: dict[str, list[dict]] = {}
     for guard in guards:
         groups.setdefault(guard.pop("origin"), []).append(guard)
-    return list(groups.items())
+    return [(origin, group, any(g["reason"] for g in group)) for origin, group in groups.items()]
 
 
 def _metrics_fields(row: dict) -> dict:
