@@ -152,3 +152,15 @@ def test_cli_report_of_logs_uses_a_temporary_database_and_of_a_database_its_runs
     result = runner.invoke(cli, ["report", "--db", str(fixtures_db), "--run", "no-such-run", "-o", "none"])
     assert result.exit_code == 1 and "no run" in result.output and not Path("none").exists()
     shutil.rmtree("from_logs")
+
+
+def test_open_opens_the_report_s_index_in_a_browser(fixtures_db, tmp_path, monkeypatch):
+    import webbrowser
+
+    opened = []
+    monkeypatch.setattr(webbrowser, "open", opened.append)
+    (run,) = scenario_run(connect(fixtures_db), "dynamic")
+    result = CliRunner().invoke(cli, ["report", "--db", str(fixtures_db), "--run", str(run), "-o",
+                                      str(tmp_path / "out"), "--open", "--silent"])
+    assert result.exit_code == 0, result.output
+    assert opened == [(tmp_path / "out" / "index.html").resolve().as_uri()]

@@ -335,7 +335,8 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
                 db = Path(db_path) if db_path else Path(scratch) / "traces.db"
                 bar = ProgressBar(enabled=not silent and sys.stderr.isatty())
                 try:
-                    summary = run_ingest(db, list(paths), jobs=jobs, progress=bar.update)
+                    summary = run_ingest(db, list(paths), jobs=jobs, progress=bar.update,
+                                         search_index=bool(db_path))  # a temporary database is never searched
                 finally:
                     bar.close()
                 for problem in summary.problems:

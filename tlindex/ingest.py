@@ -185,12 +185,14 @@ def split_big_files(planned: list[Planned], chunk_bytes: int) -> list[Planned]:
 def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = None,
            replace: bool = False, jobs: int | None = None,
            progress: Callable[[int, int], None] | None = None,
-           chunk_bytes: int | None = None) -> IngestSummary:
+           chunk_bytes: int | None = None, search_index: bool = True) -> IngestSummary:
     """Ingest the logs named by `paths` into the database at `db_path`.
 
     `progress(done_bytes, total_bytes)` is called as work advances. With more
     than one job, files bigger than `chunk_bytes` (by default about a quarter
-    of the input per worker pair, at least 64 MB) are parsed in chunks.
+    of the input per worker pair, at least 64 MB) are parsed in chunks. Without
+    `search_index` the full-text indexes are not brought up to date (for a
+    database thrown away after one use, such as a report's).
     """
     started = time.perf_counter()
     summary = IngestSummary()
@@ -304,7 +306,7 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
                             continue
                         merge_result(result)
         assign_runs(conn, run_label, tuple(continued_files))
-        if summary.files:
+        if summary.files and search_index:
             refresh_fts(db, rebuild=replace or summary.continued > 0)
         if progress:
             progress(total, total)

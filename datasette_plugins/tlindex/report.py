@@ -3,9 +3,12 @@
 There is one renderer: every page is produced by the plugin's page handler (pages/), called
 in process as Datasette would call it; then each link to a page of the report is made relative
 to the file that holds it, and every other link (Datasette's table pages, search, diff: they
-need a server) loses its href. Pages are found by following links from the run pages, so the
-report holds exactly what a user can reach. Layout (one run, DIR is that run's folder;
-several runs, DIR/index.html lists them and each has DIR/run-<id>/):
+need a server) loses its href, and forms are left out. The bulk (every compile page, the page
+and text of every artifact's payload, provenance pages, each run's Perfetto trace, each log's
+tlparse files) is split into tasks that worker processes do; then the run pages, tries and
+query pages are rendered here, and every link met on any page is followed, so nothing a user can
+reach is missing. Layout (one run, DIR is that run's folder; several runs, DIR/index.html lists
+them and each has DIR/run-<id>/):
 
     index.html            the run page (findings first)
     trie.html, trie-rank-<R>.html
@@ -139,7 +142,8 @@ class Report:
         return self.summary
 
     async def _setup(self) -> None:
-        self.datasette = Datasette([str(self.db_path)])
+        # SQL in this thread (num_sql_threads 0): a batch of pages gains nothing from handing each query to a pool
+        self.datasette = Datasette([str(self.db_path)], settings={"num_sql_threads": 0})
         await self.datasette.invoke_startup()
         self.datasette.jinja_env.auto_reload = False  # templates do not change during a report: no stat per page
         self.db = self.datasette.get_database(next(iter(self.datasette.databases.keys() - {"_internal"})))
