@@ -129,3 +129,27 @@ def canonical(tables: dict[str, list[dict]]) -> dict[str, Counter]:
             canon[tuple(values)] += 1
         result[table] = canon
     return result
+
+
+HOSTILE_PAYLOAD = b"<script>alert('x')</script>\n<img src=x onerror=alert(1)>"
+HOSTILE_ARTIFACT = (b'{"artifact": {"name": "<script>name</script>", "encoding": "string"}, "frame_id": 0, '
+                    b'"frame_compile_id": 0, "attempt": 0')
+
+
+def write_hostile_log(path: Path, records: list[tuple[bytes, bytes]] | None = None) -> Path:
+    """Write a HAND-MADE log (not written by torch) whose names are hostile HTML: a string-table path,
+    a frame name and source line, then one record per (envelope JSON without its closing has_payload,
+    payload) given (by default, an artifact whose name and payload are hostile)."""
+    import hashlib
+
+    lines = [b'V1122 09:00:00.000000 7 torch/_logging/structured.py:28] {"str": ["/tmp/<b>evil</b>.py", 0]}',
+             b'V1122 09:00:00.100000 7 torch/_dynamo/convert_frame.py:1] {"dynamo_start": {"stack": [{"line": 1, '
+             b'"name": "<script>f</script>", "filename": 0, "loc": "x = \\"<script>\\""}]}, "frame_id": 0, '
+             b'"frame_compile_id": 0, "attempt": 0}']
+    for envelope, payload in records or [(HOSTILE_ARTIFACT, HOSTILE_PAYLOAD)]:
+        lines.append(b"V1122 09:00:00.200000 7 torch/_dynamo/guards.py:1] " + envelope + b', "has_payload": "'
+                     + hashlib.md5(payload).hexdigest().encode() + b'"}')
+        lines += [b"\t" + line for line in payload.split(b"\n")]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    return path

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import html as htmllib
 import re
 
 import pytest
 import pytest_asyncio
-from conftest import connect
+from conftest import connect, write_hostile_log
 from datasette.app import Datasette
 from test_diff import break_added_runs
 
@@ -81,19 +80,9 @@ async def test_the_pair_page_shows_each_graph_side_by_side(ds, traces_db):
 @pytest.mark.asyncio
 async def test_hostile_graphs_and_names_are_escaped_on_the_diff_pages(tmp_path):
     # HAND-MADE logs (not written by torch): two runs of one frame whose graphs and function name are hostile HTML.
-    paths = []
-    for n, payload in enumerate([b"<script>alert('a')</script>\nx = 1", b"<img src=x onerror=alert(2)>\nx = 2"]):
-        lines = [b'V1122 09:00:00.000000 7 torch/_logging/structured.py:28] {"str": ["/tmp/<b>evil</b>.py", 0]}',
-                 b'V1122 09:00:00.100000 7 torch/_dynamo/convert_frame.py:1] {"dynamo_start": {"stack": [{"line": 1, '
-                 b'"name": "<script>f</script>", "filename": 0}]}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0}',
-                 b'V1122 09:00:00.200000 7 torch/_dynamo/output_graph.py:1] {"dynamo_output_graph": {"sizes": {}}, '
-                 b'"frame_id": 0, "frame_compile_id": 0, "attempt": 0, "has_payload": "'
-                 + hashlib.md5(payload).hexdigest().encode() + b'"}']
-        lines += [b"\t" + line for line in payload.split(b"\n")]
-        path = tmp_path / f"run{n}" / "dedicated_log_torch_trace_evil.log"
-        path.parent.mkdir()
-        path.write_bytes(b"\n".join(lines) + b"\n")
-        paths.append(str(path))
+    graph = b'{"dynamo_output_graph": {"sizes": {}}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0'
+    paths = [str(write_hostile_log(tmp_path / f"run{n}" / "dedicated_log_torch_trace_evil.log", [(graph, payload)]))
+             for n, payload in enumerate([b"<script>alert('a')</script>\nx = 1", b"<img src=x onerror=alert(2)>\nx = 2"])]
     db_path = tmp_path / "evil.db"
     ingest(db_path, paths, jobs=1)
     conn = connect(db_path)

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 import pytest_asyncio
-from conftest import connect, raw_envelopes, scenario_logs, scenario_run
+from conftest import connect, raw_envelopes, scenario_logs, scenario_run, write_hostile_log
 from datasette.app import Datasette
 
 from tlindex.ingest import ingest
@@ -257,20 +257,7 @@ async def test_menus_link_to_the_runs(ds):
 
 @pytest.mark.asyncio
 async def test_a_payload_with_script_is_escaped(tmp_path):
-    # HAND-MADE log: one artifact whose payload is hostile HTML (not written by torch).
-    import hashlib
-
-    payload = b"<script>alert('x')</script>\n<img src=x onerror=alert(1)>"
-    lines = [b'V1122 09:00:00.000000 7 torch/_logging/structured.py:28] {"str": ["/tmp/<b>evil</b>.py", 0]}',
-             b'V1122 09:00:00.100000 7 torch/_dynamo/convert_frame.py:1] {"dynamo_start": {"stack": [{"line": 1, '
-             b'"name": "<script>f</script>", "filename": 0, "loc": "x = \\"<script>\\""}]}, "frame_id": 0, '
-             b'"frame_compile_id": 0, "attempt": 0}',
-             b'V1122 09:00:00.200000 7 torch/_dynamo/guards.py:1] {"artifact": {"name": "<script>name</script>", '
-             b'"encoding": "string"}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0, "has_payload": "'
-             + hashlib.md5(payload).hexdigest().encode() + b'"}']
-    lines += [b"\t" + line for line in payload.split(b"\n")]
-    log = tmp_path / "dedicated_log_torch_trace_evil.log"
-    log.write_bytes(b"\n".join(lines) + b"\n")
+    log = write_hostile_log(tmp_path / "dedicated_log_torch_trace_evil.log")  # HAND-MADE, hostile HTML
     db_path = tmp_path / "evil.db"
     ingest(db_path, [str(log)], jobs=1)
     datasette = Datasette([str(db_path)])

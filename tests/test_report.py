@@ -12,7 +12,7 @@ from urllib.parse import unquote
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, connect, scenario_logs, scenario_run
+from conftest import DATA, connect, scenario_logs, scenario_run, write_hostile_log
 
 from tlindex.cli import cli
 from tlindex.report import ReportError, write_report
@@ -77,19 +77,7 @@ def test_every_link_and_asset_of_every_page_resolves_in_the_folder(fixtures_db, 
         assert text_file.read_bytes() == text.encode("utf-8")
 
 def test_a_hostile_log_is_escaped_in_every_page_of_its_report(tmp_path):
-    # HAND-MADE log (not written by torch): hostile names and payload.
-    import hashlib
-
-    payload = b"<script>alert('x')</script>\n<img src=x onerror=alert(1)>"
-    lines = [b'V1122 09:00:00.000000 7 torch/_logging/structured.py:28] {"str": ["/tmp/<b>evil</b>.py", 0]}',
-             b'V1122 09:00:00.100000 7 torch/_dynamo/convert_frame.py:1] {"dynamo_start": {"stack": [{"line": 1, '
-             b'"name": "<script>f</script>", "filename": 0}]}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0}',
-             b'V1122 09:00:00.200000 7 torch/_dynamo/guards.py:1] {"artifact": {"name": "<script>name</script>", '
-             b'"encoding": "string"}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0, "has_payload": "'
-             + hashlib.md5(payload).hexdigest().encode() + b'"}']
-    lines += [b"\t" + line for line in payload.split(b"\n")]
-    log = tmp_path / "dedicated_log_torch_trace_evil.log"
-    log.write_bytes(b"\n".join(lines) + b"\n")
+    log = write_hostile_log(tmp_path / "dedicated_log_torch_trace_evil.log")  # HAND-MADE, hostile HTML
     result = CliRunner().invoke(cli, ["report", str(log), "-o", str(tmp_path / "out"), "--silent"])
     assert result.exit_code == 0, result.output
     pages = list((tmp_path / "out").rglob("*.html"))
