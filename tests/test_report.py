@@ -152,3 +152,20 @@ def test_open_opens_the_report_s_index_in_a_browser(fixtures_db, tmp_path, monke
                                       str(tmp_path / "out"), "--open", "--silent"])
     assert result.exit_code == 0, result.output
     assert opened == [(tmp_path / "out" / "index.html").resolve().as_uri()]
+
+
+def test_worker_processes_write_the_same_report_as_one_process(fixtures_db, tmp_path, monkeypatch):
+    from datasette_plugins.tlindex import report
+
+    (run,) = scenario_run(connect(fixtures_db), "ddp_4ranks_diverge")
+    write_report(fixtures_db, tmp_path / "one", [run], overwrite=False, jobs=1)
+    monkeypatch.setattr(report, "PARALLEL_FROM", 1)  # a fixture is small: split it among workers anyway
+    monkeypatch.setattr(report, "TASK_PAGES", 7)
+    write_report(fixtures_db, tmp_path / "two", [run], overwrite=False, jobs=2)
+
+    def files(folder: Path) -> dict[str, bytes]:
+        return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+    one, two = files(tmp_path / "one"), files(tmp_path / "two")
+    assert one.keys() == two.keys() and len(one) > 50
+    assert [name for name in one if one[name] != two[name]] == []

@@ -133,13 +133,25 @@ class Report:
 
         asyncio.run(self._setup())
         tasks = self._tasks()
+        self.summary = self.total
         if jobs > 1 and len(self.compile_runs) >= PARALLEL_FROM:
-            self._run_in_parallel(tasks, jobs)
+            from concurrent.futures import ProcessPoolExecutor
+
+            with ProcessPoolExecutor(jobs, mp_context=_spawn_context()) as pool:
+                futures = [pool.submit(_worker_task, (self.db_path, self.out, self.runs, task)) for task in tasks]
+                self.done |= self._task_files(tasks)  # theirs: the crawl below leaves them to the workers
+                asyncio.run(self._crawl(self._seeds()))  # meanwhile, the run pages, tries and queries here
+                for future in futures:
+                    self._merge(*future.result())
         else:
             for task in tasks:
                 self._merge(*asyncio.run(self._run_task(task)))
-        asyncio.run(self._build())
-        return self.summary
+            self.summary = self.total
+            asyncio.run(self._crawl(self._seeds()))
+        asyncio.run(self._crawl([url for path, url in self.found.items() if path not in self.done]))
+        (self.out / "tlindex-report.json").write_text(json.dumps(
+            {"runs": self.runs, "pages": self.total.pages, "database": self.db_path.name}) + "\n")
+        return self.total
 
     async def _setup(self) -> None:
         # SQL in this thread (num_sql_threads 0): a batch of pages gains nothing from handing each query to a pool
@@ -211,12 +223,15 @@ class Report:
                 conn.close()
         return self.done, found, self.summary
 
-    def _run_in_parallel(self, tasks: list[tuple], jobs: int) -> None:
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(jobs, mp_context=_spawn_context()) as pool:
-            for result in pool.map(_worker_task, [(self.db_path, self.out, self.runs, task) for task in tasks]):
-                self._merge(*result)
+    def _task_files(self, tasks: list[tuple]) -> set[str]:
+        """The pages and traces the tasks write (which links may lead to)."""
+        files = set()
+        for task in tasks:
+            if task[0] == "pages":
+                files |= {path for path in map(self.target, task[1]) if path is not None}
+            elif task[0] == "chromium":
+                files.add(f"{self.run_dir(task[1])}chromium.json")
+        return files
 
     def _merge(self, done: set[str], found: dict[str, str], summary: ReportSummary) -> None:
         self.done |= done
@@ -226,16 +241,12 @@ class Report:
         self.total.warnings += summary.warnings
         self.progress(self.total.pages)
 
-    async def _build(self) -> None:
-        """The rest, in this process: run pages, tries, queries and whatever the pages link to."""
-        self.summary = self.total
+    def _seeds(self) -> list[str]:
+        """Where the crawl starts: the run pages (and the runs page), the failures lists."""
         seeds = [self.urls.run(run) for run in self.runs]
         if not self.single:
             seeds.insert(0, self.urls.runs() + "?" + urlencode([("run", run) for run in self.runs]))
-        seeds += [self.urls.query("failures", run=run) for run in self.runs]
-        await self._crawl(seeds + [url for path, url in self.found.items() if path not in self.done])
-        (self.out / "tlindex-report.json").write_text(json.dumps(
-            {"runs": self.runs, "pages": self.summary.pages, "database": self.db_path.name}) + "\n")
+        return seeds + [self.urls.query("failures", run=run) for run in self.runs]
 
     async def _crawl(self, seeds: list[str]) -> None:
         """Render every page reachable from `seeds` that is not written yet."""
