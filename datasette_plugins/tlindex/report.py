@@ -157,7 +157,9 @@ class Report:
         # SQL in this thread (num_sql_threads 0): a batch of pages gains nothing from handing each query to a pool
         self.datasette = Datasette([str(self.db_path)], settings={"num_sql_threads": 0})
         await self.datasette.invoke_startup()
-        self.datasette.jinja_env.auto_reload = False  # templates do not change during a report: no stat per page
+        env = getattr(self.datasette, "jinja_env", None) or getattr(self.datasette, "_jinja_env", None)
+        if env is not None:  # templates do not change during a report: no stat per page (0.65; 1.0a names it _)
+            env.auto_reload = False
         self.db = self.datasette.get_database(next(iter(self.datasette.databases.keys() - {"_internal"})))
         self.urls = Urls(self.datasette, self.db.name)
         self.base = self.urls.base
@@ -337,10 +339,11 @@ class Report:
         query = self.queries[name]
 
         def data(conn):
-            cursor = run_sql(read_only(conn), query.sql, params)
-            columns = [d[0] for d in cursor.description]
-            rows = cursor.fetchmany(QUERY_ROWS + 1)
-            return columns, rows
+            try:
+                cursor = run_sql(read_only(conn), query.sql, params)
+                return [d[0] for d in cursor.description], cursor.fetchmany(QUERY_ROWS + 1)
+            finally:
+                conn.set_authorizer(None)  # Datasette's own connection: its next statements are its own
 
         columns, rows = await self.db.execute_fn(data)
         shown = []
