@@ -133,7 +133,7 @@ class Report:
 
         asyncio.run(self._setup())
         tasks = self._tasks()
-        self.summary = self.total
+        self.summary = self.total  # what this process writes counts in the total (a task counts its own, merged)
         if jobs > 1 and len(self.compile_runs) >= PARALLEL_FROM:
             from concurrent.futures import ProcessPoolExecutor
 
