@@ -287,3 +287,27 @@ def test_a_report_opened_from_file_urls_leads_from_trie_to_compile_to_artifact(s
     follow(page, page.locator("table.artifacts a", has_text="dynamo_output_graph").first)
     assert "/payloads/" in page.url and page.locator(".highlight .k").count() > 0
     shot(page, "report_artifact")
+
+
+def test_bytecode_of_a_resume_function_from_the_trie(server, page):
+    """Trie → a resume function's bytecode → the next resume function it calls, at 1400 px."""
+    base, path = server
+    conn = sqlite3.connect(path)
+    (run,) = scenario_run(conn, "graph_breaks")
+    first, second = conn.execute(
+        "SELECT id FROM compiles WHERE run_id = ? AND co_name LIKE 'torch_dynamo_resume_in_two_breaks_at_%' "
+        "ORDER BY id", (run,)).fetchall()
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(f"{base}/traces/-/tlindex/trie/{run}")
+    follow(page, f"a.bytecode[href='/traces/-/tlindex/compile/{first[0]}/bytecode']")
+    assert page.locator("h1").inner_text().startswith("Bytecode of")
+    assert page.locator("table.bytecode td.role-graph").count() > 0
+    assert page.locator("table.bytecode td.role-resume").count() > 0
+    assert "torch._dynamo.graph_break()" in page.locator("#break-source").inner_text()
+    assert page.locator(".decompiled-original .highlight").count() == 1  # checked depyf source, highlighted
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 1400, f"the page is {width} px wide"
+    shot(page, "bytecode")
+    follow(page, "a.resume-link")
+    assert page.url.endswith(f"/compile/{second[0]}/bytecode")
+    page.set_viewport_size({"width": 1300, "height": 1000})

@@ -31,10 +31,13 @@ def _pages(conn) -> list[str]:
                               "AND payload IS NOT NULL LIMIT 1").fetchone()
     base = "/traces/-/tlindex"
     pair = [row[0] for row in conn.execute("SELECT id FROM compiles WHERE run_id = ? LIMIT 2", (run,))]
+    (breaks,) = scenario_run(conn, "graph_breaks")
+    (resume,) = conn.execute("SELECT id FROM compiles WHERE run_id = ? AND co_name LIKE 'torch_dynamo_resume_in%' "
+                             "LIMIT 1", (breaks,)).fetchone()
     return [base, f"{base}/diff/{run}/{run}", f"{base}/diff/compiles/{pair[0]}/{pair[1]}",
             f"{base}/run/{run}", f"{base}/run/{run}/chromium.json", f"{base}/trie/{run}",
-            f"{base}/trie/{run}/node/1", f"{base}/compile/{compile_id}", f"{base}/artifact/{artifact}",
-            f"{base}/provenance/{mapping}", f"{base}/payload/{payload}", f"{base}/payload/{payload}.txt"]
+            f"{base}/trie/{run}/node/1", f"{base}/compile/{compile_id}", f"{base}/compile/{resume}/bytecode",
+            f"{base}/artifact/{artifact}", f"{base}/provenance/{mapping}", f"{base}/payload/{payload}", f"{base}/payload/{payload}.txt"]
 
 
 @pytest.mark.asyncio
@@ -93,6 +96,8 @@ async def test_odd_urls_answer_404_or_400_never_500(ds_plain):
                          (f"/traces/-/tlindex/trie/{run}?rank=x", 400),
                          (f"/traces/-/tlindex/trie/{run}/node/99999999999999999999999", 404),
                          ("/traces/-/tlindex/artifact/abc", 404),
+                         ("/traces/-/tlindex/compile/99999999999999999999999/bytecode", 404),
+                         ("/traces/-/tlindex/compile/999999/bytecode", 404),
                          (f"/traces/-/tlindex/diff/{run}/99999999999999999999999", 404),
                          (f"/traces/-/tlindex/diff/{run}/999999", 404),
                          ("/traces/-/tlindex/diff/compiles/1/999999", 404),

@@ -55,7 +55,12 @@ def test_every_link_and_asset_of_every_page_resolves_in_the_folder(fixtures_db, 
         folder = out if len(runs) == 1 else out / f"run-{run}"
         assert (folder / "index.html").is_file() and (folder / "trie.html").is_file()
         compiles = {row[0] for row in conn.execute("SELECT id FROM compiles WHERE run_id = ?", (run,))}
-        assert {int(p.stem) for p in (folder / "compiles").glob("*.html")} == compiles
+        pages = {p.stem for p in (folder / "compiles").glob("*.html")}
+        assert {int(p) for p in pages if p.isdigit()} == compiles
+        with_bytecode = {row[0] for row in conn.execute(  # resume functions: their bytecode pages too
+            "SELECT a.compile FROM artifacts a JOIN compiles c ON c.id = a.compile WHERE c.run_id = ? "
+            "AND a.name LIKE '%_MODIFIED_BYTECODE'", (run,))}
+        assert {int(p.removesuffix("-bytecode")) for p in pages if not p.isdigit()} == with_bytecode
         files = conn.execute("SELECT DISTINCT file_id FROM sources WHERE run_id = ?", (run,)).fetchall()
         directories = [folder / "compile_directory.json"] if len(files) == 1 else \
             sorted(folder.glob("*/compile_directory.json"))

@@ -119,6 +119,9 @@ class Urls:
     def compile(self, compile_row: int) -> str:
         return f"{self.base}/-/tlindex/compile/{int(compile_row)}"
 
+    def bytecode(self, compile_row: int) -> str:
+        return f"{self.base}/-/tlindex/compile/{int(compile_row)}/bytecode"
+
     def artifact(self, artifact_id: int) -> str:
         return f"{self.base}/-/tlindex/artifact/{int(artifact_id)}"
 

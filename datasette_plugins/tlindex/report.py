@@ -117,7 +117,8 @@ class Report:
             rank = args.get("rank")
             return f"{self.run_dir(number)}trie" + (f"-rank-{int(rank)}" if rank and rank.isdigit() else "") + ".html"
         if kind == "compile" and self.compile_runs.get(number) in self.runs:
-            return f"{self.run_dir(self.compile_runs[number])}compiles/{number}.html"
+            page = {(): "", ("bytecode",): "-bytecode"}.get(tuple(route[2:]))
+            return None if page is None else f"{self.run_dir(self.compile_runs[number])}compiles/{number}{page}.html"
         if kind in ("artifact", "provenance") and self.artifact_runs.get(number) in self.runs:
             payload = self.artifact_payloads.get(number)
             if kind == "artifact" and payload:

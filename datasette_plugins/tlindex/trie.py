@@ -92,8 +92,9 @@ def find(node: Node, node_id: int) -> Node | None:
 class TrieRenderer:
     """Render a trie to HTML (everything escaped), within a node budget."""
 
-    def __init__(self, compile_url, fragment_url, budget: int, open_all: bool):
+    def __init__(self, compile_url, fragment_url, budget: int, open_all: bool, bytecode_url=None):
         self.compile_url = compile_url      # compile row id -> URL
+        self.bytecode_url = bytecode_url    # compile row id -> URL of its bytecode page, or None
         self.fragment_url = fragment_url    # node id -> URL of its lazily loaded children
         self.budget = budget
         self.open_all = open_all            # small tries start fully open
@@ -109,14 +110,17 @@ class TrieRenderer:
     def badge(self, group: list[tuple]) -> Markup:
         """One compile id with one status, on one rank or on several: labelled with its ranks."""
         row, compile_id, status, _ = group[0]
+        bytecode = self.bytecode_url(row) if self.bytecode_url else None
+        extra = Markup(' <a class="bytecode" href="{}" title="Dynamo\'s bytecode of this resume function, '
+                       'side by side">bytecode</a>').format(bytecode) if bytecode else Markup("")
         ranks = sorted(rank for *_, rank in group if rank is not None)
         if not ranks:
-            return Markup('<a class="compile status-{}" href="{}">[{}]</a>').format(
-                status, self.compile_url(row), compile_id)
+            return Markup('<a class="compile status-{}" href="{}">[{}]</a>{}').format(
+                status, self.compile_url(row), compile_id, extra)
         label = f"r{ranks[0]}" if len(ranks) == 1 else f"r{_spans(ranks)}"
         title = f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(map(str, ranks))}: {status}"
-        return Markup('<a class="compile status-{}" href="{}" title="{}">[{}]<sub class="ranks">{}</sub></a>').format(
-            status, self.compile_url(row), title, compile_id, label)
+        return Markup('<a class="compile status-{}" href="{}" title="{}">[{}]<sub class="ranks">{}</sub></a>{}').format(
+            status, self.compile_url(row), title, compile_id, label, extra)
 
     def children(self, node: Node) -> Markup:
         """The items under `node`: a chain of single children stays flat; a fork nests."""

@@ -58,7 +58,8 @@ with torch.no_grad():
 """
 
 # Graph breaks: print, an explicit graph_break, a data-dependent branch, and the
-# same print break reached from two compiled functions (a duplicate reason).
+# same print break reached from two compiled functions (a duplicate reason), and
+# a function that breaks twice (its first resume function calls the second).
 SCENARIOS["graph_breaks"] = """
 def noisy(x):
     print("side effect")
@@ -86,11 +87,20 @@ def with_branch(x):
 def also_noisy(x):
     return noisy(x.exp())
 
+@torch.compile(backend="eager")
+def two_breaks(x):
+    x = x + 1
+    torch._dynamo.graph_break()
+    x = x * 2
+    torch._dynamo.graph_break()
+    return x - 3
+
 x = torch.ones(3)
 with_print(x)
 with_explicit_break(x)
 with_branch(x)
 also_noisy(x)
+two_breaks(x)
 """
 
 # Recompiles: a shape change, a dtype change and a python int change on f; g

@@ -5,9 +5,16 @@ from __future__ import annotations
 from datasette.utils.asgi import NotFound, Response
 
 from ..database import dicts, int_arg, int_var, one, open_database, render
+from tlindex.resume_functions import run_compiles_with_bytecode
+
 from ..trie import TrieRenderer, build_trie, find, size
 
 TRIE_BUDGET = 2000  # nodes rendered before the rest of the trie is loaded on demand
+
+def _bytecode_urls(urls, compiles: set[int]):
+    """compile row -> URL of its bytecode page, for the compiles that have one."""
+    return lambda row: urls.bytecode(row) if row in compiles else None
+
 
 def _rank_param(request) -> int | None:
     if request.args.get("rank") == "all":
@@ -37,15 +44,15 @@ async def trie_page(datasette, request):
             SELECT id, rank, status, fail_type, envelope_count FROM compiles
             WHERE run_id = ? AND (? IS NULL OR rank = ?) AND compile_id = '-/-' ORDER BY rank, id""",
             (run_id, rank, rank)))
-        return run, ranks, build_trie(conn, run_id, rank), unknown, anonymous
+        return run, ranks, build_trie(conn, run_id, rank), unknown, anonymous, run_compiles_with_bytecode(conn, run_id)
 
     found = await db.execute_fn(data)
     if found is None:
         raise NotFound(f"No run {run_id}")
-    run, ranks, trie, unknown, anonymous = found
+    run, ranks, trie, unknown, anonymous, with_bytecode = found
     nodes = size(trie) - 1
     renderer = TrieRenderer(urls.compile, lambda node: urls.trie_node(run_id, rank, node), budget,
-                            open_all=nodes <= 200)
+                            open_all=nodes <= 200, bytecode_url=_bytecode_urls(urls, with_bytecode))
     return await render(datasette, request, "trie.html", {
         "database": db.name, "run": run, "rank": rank, "ranks": ranks, "u": urls, "nodes": nodes,
         "trie": renderer.render(trie), "unknown": unknown, "anonymous": anonymous})
@@ -57,10 +64,11 @@ async def trie_fragment(datasette, request):
     db, urls = opened.db, opened.urls
     run_id, node_id = int_var(request, "run"), int_var(request, "node")
     rank = _rank_param(request)
-    trie = await db.execute_fn(lambda conn: build_trie(conn, run_id, rank))
+    trie, with_bytecode = await db.execute_fn(
+        lambda conn: (build_trie(conn, run_id, rank), run_compiles_with_bytecode(conn, run_id)))
     node = find(trie, node_id)
     if node is None:
         raise NotFound("No such trie node")
     renderer = TrieRenderer(urls.compile, lambda n: urls.trie_node(run_id, rank, n), TRIE_BUDGET,
-                            open_all=False)
+                            open_all=False, bytecode_url=_bytecode_urls(urls, with_bytecode))
     return Response.html(str(renderer.children(node)))

@@ -1,0 +1,118 @@
+"""A code object rebuilt from a `dis` listing, accepted only if it disassembles to the same text.
+
+depyf (and every decompiler) works on code objects; the trace holds only `dis` text. The text
+carries each instruction's opcode, raw argument and shown value, and the source lines, so for
+the interpreter that wrote it a code object can be rebuilt: the bytes (opcode, argument, inline
+caches up to the next offset), the names, local names and literal constants at the indexes the
+arguments give, and a line table. It cannot carry the argument count, closure cells, constants
+without a literal repr, or unused names. The rebuilt object is accepted only when
+`dis.Bytecode(code).dis()` gives back exactly the logged text - which also fails for a listing
+written by another Python version, whose opcodes, caches or format differ.
+"""
+
+from __future__ import annotations
+
+import ast
+import dis
+import sys
+import types
+
+from .bytecode import Listing
+
+NAME_OPS = {"LOAD_ATTR", "STORE_ATTR", "DELETE_ATTR", "LOAD_METHOD", "IMPORT_NAME", "IMPORT_FROM",
+            "LOAD_NAME", "STORE_NAME", "DELETE_NAME", "STORE_GLOBAL", "DELETE_GLOBAL"}
+FAST_OPS = {"LOAD_FAST", "STORE_FAST", "DELETE_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR"}
+CONST_OPS = {"LOAD_CONST", "KW_NAMES", "RETURN_CONST"}
+
+
+class CannotReassemble(Exception):
+    """Why a listing cannot be turned back into a code object (shown to the user)."""
+
+
+def _slot(table: dict[int, object], index: int, value: object, what: str) -> None:
+    if table.get(index, value) != value:
+        raise CannotReassemble(f"{what} {index} is shown as both {table[index]!r} and {value!r}")
+    table[index] = value
+
+
+def _dense(table: dict[int, object], filler) -> list:
+    return [table.get(i, filler(i)) for i in range(max(table, default=-1) + 1)]
+
+
+def _line_table(units: list[int | None], first_line: int) -> bytes:
+    """A 3.11+ location table giving each code unit its line (no columns)."""
+    out = bytearray()
+    previous = first_line
+    k = 0
+    while k < len(units):
+        line = units[k]
+        length = 1
+        while k + length < len(units) and units[k + length] == line and length < 8:
+            length += 1
+        if line is None:
+            out.append(0x80 | (15 << 3) | (length - 1))  # no location
+        else:
+            out.append(0x80 | (13 << 3) | (length - 1))  # line only
+            delta = line - previous
+            value = (-delta << 1) | 1 if delta < 0 else delta << 1
+            while value >= 0x40:
+                out.append(0x40 | (value & 0x3F))
+                value >>= 6
+            out.append(value)
+            previous = line
+        k += length
+    return bytes(out)
+
+
+def reassemble(listing: Listing, text: str, name: str, filename: str, first_line: int) -> types.CodeType:
+    """The code object `text` was printed from, or CannotReassemble saying why not."""
+    if sys.version_info[:2] != (3, 11):
+        raise CannotReassemble(f"only Python 3.11 listings are rebuilt; this server runs "
+                               f"{sys.version_info[0]}.{sys.version_info[1]}")
+    if listing.unparsed:
+        number, raw = listing.unparsed[0]
+        raise CannotReassemble(f"line {number} of the listing is not an instruction of this Python's dis: {raw.strip()!r}")
+    if listing.exception_table:
+        raise CannotReassemble("the listing has an exception table, which dis does not print in full")
+    names: dict[int, object] = {}
+    fast: dict[int, object] = {}
+    consts: dict[int, object] = {}
+    code = bytearray()
+    units: list[int | None] = []
+    instructions = listing.instructions
+    for k, inst in enumerate(instructions):
+        opcode = dis.opmap.get(inst.op)
+        if opcode is None:
+            raise CannotReassemble(f"{inst.op} is not an opcode of this Python")
+        arg = inst.arg or 0
+        if inst.op in dis.hasfree:
+            raise CannotReassemble(f"{inst.op} uses closure cells, which the listing does not describe")
+        if inst.op == "LOAD_GLOBAL":
+            _slot(names, arg >> 1, inst.argrepr.removeprefix("NULL + "), "name")
+        elif inst.op in NAME_OPS:
+            _slot(names, arg, inst.argrepr, "name")
+        elif inst.op in FAST_OPS:
+            _slot(fast, arg, inst.argrepr, "local")
+        elif inst.op in CONST_OPS:
+            try:
+                value = ast.literal_eval(inst.argrepr)
+            except (ValueError, SyntaxError):
+                raise CannotReassemble(f"constant {inst.argrepr!r} has no literal form") from None
+            _slot(consts, arg, value, "constant")
+        if len(code) != inst.offset:
+            raise CannotReassemble(f"offset {inst.offset} does not follow the previous instruction")
+        code += bytes([opcode, arg & 0xFF])
+        end = instructions[k + 1].offset if k + 1 < len(instructions) else len(code)
+        if end < len(code) or (end - len(code)) % 2:
+            raise CannotReassemble(f"offset {end} is not where an instruction can start")
+        code += bytes(end - len(code))  # inline CACHE entries
+        units += [inst.line] * ((end - inst.offset) // 2)
+    line0 = next((i.line for i in instructions if i.line is not None), first_line)
+    varnames = tuple(_dense(fast, lambda i: f"__unknown_local_{i}"))
+    built = types.CodeType(
+        0, 0, 0, len(varnames), 64, 3, bytes(code), tuple(_dense(consts, lambda i: None)),
+        tuple(_dense(names, lambda i: f"__unknown_name_{i}")), varnames, filename, name, name,
+        line0, _line_table(units, line0), b"", (), ())
+    if dis.Bytecode(built).dis() != text:
+        raise CannotReassemble("the rebuilt code does not disassemble to the logged listing")
+    return built
