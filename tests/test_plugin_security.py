@@ -37,7 +37,8 @@ def _pages(conn) -> list[str]:
     return [base, f"{base}/diff/{run}/{run}", f"{base}/diff/compiles/{pair[0]}/{pair[1]}",
             f"{base}/run/{run}", f"{base}/run/{run}/chromium.json", f"{base}/trie/{run}",
             f"{base}/trie/{run}/node/1", f"{base}/compile/{compile_id}", f"{base}/compile/{resume}/bytecode",
-            f"{base}/artifact/{artifact}", f"{base}/provenance/{mapping}", f"{base}/payload/{payload}", f"{base}/payload/{payload}.txt"]
+            f"{base}/artifact/{artifact}", f"{base}/provenance/{mapping}", f"{base}/payload/{payload}",
+            f"{base}/payload/{payload}.txt"]
 
 
 @pytest.mark.asyncio

@@ -15,8 +15,18 @@ import re
 import sqlite3
 from dataclasses import dataclass, field
 
-from .bytecode import (ROLE_TITLES, Listing, Row, align, called_names, line_at_offset, parse_listing,
-                       resume_base, resume_name, resume_target)
+from .bytecode import (
+    ROLE_TITLES,
+    Listing,
+    Row,
+    align,
+    called_names,
+    line_at_offset,
+    parse_listing,
+    resume_base,
+    resume_name,
+    resume_target,
+)
 from .decompile import Decompiled, decompile
 
 SUFFIXES = ("_ORIGINAL_BYTECODE", "_MODIFIED_BYTECODE")
@@ -156,7 +166,8 @@ def created_by(conn: sqlite3.Connection, resume: dict) -> Break | None:
             frames = user_traceback(text or "")
             for frame in reversed(frames):
                 # tracebacks name a resume function's frame after the user function it continues
-                if frame.fn in (parent["co_name"], resume_base(parent["co_name"])) and resume_name(parent["co_name"], frame.line) == resume["co_name"]:
+                own = frame.fn in (parent["co_name"], resume_base(parent["co_name"]))
+                if own and resume_name(parent["co_name"], frame.line) == resume["co_name"]:
                     return Break(parent, reason, user_file, user_line, frame, frames)
     return None
 

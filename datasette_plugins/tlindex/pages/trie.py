@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from datasette.utils.asgi import NotFound, Response
 
-from ..database import dicts, int_arg, int_var, one, open_database, render
 from tlindex.resume_functions import run_compiles_with_bytecode
 
+from ..database import dicts, int_arg, int_var, one, open_database, render
 from ..trie import TrieRenderer, build_trie, find, size
 
 TRIE_BUDGET = 2000  # nodes rendered before the rest of the trie is loaded on demand
