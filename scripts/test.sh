@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Install tlindex with its test dependencies into .venv and run the test suite.
 # The browser tests drive Debian's Chromium with Playwright (no browser download);
-# as root, this installs it when it is missing, elsewhere those tests skip. The Spark
+# as root, this installs it (and the sqlite3 shell) when missing, elsewhere those tests skip. The Spark
 # tests need Java 17 (pyspark comes from PyPI with the spark extra).
 # Lints with ruff first. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v chromium >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+missing=""
+command -v chromium >/dev/null || missing="$missing chromium"
+command -v sqlite3 >/dev/null || missing="$missing sqlite3"  # the shell reads the payloads view (a test)
+if [ -n "$missing" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
 fi
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip

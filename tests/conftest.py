@@ -39,7 +39,10 @@ def raw_envelopes(paths: list[Path]) -> list[dict]:
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(path)
+    """A connection that reads the payloads view as every tlindex connection does (sqlar functions)."""
+    from tlindex.compression import register
+
+    conn = register(sqlite3.connect(path))
     conn.row_factory = sqlite3.Row
     return conn
 

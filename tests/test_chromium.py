@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 
 import pytest
 from click.testing import CliRunner
-from conftest import scenario_logs, scenario_run
+from conftest import connect, scenario_logs, scenario_run
 from datasette.app import Datasette
 
 from tlindex.chromium import trace_chunks
@@ -60,7 +59,7 @@ def test_a_run_trace_has_every_span_of_every_rank(db):
 def test_a_trace_longer_than_a_batch_is_valid_json(fixtures_db, monkeypatch):
     import tlindex.chromium
 
-    conn = sqlite3.connect(fixtures_db)
+    conn = connect(fixtures_db)
     (run,) = scenario_run(conn, "train_step")
     whole = json.loads(b"".join(trace_chunks(conn, run)))["traceEvents"]
     monkeypatch.setattr(tlindex.chromium, "BATCH", 7)
@@ -69,7 +68,7 @@ def test_a_trace_longer_than_a_batch_is_valid_json(fixtures_db, monkeypatch):
 
 
 def test_cli_writes_the_trace_and_refuses_an_unknown_run(fixtures_db, tmp_path):
-    conn = sqlite3.connect(fixtures_db)
+    conn = connect(fixtures_db)
     (run,) = scenario_run(conn, "ddp_2ranks")
     out = tmp_path / "trace.json"
     result = CliRunner().invoke(cli, ["export", "chromium", str(out), "--db", str(fixtures_db), "--run", str(run)])
@@ -83,7 +82,7 @@ def test_cli_writes_the_trace_and_refuses_an_unknown_run(fixtures_db, tmp_path):
 async def test_the_run_page_links_a_streamed_trace(traces_db):
     ds = Datasette([str(traces_db)])
     await ds.invoke_startup()
-    conn = sqlite3.connect(traces_db)
+    conn = connect(traces_db)
     (run,) = scenario_run(conn, "collectives_3ranks")
     page = (await ds.client.get(f"/traces/-/tlindex/run/{run}")).text
     assert f'href="/traces/-/tlindex/run/{run}/chromium.json"' in page

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import connect
 
 from tlindex.cli import cli
-from tlindex.export import ExportError, duckdb_views, export_parquet, schema_tables
+from tlindex.export import ExportError, declared_columns, duckdb_views, export_parquet, schema_tables
 from tlindex.queries import load_queries, run_sql
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,12 +28,12 @@ def export_dir(fixtures_db, tmp_path_factory):
 def test_every_table_reads_back_equal(fixtures_db, export_dir):
     import pyarrow.dataset as ds
 
-    conn = sqlite3.connect(fixtures_db)
+    conn = connect(fixtures_db)
     manifest = json.loads((export_dir / "_manifest.json").read_text())
     assert set(manifest["tables"]) == set(schema_tables(conn))
     assert manifest["schema_migrations"] == sorted(p.stem for p in (ROOT / "schema").glob("*.sql"))
     for table, info in manifest["tables"].items():
-        columns = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+        columns = [name for name, _ in declared_columns(conn, table)]  # payloads: the view's text
         (count,) = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
         assert info["rows"] == count, table
         if count == 0:
@@ -99,7 +99,7 @@ def engine_cases() -> list[tuple[str, dict]]:
 @pytest.mark.parametrize("name,params", engine_cases())
 def test_duckdb_over_parquet_answers_like_sqlite(fixtures_db, export_dir, name, params):
     duckdb = pytest.importorskip("duckdb")
-    conn = sqlite3.connect(fixtures_db)
+    conn = connect(fixtures_db)
     cursor = run_sql(conn, load_queries()[name].sql, {k: v for k, v in params.items() if v is not None})
     columns = [d[0] for d in cursor.description]
     expected = normalize(cursor.fetchall(), columns)

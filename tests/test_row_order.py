@@ -91,7 +91,7 @@ ROWS = rows()
 
 
 def test_rows_are_found_in_every_table_the_normalizer_writes():
-    assert {table for _, _, table, _ in ROWS} >= set(COLUMNS) - {"payloads", "files"} - {"volume"}
+    assert {table for _, _, table, _ in ROWS} >= set(COLUMNS) - {"payload_data", "files"} - {"volume"}
 
 
 @pytest.mark.parametrize("where,table,elements", [(f"{f}:{line}", t, e) for f, line, t, e in ROWS],

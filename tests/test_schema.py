@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 def schema_columns() -> dict[str, list[str]]:
     conn = sqlite3.connect(":memory:")
     apply_schema(conn)
-    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' AND name NOT LIKE '\\_%' ESCAPE '\\'")]
+    names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view') "
+                                        "AND name NOT LIKE '\\_%' ESCAPE '\\'")]
     return {name: [r[1] for r in conn.execute(f"PRAGMA table_info({name})")] for name in names}
 
 

@@ -22,7 +22,7 @@ from tlindex.search import ensure_payload_index
 def searchable(fixtures_db, tmp_path_factory):
     """A copy of the fixtures database named traces.db, its payload text indexed."""
     path = tmp_path_factory.mktemp("search") / "traces.db"
-    source = sqlite3.connect(fixtures_db)
+    source = connect(fixtures_db)
     source.execute("PRAGMA wal_checkpoint(FULL)")
     source.close()
     shutil.copy(fixtures_db, path)

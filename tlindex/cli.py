@@ -10,6 +10,7 @@ import time
 import click
 
 from . import __version__
+from .db import connect_read_only
 from .output import check_format, emit, output_options
 
 DEFAULT_DB = "traces.db"
@@ -115,7 +116,7 @@ def query(name_or_sql: str, params: tuple[tuple[str, str], ...], db_path: str, *
     check_format(output)
     if not os.path.exists(db_path):
         raise click.ClickException(f"{db_path}: no such database (run `tlindex ingest` first)")
-    conn = read_only(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True))
+    conn = read_only(connect_read_only(db_path))
     try:
         cursor = run_sql(conn, sql, dict(params))
         emit([d[0] for d in cursor.description or []], cursor, **output)
@@ -138,7 +139,6 @@ def findings(run: str | None, db_path: str, as_json: bool) -> None:
     Exits 1 when there is an error or a warning to report, 0 when there is nothing (so CI jobs can gate on it).
     """
     import json
-    import sqlite3
 
     from .findings import findings as run_findings
     from .findings import problems
@@ -146,7 +146,7 @@ def findings(run: str | None, db_path: str, as_json: bool) -> None:
 
     if not os.path.exists(db_path):
         raise click.ClickException(f"{db_path}: no such database (run `tlindex ingest` first)")
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    conn = connect_read_only(db_path)
     try:
         if run is None:
             runs = conn.execute("SELECT id, label FROM runs ORDER BY start_time, id").fetchall()
@@ -240,14 +240,13 @@ def diff_command(run_a: str, run_b: str, db_path: str, as_json: bool, graphs: bo
     Failures and new graph breaks come first, then the biggest compile-time regressions.
     """
     import json
-    import sqlite3
 
     from .diff import diff, graph_pairs
     from .runs import UnknownRun
 
     if not os.path.exists(db_path):
         raise click.ClickException(f"{db_path}: no such database (run `tlindex ingest` first)")
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    conn = connect_read_only(db_path)
     try:
         result = diff(conn, run_a, run_b)
         unified = {}
@@ -423,13 +422,12 @@ def chromium(out, db_path: str, run_id: int) -> None:
 
     Each rank is a process; spans carry the args of their begin and end events.
     """
-    import sqlite3
 
     from .chromium import trace_chunks
 
     if not os.path.exists(db_path):
         raise click.ClickException(f"{db_path}: no such database")
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    conn = connect_read_only(db_path)
     try:
         if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
             raise click.ClickException(f"{db_path}: no run {run_id}")

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
+from .compression import register
 from .resources import schema_files
 
 if TYPE_CHECKING:
@@ -61,6 +62,7 @@ def apply_schema(conn: sqlite3.Connection) -> list[str]:
     database at once apply each migration exactly once. A database that records a
     migration this tlindex does not know was written by a newer one: refused.
     """
+    register(conn)  # migration 004 compresses with sqlar_compress
     files = schema_files()
     known = {path.stem for path in files}
     done = _applied(conn)
@@ -82,6 +84,11 @@ def apply_schema(conn: sqlite3.Connection) -> list[str]:
                          (path.stem,))
             applied.append(path.stem)
     return applied
+
+
+def connect_read_only(path: str | Path, **kwargs) -> sqlite3.Connection:
+    """A read-only connection to a tlindex database, with the functions its `payloads` view needs."""
+    return register(sqlite3.connect(f"file:{path}?mode=ro", uri=True, **kwargs))
 
 
 def check_database(path: str | Path) -> None:

@@ -17,15 +17,28 @@ from pathlib import Path
 from typing import Iterator
 
 from . import __version__
-from .db import MIGRATIONS_TABLE
+from .db import MIGRATIONS_TABLE, connect_read_only
 
 BATCH_ROWS = 20_000
 PARTITION_COLUMNS = ("run_id", "rank")
 MANIFEST = "_manifest.json"
 
 
+# Exported through a view: payload_data's compressed bytes become the payloads view's text (Parquet
+# compresses it again its own way), so DuckDB and Spark read payload text as they always did.
+EXPORTED_AS = {"payload_data": "payloads"}
+VIEW_COLUMNS = {"payloads": [("hash", "TEXT"), ("size", "INTEGER"), ("text", "TEXT")]}
+
+
 class ExportError(Exception):
     pass
+
+
+def declared_columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, str]]:
+    """(name, declared type) of a table's columns, or of an exported view's."""
+    if table in VIEW_COLUMNS:
+        return VIEW_COLUMNS[table]
+    return [(name, declared) for _, name, declared, *_ in conn.execute(f"PRAGMA table_info({table})")]
 
 
 def schema_tables(conn: sqlite3.Connection) -> list[str]:
@@ -33,8 +46,8 @@ def schema_tables(conn: sqlite3.Connection) -> list[str]:
     names = [r[0] for r in conn.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name")]
     fts = {f"{name}_fts" for name in names}
-    return [n for n in names if not n.startswith(("_", "sqlite")) and n != MIGRATIONS_TABLE
-            and not any(n.startswith(prefix) for prefix in fts)]
+    return sorted(EXPORTED_AS.get(n, n) for n in names if not n.startswith(("_", "sqlite")) and n != MIGRATIONS_TABLE
+                  and not any(n.startswith(prefix) for prefix in fts))
 
 
 def arrow_schema(conn: sqlite3.Connection, table: str):
@@ -43,7 +56,7 @@ def arrow_schema(conn: sqlite3.Connection, table: str):
 
     types = {"INTEGER": pa.int64(), "REAL": pa.float64(), "TEXT": pa.large_string(), "BLOB": pa.large_binary()}
     return pa.schema([(name, types.get(declared.upper(), pa.large_string()))
-                      for _, name, declared, *_ in conn.execute(f"PRAGMA table_info({table})")])
+                      for name, declared in declared_columns(conn, table)])
 
 
 def _batches(cursor: sqlite3.Cursor, schema) -> Iterator:
@@ -60,7 +73,7 @@ def shifted_columns(conn: sqlite3.Connection, table: str, id_base: int) -> list[
     from .merge import NATURAL_KEYS
 
     references = {row[3]: row[2] for row in conn.execute(f"PRAGMA foreign_key_list({table})")}
-    columns = [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+    columns = [name for name, _ in declared_columns(conn, table)]
     if not id_base:
         return columns
     return [f"{name} + {id_base}" if (name == "id" and table not in NATURAL_KEYS) or
@@ -115,7 +128,7 @@ def export_parquet(db_path: str | Path, out_dir: str | Path, tables: list[str] |
     """Write the tables as Parquet datasets under out_dir; return the manifest."""
     out = Path(out_dir)
     # pyarrow pulls batches on a worker thread: the connection must allow it.
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, check_same_thread=False)
+    conn = connect_read_only(db_path, check_same_thread=False)
     available = schema_tables(conn)
     unknown = set(tables or ()) - set(available)
     if unknown:

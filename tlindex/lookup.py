@@ -12,6 +12,7 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import asdict, dataclass
 
+from .compression import register
 from .search import PAYLOAD_INDEX, has_payload_index
 
 MIN_CHARS = 3          # the trigram index cannot look for less
@@ -96,6 +97,7 @@ ROW_SOURCES = [
 
 def search(conn: sqlite3.Connection, term: str, run: int | None = None, limit: int = 200) -> list[Hit]:
     """Every place `term` occurs (up to `limit` per table), grouped by run and compile, biggest groups first."""
+    register(conn)  # payload hits read the payloads view
     match = phrase(term)
     hits: list[Hit] = []
     for index, table, sql in ROW_SOURCES:
@@ -125,7 +127,7 @@ def _payload_hits(conn: sqlite3.Connection, match: str, term: str, run: int | No
     """Artifacts whose payload text contains the term, each at the line it first occurs."""
     hits = []
     for hash_, text in conn.execute(
-            f"SELECT p.hash, p.text FROM {PAYLOAD_INDEX} f JOIN payloads p ON p.rowid = f.rowid "
+            f"SELECT p.hash, p.text FROM {PAYLOAD_INDEX} f JOIN payloads p ON p.id = f.rowid "
             f"WHERE {PAYLOAD_INDEX} MATCH ? ORDER BY f.rank LIMIT ?", (match, limit)).fetchall():
         snippet, line, marked = _snippet(text, term)
         for artifact, compile_row, compile_id, run_id in conn.execute(

@@ -15,7 +15,7 @@ from typing import Callable
 from .tables import COLUMNS
 
 # Tables without an id of their own (keyed by content or by other columns): nothing to offset.
-NATURAL_KEYS = {"payloads", "strings", "volume"}
+NATURAL_KEYS = {"payload_data", "strings", "volume"}
 # Columns the ingest does not write but later steps fill in, kept when a row is replaced.
 KEPT_ON_REPLACE = {"sources": ("run_id",)}
 
@@ -49,7 +49,7 @@ def merge_statements(conn: sqlite3.Connection) -> tuple[list[str], dict[str, int
                 select.append(_shift(column, offsets[table_fks[column]]))
             else:
                 select.append(column)
-        verb = "INSERT OR IGNORE" if table == "payloads" else "INSERT OR REPLACE"
+        verb = "INSERT OR IGNORE" if table == "payload_data" else "INSERT OR REPLACE"
         statements.append(f"{verb} INTO main.{table} ({', '.join(columns)}) "
                           f"SELECT {', '.join(select)} FROM staging.{table}")
     return statements, offsets
@@ -82,7 +82,7 @@ def delete_file_rows(conn: sqlite3.Connection, file_id: int, after_line: int | N
         conn.execute(f"DELETE FROM main.{table} WHERE source_id IN ({sources})", params)
     conn.execute("DELETE FROM main.sources WHERE file_id = :file", params)
     conn.execute("DELETE FROM main.files WHERE id = :file", params)
-    conn.execute("DELETE FROM main.payloads WHERE hash NOT IN (SELECT payload FROM main.envelopes "
+    conn.execute("DELETE FROM main.payload_data WHERE hash NOT IN (SELECT payload FROM main.envelopes "
                  "WHERE payload IS NOT NULL) AND hash NOT IN (SELECT value FROM main.metrics, json_each("
                  "json_array(dynamo_config, inductor_config, functorch_config, compiler_config)) "
                  "WHERE value IS NOT NULL)")

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 import tempfile
 from pathlib import Path
 
+from .db import connect_read_only
 from .discover import discover
 from .runs import resolve_run
 
@@ -40,7 +40,7 @@ def check_out_dir(out: Path, overwrite: bool) -> None:
 def runs_of_paths(db_path: Path, paths: list[str]) -> list[int]:
     """The runs holding the logs PATHs name (as discovered by ingest)."""
     files, _ = discover(paths)
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    conn = connect_read_only(db_path)
     try:
         wanted = {str(path.resolve()) for path in files}
         return sorted({run for (path, run) in conn.execute(
@@ -51,7 +51,7 @@ def runs_of_paths(db_path: Path, paths: list[str]) -> list[int]:
 
 def runs_by_name(db_path: Path, names: list[str]) -> list[int]:
     """Runs by id or label prefix; every run when none are named."""
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    conn = connect_read_only(db_path)
     try:
         if not names:
             return [row[0] for row in conn.execute("SELECT id FROM runs ORDER BY id")]

@@ -14,6 +14,9 @@ from .resources import schema_files
 TABLE_RE = re.compile(r"((?:--[^\n]*\n)*)CREATE TABLE (\w+) \((.*?)\n\);", re.S)
 COLUMN_RE = re.compile(r"^\s+(\w+) ([A-Z]+)([^-]*?)(?:,)?\s*--\s*(.*)$")
 ADD_COLUMN_RE = re.compile(r"^ALTER TABLE (\w+) ADD COLUMN (\w+ [A-Z]+[^-]*?;\s*--.*)$", re.M)
+ALTER_RE = re.compile(r"^ALTER TABLE (\w+) (RENAME TO|DROP COLUMN) (\w+);", re.M)
+VIEW_COLUMN_RE = re.compile(r"(\w+)\s*,?\s*--\s*(.*)$")
+VIEW_RE = re.compile(r"((?:--[^\n]*\n)*)CREATE VIEW (\w+) AS\n(.*?);", re.S)
 
 
 def tables() -> list[tuple[str, str, list[tuple[str, str, str]]]]:
@@ -25,10 +28,24 @@ def tables() -> list[tuple[str, str, list[tuple[str, str, str]]]]:
             description = " ".join(line.lstrip("- ").strip() for line in comment.strip().splitlines())
             columns = [column for line in body.splitlines() if (column := _column(line))]
             found[name] = (name, description, columns)
+        for name, change, target in ALTER_RE.findall(text):  # a later migration's renames and drops
+            if name not in found:
+                continue
+            if change == "RENAME TO":
+                found = {(target if key == name else key): ((target, *value[1:]) if key == name else value)
+                         for key, value in found.items()}
+            else:
+                found[name][2][:] = [column for column in found[name][2] if column[0] != target]
         for name, definition in ADD_COLUMN_RE.findall(text):  # a later migration's new columns
             column = _column(" " + definition.replace(";", ",", 1))
             if column and name in found:
                 found[name][2].append(column)
+        for comment, name, select in VIEW_RE.findall(text):
+            description = " ".join(line.lstrip("- ").strip() for line in comment.strip().splitlines()
+                                   if not line.startswith("-- tlindex schema"))
+            columns = [(match[1], "", match[2].strip()) for line in select.splitlines()
+                       if (match := VIEW_COLUMN_RE.search(line))]
+            found[name] = (name, f"A view: {description}", columns)
     return list(found.values())
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sqlite_utils
 
+from .compression import register
 from .db import immediate
 
 FTS_COLUMNS: dict[str, list[str]] = {
@@ -37,12 +38,13 @@ def has_payload_index(conn) -> bool:
 
 def ensure_payload_index(conn) -> bool:
     """Build the payload text index if it is missing; return whether it was built now."""
+    register(conn)  # the index reads the payloads view
     if has_payload_index(conn):
         return False
     with immediate(conn):
         if not has_payload_index(conn):
             conn.execute(f"CREATE VIRTUAL TABLE {PAYLOAD_INDEX} USING FTS5 (text, content='payloads', "
-                         f"tokenize='trigram')")
+                         f"content_rowid='id', tokenize='trigram')")
             conn.execute(f"INSERT INTO {PAYLOAD_INDEX} ({PAYLOAD_INDEX}) VALUES ('rebuild')")
     return True
 
@@ -51,12 +53,13 @@ def _refresh_payload_index(conn, rebuild: bool) -> None:
     """Keep a built payload index current (payloads are keyed by hash; their rowids only grow)."""
     if not has_payload_index(conn):
         return
+    register(conn)
     with immediate(conn):
         if rebuild:
             conn.execute(f"INSERT INTO {PAYLOAD_INDEX} ({PAYLOAD_INDEX}) VALUES ('rebuild')")
         else:
-            conn.execute(f"INSERT INTO {PAYLOAD_INDEX} (rowid, text) SELECT rowid, text FROM payloads "
-                         f"WHERE rowid > (SELECT coalesce(max(id), 0) FROM {PAYLOAD_INDEX}_docsize)")
+            conn.execute(f"INSERT INTO {PAYLOAD_INDEX} (rowid, text) SELECT id, text FROM payloads "
+                         f"WHERE id > (SELECT coalesce(max(id), 0) FROM {PAYLOAD_INDEX}_docsize)")
 
 
 def refresh_fts(db: sqlite_utils.Database, rebuild: bool = False) -> None:

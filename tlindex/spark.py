@@ -19,9 +19,19 @@ import sqlite3
 import tempfile
 from pathlib import Path
 
+from .compression import register
 from .db import apply_schema
 from .discover import discover
-from .export import MANIFEST, ExportError, new_manifest, prepare_out_dir, shifted_columns, table_manifest, write_table
+from .export import (
+    EXPORTED_AS,
+    MANIFEST,
+    ExportError,
+    new_manifest,
+    prepare_out_dir,
+    shifted_columns,
+    table_manifest,
+    write_table,
+)
 from .task import Task, run_task
 
 DRIVER_TABLES = ("files", "sources", "compiles")   # small: grouped into runs on the driver
@@ -35,15 +45,15 @@ def ingest_file(item: tuple[int, str, str]) -> dict:
     try:
         staging = work / "staging.db"
         result = run_task(Task(path, str(staging)))
-        conn = sqlite3.connect(staging, check_same_thread=False)
+        conn = register(sqlite3.connect(staging, check_same_thread=False))
         base = number << 32
         tables = [r[0] for r in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\' "
             "AND name NOT IN ('runs', 'files', 'sources', 'compiles')")]
         for table in tables:
-            target = Path(out) / (PAYLOAD_PARTS if table == "payloads" else "")
+            target = Path(out) / (PAYLOAD_PARTS if table == "payload_data" else "")
             if conn.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone():
-                write_table(conn, "payloads" if table == "payloads" else table, target, id_base=base,
+                write_table(conn, EXPORTED_AS.get(table, table), target, id_base=base,
                             basename=f"part-{number}-{{i}}.parquet", exists="overwrite_or_ignore")
         rows = {}
         for table in DRIVER_TABLES:
@@ -98,7 +108,8 @@ def spark_ingest(paths: list[str], out_dir: str | Path, *, master: str = "local[
                 manifest["tables"][table] = table_manifest(conn, table, spark.read.parquet(str(out / table)).count())
         for table in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' "
                                   "ESCAPE '\\'").fetchall():
-            manifest["tables"].setdefault(table[0], table_manifest(conn, table[0], 0))
+            name = EXPORTED_AS.get(table[0], table[0])
+            manifest["tables"].setdefault(name, table_manifest(conn, name, 0))
         manifest["spark"] = {"master": master, "files": len(items),
                              "envelopes": sum(r["envelopes"] for r in results),
                              "ingest_errors": sum(r["errors"] for r in results)}

@@ -12,6 +12,7 @@ import json
 import sqlite3
 from pathlib import Path
 
+from .compression import pack, register
 from .db import apply_schema
 from .tables import COLUMNS
 
@@ -41,7 +42,7 @@ class StagingWriter:
         # Payloads the main database holds already (other ranks' graphs, an earlier
         # run's code) are not written again: a read-only look-up is far cheaper.
         self.main = sqlite3.connect(f"file:{main_db}?mode=ro", uri=True) if main_db else None
-        self.conn = sqlite3.connect(self.path, isolation_level=None)
+        self.conn = register(sqlite3.connect(self.path, isolation_level=None))
         self.conn.execute("PRAGMA journal_mode=OFF")
         self.conn.execute("PRAGMA synchronous=OFF")
         apply_schema(self.conn)
@@ -49,7 +50,7 @@ class StagingWriter:
             self.conn.execute(f"DROP INDEX {index}")
         self.conn.execute("BEGIN")
         self.buffers: dict[str, list[tuple]] = {table: [] for table in COLUMNS}
-        verb = {"payloads": "INSERT OR IGNORE", "strings": "INSERT OR REPLACE"}
+        verb = {"payload_data": "INSERT OR IGNORE", "strings": "INSERT OR REPLACE"}
         self.statements = {
             table: f"{verb.get(table, 'INSERT')} INTO {table} ({', '.join(cols)}) "
                    f"VALUES ({', '.join('?' * len(cols))})"
@@ -65,14 +66,14 @@ class StagingWriter:
             self.flush(table)
 
     def add_payload(self, digest: str, text: str, size: int) -> None:
-        """Queue one payload unless the main database has it; flushed by size, not only by count."""
+        """Queue one payload, compressed, unless the main database has it; flushed by size, not only by count."""
         if self.main is not None and self.main.execute(
-                "SELECT 1 FROM payloads WHERE hash = ?", (digest,)).fetchone():
+                "SELECT 1 FROM payload_data WHERE hash = ?", (digest,)).fetchone():
             return
-        self.buffers["payloads"].append((digest, size, text))
+        self.buffers["payload_data"].append((digest, size, *pack(text)))
         self.buffered_bytes += size
-        if self.buffered_bytes >= FLUSH_BYTES or len(self.buffers["payloads"]) >= FLUSH_ROWS:
-            self.flush("payloads")
+        if self.buffered_bytes >= FLUSH_BYTES or len(self.buffers["payload_data"]) >= FLUSH_ROWS:
+            self.flush("payload_data")
 
     def flush(self, table: str | None = None) -> None:
         for name in [table] if table else list(self.buffers):
@@ -88,7 +89,7 @@ class StagingWriter:
                     retry = self.statements[name].replace("INSERT INTO", "INSERT OR REPLACE INTO", 1)
                     self.conn.executemany(retry, [tuple(map(storable, row)) for row in rows])
                 rows.clear()
-                if name == "payloads":
+                if name == "payload_data":
                     self.buffered_bytes = 0
 
     def close(self) -> None:

@@ -12,7 +12,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "sources": ("id", "file_id", "pid", "rank", "file_rank", "first_time", "last_time",
                 "envelope_count", "bytes", "torch_version", "torch_commit"),
     "strings": ("source_id", "string_id", "value"),
-    "payloads": ("hash", "size", "text"),
+    "payload_data": ("hash", "size", "text_size", "data"),  # read as text through the payloads view
     "envelopes": ("id", "source_id", "line", "offset", "time", "pid", "emitter_file", "emitter_line",
                   "kind", "name", "compile", "compile_id", "compiled_autograd_id", "frame_id",
                   "frame_compile_id", "attempt", "rank", "subgraph_name", "metadata", "payload",

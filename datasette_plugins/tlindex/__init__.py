@@ -15,6 +15,7 @@ import json
 import logging
 
 from datasette import hookimpl
+from datasette.utils import tilde_decode
 from markupsafe import Markup
 
 from .cells import cell_link
@@ -37,6 +38,14 @@ def _canned_queries() -> dict[str, dict]:
     return {name: {"sql": q.body, "title": q.title, "description_html": description_html(q), "hide_sql": True,
                    "params": [p for p, _ in q.params]}
             for name, q in load_queries().items()}
+
+
+@hookimpl
+def prepare_connection(conn):
+    """The sqlite3 shell's sqlar functions, which the `payloads` view reads compressed payloads with."""
+    from tlindex.compression import register
+
+    register(conn)
 
 
 @hookimpl
@@ -75,6 +84,36 @@ def startup(datasette):
                     log.exception("tlindex: could not register canned queries")
 
     return inner
+
+
+def _without_facet_suggestions(datasette, scope: dict) -> dict:
+    """A table page of a tlindex database asks Datasette not to suggest facets (`_nosuggest=1`).
+
+    Suggestions run a GROUP BY per column on every view: 3.3 s for `envelopes` of a 1 GB database
+    (0.09 s without). Facets a user picks, sorting, filters and the row count stay; the plugin
+    setting `suggest_facets: true` brings suggestions back."""
+    parts = scope.get("path", "").strip("/").split("/")
+    query = scope.get("query_string", b"")
+    if len(parts) != 2 or parts[1].startswith("-") or b"_nosuggest" in query:
+        return scope
+    if not known_tlindex(datasette, tilde_decode(parts[0])):
+        return scope
+    if (datasette.plugin_config("tlindex") or {}).get("suggest_facets"):
+        return scope
+    return dict(scope, query_string=query + (b"&" if query else b"") + b"_nosuggest=1")
+
+
+@hookimpl
+def asgi_wrapper(datasette):
+    def wrap(app):
+        async def tlindex_tables(scope, receive, send):
+            if scope.get("type") == "http":
+                scope = _without_facet_suggestions(datasette, scope)
+            await app(scope, receive, send)
+
+        return tlindex_tables
+
+    return wrap
 
 
 @hookimpl

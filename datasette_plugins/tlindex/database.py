@@ -21,7 +21,7 @@ from datasette.utils.asgi import BadRequest, Forbidden, NotFound, Response
 from tlindex.tables import COLUMNS
 
 # The tables the tlindex pages read: the schema's own.
-TLINDEX_TABLES = frozenset({*COLUMNS, "runs"})
+TLINDEX_TABLES = frozenset({*COLUMNS, "runs", "payloads"})  # payloads: the view of payload_data
 DETECTED_BY = {"runs", "sources", "envelopes", "compiles", "artifacts"}
 SQLITE_MAX = (1 << 63) - 1
 

@@ -36,6 +36,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from datasette.app import Datasette
 from datasette.utils.asgi import Request
 
+from tlindex.db import connect_read_only
 from tlindex.queries import load_queries, read_only, run_sql
 from tlindex.tlparse_files import Links, compile_directory, raw_jsonl
 
@@ -166,7 +167,7 @@ class Report:
         self.base = self.urls.base
         self.queries = load_queries()
         self.done: set[str] = set()  # report files written (or found to have nothing to write)
-        conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True)
+        conn = connect_read_only(self.db_path)
         try:
             marks = ",".join("?" * len(self.runs))
             self.compile_runs = dict(conn.execute(f"SELECT id, run_id FROM compiles WHERE run_id IN ({marks})",
@@ -192,7 +193,7 @@ class Report:
         urls += [self.urls.provenance(artifact) for artifact in self.provenance]
         tasks: list[tuple] = [("pages", urls[i:i + TASK_PAGES]) for i in range(0, len(urls), TASK_PAGES)]
         tasks += [("chromium", run) for run in self.runs]
-        conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True)
+        conn = connect_read_only(self.db_path)
         try:
             for run in self.runs:
                 files = conn.execute("""
@@ -219,7 +220,7 @@ class Report:
             self.done.add(path)
             self._write_chromium(task[1], path)
         else:
-            conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True)
+            conn = connect_read_only(self.db_path)
             try:
                 self._tlparse_file(conn, *task[1:])
             finally:
@@ -364,7 +365,7 @@ class Report:
 
         file = self.out / path
         file.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True)
+        conn = connect_read_only(self.db_path)
         try:
             with open(file, "wb") as out:
                 pids = process_ids(conn, run)

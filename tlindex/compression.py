@@ -1,0 +1,51 @@
+"""Payload text stored compressed, in the format of SQLite's archive ("sqlar") functions.
+
+`payload_data.data` holds the payload's UTF-8 text zlib-compressed, or the text itself when
+compressing would not make it smaller; `text_size` is its length in bytes. That is exactly what
+the sqlite3 shell's built-in `sqlar_uncompress(data, size)` reads, so the view
+
+    payloads(id, hash, size, text) = CAST(sqlar_uncompress(data, text_size) AS TEXT)
+
+works unchanged in the plain `sqlite3` shell; tlindex's connections and the Datasette plugin
+register the same function for Python's sqlite3, which lacks the shell's.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import zlib
+
+LEVEL = 1  # zlib level: on real logs 3.9x smaller at ~80 MB/s per core; level 6 gains 10% at half the speed
+
+
+def pack(text: str) -> tuple[int, bytes]:
+    """(byte length of the text, what `payload_data.data` stores for it)."""
+    raw = text.encode("utf-8")
+    packed = zlib.compress(raw, LEVEL)
+    return len(raw), packed if len(packed) < len(raw) else raw
+
+
+def sqlar_uncompress(data: bytes | str | None, size: int | None) -> bytes | str | None:
+    """The sqlite3 shell's function: `data` as is when its length is `size`, else zlib-inflated."""
+    if data is None or isinstance(data, str) or size is None or len(data) == size:
+        return data
+    try:
+        return zlib.decompress(data)
+    except zlib.error:
+        return None  # as the shell answers for data it cannot inflate
+
+
+def sqlar_compress(data: bytes | str | None) -> bytes | str | None:
+    """The sqlite3 shell's function: zlib-compressed when that is smaller, else as is."""
+    if data is None:
+        return None
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    packed = zlib.compress(raw, LEVEL)
+    return packed if len(packed) < len(raw) else data
+
+
+def register(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """Give a connection the sqlar functions the `payloads` view (and migration 004) use."""
+    conn.create_function("sqlar_uncompress", 2, sqlar_uncompress, deterministic=True)
+    conn.create_function("sqlar_compress", 1, sqlar_compress, deterministic=True)
+    return conn
