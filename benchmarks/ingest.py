@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import os
 import platform
@@ -38,6 +39,9 @@ OUT = ROOT / "benchmarks" / "out"
 CORPUS = [ROOT / "tests" / "data", ROOT.parent / "shared" / "corpus" / "tlparse"]
 STATS_RE = re.compile(r"Stats \{ (.*?) \}")
 ENVELOPE_RE = re.compile(rb"^([VIWEC]\d{4} [\d:.]+ +)(\d+)( .+?:\d+\] )(\{.*\})(\r?\n)$")
+TEXT_KINDS = {"dynamo_output_graph", "inductor_output_code", "aot_forward_graph", "aot_backward_graph",
+              "aot_joint_graph", "aot_inference_graph", "inductor_post_grad_graph", "inductor_pre_grad_graph",
+              "graph_dump", "optimize_ddp_split_graph", "optimize_ddp_split_child", "dynamo_cpp_guards_str"}
 FRAME_SHIFT = 1000  # frame ids of copy k are shifted by k * FRAME_SHIFT
 INPUT_VERSION = 2  # inputs cached in the work folder are rebuilt when this changes (2: single log without ranks)
 
@@ -66,13 +70,28 @@ def source_records() -> list[list[bytes]]:
     return records
 
 
-def rewrite(record: list[bytes], copy: int, pid: int, rank: int | None) -> bytes:
+def distinct_payload(data: dict, lines: list[bytes], copy: int) -> list[bytes]:
+    """A graph or code payload made unique to its copy (a last comment line, the md5 claimed updated), so
+    that an input built by replication still has as much distinct payload text as a real log."""
+    if not copy or next(iter(data)) not in TEXT_KINDS or not isinstance(data.get("has_payload"), str) \
+            or any(not line.endswith(b"\n") or line.endswith(b"\r\n") for line in lines):
+        return lines
+    lines = [*lines, b"\t# copy %d\n" % copy]
+    data["has_payload"] = hashlib.md5(b"\n".join(line[1:-1] for line in lines)).hexdigest()
+    return lines
+
+
+def rewrite(record: list[bytes], copy: int, pid: int, rank: int | None, distinct: bool = False) -> bytes:
     """The record with its frame id shifted, its pid and its rank set (for rank files) or removed (for the
-    single-process log: one process is one rank, so tlparse reads every record of it)."""
+    single-process log: one process is one rank, so tlparse reads every record of it); with `distinct`,
+    its graph or code payload made unique to the copy."""
     match = ENVELOPE_RE.match(record[0])
     head, _, where, body, end = match.groups()
+    payload = record[1:]
     if copy or rank is not None or b'"frame_id"' in body or b'"rank"' in body:
         data = orjson.loads(body)
+        if distinct:
+            payload = distinct_payload(data, payload, copy)
         if isinstance(data.get("frame_id"), int):
             data["frame_id"] += copy * FRAME_SHIFT
         if rank is not None and next(iter(data)) not in ("str",):
@@ -80,16 +99,17 @@ def rewrite(record: list[bytes], copy: int, pid: int, rank: int | None) -> bytes
         elif rank is None:
             data.pop("rank", None)
         body = orjson.dumps(data)
-    return b"".join([head, str(pid).encode(), where, body, end, *record[1:]])
+    return b"".join([head, str(pid).encode(), where, body, end, *payload])
 
 
-def build_file(path: Path, records: list[list[bytes]], size: int, pid: int, rank: int | None) -> None:
+def build_file(path: Path, records: list[list[bytes]], size: int, pid: int, rank: int | None,
+               distinct: bool = False) -> None:
     """Write copies of the records until the file reaches `size` bytes (records stay whole)."""
     written, copy = 0, 0
     with open(path, "wb") as out:
         while written < size:
             for record in records:
-                chunk = rewrite(record, copy, pid, rank)
+                chunk = rewrite(record, copy, pid, rank, distinct)
                 out.write(chunk)
                 written += len(chunk)
                 if written >= size:
@@ -104,12 +124,19 @@ def build_inputs(work: Path, size_mb: int, records) -> tuple[Path, Path]:
     if not single.exists():
         single.parent.mkdir(parents=True, exist_ok=True)
         build_file(single, records, size_mb << 20, 4242, None)
+    build_ranks(work, size_mb, records, distinct=False)
+    return single, ranks
+
+
+def build_ranks(work: Path, size_mb: int, records, distinct: bool) -> Path:
+    """A directory of 8 rank files, about size_mb in all (with distinct payloads, or replicated ones)."""
+    ranks = work / f"ranks_{size_mb}mb{'_distinct' if distinct else ''}_v{INPUT_VERSION}"
     if not ranks.exists():
         ranks.mkdir(parents=True)
         for rank in range(8):
             build_file(ranks / f"dedicated_log_torch_trace_rank_{rank}.log", records, (size_mb << 20) // 8,
-                       5000 + rank, rank)
-    return single, ranks
+                       5000 + rank, rank, distinct)
+    return ranks
 
 
 def input_bytes(path: Path) -> int:
@@ -240,9 +267,10 @@ def folder_mb(path: Path) -> float:
 # --- queries and pages ------------------------------------------------------------------------
 
 def time_queries(db: Path) -> dict[str, float]:
+    from tlindex.compression import register
     from tlindex.queries import load_queries, run_sql
 
-    conn = sqlite3.connect(db)
+    conn = register(sqlite3.connect(db))
     timings = {}
     for name, query in load_queries().items():
         started = time.perf_counter()
@@ -283,6 +311,13 @@ def time_pages(db: Path) -> dict[str, float]:
              "run (its findings)": f"/{name}/-/tlindex/run/{run}", "trie": f"/{name}/-/tlindex/trie/{run}",
              "compile": f"/{name}/-/tlindex/compile/{compile_row}", "artifact": f"/{name}/-/tlindex/artifact/{artifact}",
              "search aten.mm": f"/{name}/-/tlindex/search?q=aten.mm"}
+    # Datasette's own table pages, as the database page and tlindex's links open them
+    for table in ("envelopes", "guards", "frames", "metrics", "chromium_events", "artifacts", "compiles",
+                  "payloads", "payload_data"):
+        pages[f"Datasette table {table}"] = f"/{name}/{table}"
+    pages["Datasette envelopes sorted by time"] = f"/{name}/envelopes?_sort=time"
+    pages["Datasette envelopes of one kind, faceted by name"] = f"/{name}/envelopes?kind=artifact&_facet=name"
+    pages["Datasette envelopes without a compile id (trie link)"] = f"/{name}/envelopes?kind=artifact&compile_id=-/-"
 
     async def go():
         datasette = Datasette([str(db)])
@@ -298,6 +333,61 @@ def time_pages(db: Path) -> dict[str, float]:
         return timings
 
     return asyncio.run(go())
+
+
+# --- database size, jobs, scale ------------------------------------------------------------------
+
+REAL_MULTI_RANK = [ROOT / "tests" / "data" / name for name in ("ddp_2ranks", "ddp_4ranks_diverge", "collectives_3ranks")] + \
+    [ROOT.parent / "shared" / "corpus" / "tlparse" / name for name in ("multi_rank_logs", "multi_rank_schedule")]
+
+
+def database_sizes(work: Path, binary: str | None) -> list[dict]:
+    """Database bytes over log bytes on the real multi-rank logs (and tlparse's folder over them)."""
+    sizes = []
+    for folder in REAL_MULTI_RANK:
+        if not folder.is_dir():
+            continue
+        db = work / f"size_{folder.name}.db"
+        run_tlindex(folder, db, None)
+        logs = input_bytes(folder)
+        row = {"logs": f"{folder.parent.name}/{folder.name}", "log_kb": round(logs / 1024),
+               "db_kb": round(db.stat().st_size / 1024), "db_ratio": round(db.stat().st_size / logs, 2)}
+        conn = sqlite3.connect(db)
+        row["payload_kb"] = round(conn.execute("SELECT sum(pgsize) FROM dbstat WHERE name = 'payload_data'")
+                                  .fetchone()[0] / 1024)
+        row["pages_of_empty_or_one_page_objects"] = conn.execute(
+            "SELECT count(*) FROM (SELECT name FROM dbstat GROUP BY name HAVING count(*) = 1)").fetchone()[0]
+        conn.close()
+        if binary:
+            out = work / f"size_{folder.name}_tlparse"
+            run_tlparse(binary, folder, out)
+            row["tlparse_ratio"] = round(folder_mb(out) * 2**20 / logs, 2)
+        sizes.append(row)
+    return sizes
+
+
+def jobs_scaling(work: Path, inputs: list[tuple[str, Path]], jobs_values: list[int], rounds: int) -> list[dict]:
+    """Ingest time of each input with each --jobs value (medians)."""
+    rows = []
+    for name, path in inputs:
+        for jobs in jobs_values:
+            runs = [run_tlindex(path, work / "bench_jobs.db", jobs) for _ in range(rounds)]
+            rows.append({"input": name, "jobs": jobs, "seconds": statistics.median(r["seconds"] for r in runs),
+                         "cpu_seconds": statistics.median(r["cpu_seconds"] for r in runs),
+                         "peak_rss_mb": max(r["peak_rss_mb"] for r in runs)})
+            print("jobs", rows[-1], file=sys.stderr)
+    return rows
+
+
+def scale(work: Path, sizes: list[int], records) -> list[dict]:
+    """One ingest of 8 rank files of each size: time, peak memory of every process, database size."""
+    rows = []
+    for size in sizes:
+        path = build_ranks(work, size, records, distinct=False)
+        result = run_tlindex(path, work / "bench_scale.db", None)
+        rows.append({"mb": round(input_bytes(path) / 2**20), **result})
+        print("scale", rows[-1], file=sys.stderr)
+    return rows
 
 
 # --- report -----------------------------------------------------------------------------------
@@ -346,6 +436,23 @@ def markdown(results: dict) -> str:
             lines.append(f"| {case['name']} | {r['seconds']} | {p.get('seconds', '–')} | {ratios} | "
                          f"{r['peak_rss_mb']} | {p.get('peak_rss_mb', '–')} | {r['folder_mb']} | "
                          f"{p.get('folder_mb', '–')} |")
+    if results.get("jobs_scaling"):
+        lines += ["", f"Ingest time by `--jobs` on this {os.cpu_count()}-core machine (medians):", "",
+                  "| input | --jobs | s | CPU s | peak RSS MB (all processes) |", "|---|---|---|---|---|"]
+        lines += [f"| {r['input']} | {r['jobs']} | {r['seconds']} | {r['cpu_seconds']} | {r['peak_rss_mb']} |"
+                  for r in results["jobs_scaling"]]
+    if results.get("scale"):
+        lines += ["", "Memory as the input grows (8 rank files, one ingest each, default --jobs):", "",
+                  "| MB of logs | s | MB/s | peak RSS MB (all processes) | DB MB |", "|---|---|---|---|---|"]
+        lines += [f"| {r['mb']} | {r['seconds']} | {r['mb'] / r['seconds']:.0f} | {r['peak_rss_mb']} | {r['db_mb']} |"
+                  for r in results["scale"]]
+    if results.get("database_sizes"):
+        lines += ["", "Database size over log size on the real multi-rank logs (tlparse's folder for comparison):", "",
+                  "| logs | log KB | DB KB | DB / logs | of which payload_data KB | one-page objects | "
+                  "tlparse folder / logs |", "|---|---|---|---|---|---|---|"]
+        lines += [f"| {r['logs']} | {r['log_kb']:,} | {r['db_kb']:,} | {r['db_ratio']} | {r['payload_kb']:,} | "
+                  f"{r['pages_of_empty_or_one_page_objects']} | {r.get('tlparse_ratio', '–')} |"
+                  for r in results["database_sizes"]]
     lines += ["", f"Queries on the {results['largest']} database (seconds):", "",
               "| query | s |", "|---|---|"]
     lines += [f"| {name} | {s} |" for name, s in results["queries"].items()]
@@ -369,6 +476,11 @@ def main() -> None:
     parser.add_argument("--no-report", action="store_true", help="do not time tlindex report")
     parser.add_argument("--work", type=Path, default=OUT / "work", help="where inputs and outputs go")
     parser.add_argument("--write-docs", action="store_true", help="also write docs/benchmarks.md")
+    parser.add_argument("--distinct", action="store_true",
+                        help="also 8 rank files whose graph and code payloads are distinct (as in real logs)")
+    parser.add_argument("--jobs-scaling", default="", help="--jobs values timed on the largest inputs, e.g. 1,2")
+    parser.add_argument("--scale", default="", help="sizes in MB of 8-rank inputs ingested once each for time "
+                                                    "and peak memory (no tlparse), e.g. 1000,8000")
     args = parser.parse_args()
     sizes = [8] if args.quick else [int(s) for s in args.sizes.split(",")]
     rounds = 1 if args.quick else args.rounds
@@ -382,7 +494,10 @@ def main() -> None:
     largest_db = None
     for size in sizes:
         single, ranks = build_inputs(args.work, size, records)
-        for name, path in ((f"single file {size} MB", single), (f"8 ranks {size} MB", ranks)):
+        cases = [(f"single file {size} MB", single), (f"8 ranks {size} MB", ranks)]
+        if args.distinct:
+            cases.append((f"8 ranks {size} MB, distinct payloads", build_ranks(args.work, size, records, True)))
+        for name, path in cases:
             db = args.work / f"bench_{path.parent.name if path.is_file() else path.name}.db"
             tlindex_runs, tlparse_runs, report_runs, ratios, report_ratios = [], [], [], [], []
             unfair = None
@@ -413,7 +528,14 @@ def main() -> None:
                 print(f"{name}: not compared: {unfair}", file=sys.stderr)
             results["cases"].append(case)
             largest_db = db
+    largest = [(case_name, case_path) for case_name, case_path in cases]
     results["largest"] = largest_db.name
+    if args.jobs_scaling:
+        results["jobs_scaling"] = jobs_scaling(args.work, largest, [int(j) for j in args.jobs_scaling.split(",")],
+                                               rounds)
+    if args.scale:
+        results["scale"] = scale(args.work, [int(x) for x in args.scale.split(",")], records)
+    results["database_sizes"] = database_sizes(args.work, binary)
     results["queries"] = time_queries(largest_db)
     results["pages"] = time_pages(largest_db)
     OUT.mkdir(parents=True, exist_ok=True)
