@@ -24,11 +24,11 @@ biggest compile-time regressions, then other changes, then compiles present in o
 from __future__ import annotations
 
 import difflib
-import re
 import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from .guard_keys import masked
 from .runs import resolve_run
 
 TIME_NOISE_S = 0.05
@@ -37,8 +37,6 @@ BYTES_NOISE_RATIO = 0.1
 # Chromium spans that time a compile's phases (torch's dynamo_timed names), as the diff names them.
 PHASES = {"dynamo": "dynamo", "bytecode_tracing": "tracing", "backend_compile": "backend",
           "create_aot_dispatcher_function": "aot", "inductor_compile": "inductor", "code_gen": "codegen"}
-# Object and type ids in guards are addresses of one process: two runs never share them.
-PROCESS_ADDRESS = re.compile(r"(?<=, )\d{6,}(?=\))|(?<=___unnamed_scope_)\d+")  # in guards naming ___
 # The FX graphs and generated code compared.
 GRAPH_KINDS = ("dynamo_output_graph", "aot_forward_graph", "aot_backward_graph", "aot_inference_graph",
                "aot_joint_graph", "inductor_post_grad_graph", "inductor_output_code")
@@ -58,7 +56,8 @@ class Side:
     breaks: set[str] = field(default_factory=set)
     recompile_reason: str | None = None
     caches: dict[str, list[str]] = field(default_factory=dict)
-    guards: dict[int | str, tuple] = field(default_factory=dict)  # identity -> (type, guard); see _guard_identity
+    guards_print: str | None = None  # compiles.guards_print: equal prints, equal guards
+    guards: dict[int | str, tuple] | None = None  # identity -> (type, guard), loaded where prints differ
     graphs: dict[str, set[str]] = field(default_factory=dict)  # kind -> payloads
     symbols: set[str] = field(default_factory=set)
     phases: dict[str, float] = field(default_factory=dict)  # phase -> seconds, from chromium spans
@@ -72,14 +71,15 @@ def _sides(conn: sqlite3.Connection, where: str, params: tuple) -> list[tuple[tu
     """(key, side) of every compile WHERE says (of one run), in the order they happened."""
     rows = conn.execute(f"""
         SELECT id, compile_id, status, duration_s, co_name, co_filename, co_firstlineno, frame_compile_id,
-               compiled_autograd_id, rank, source_id, envelope_bytes + payload_bytes, recompile_reason
+               compiled_autograd_id, rank, source_id, envelope_bytes + payload_bytes, recompile_reason, guards_print
         FROM compiles WHERE {where} ORDER BY id""", params).fetchall()
     sides: dict[int, Side] = {}
     keyed = []
     anonymous_position: dict[tuple, int] = defaultdict(int)
     for (row, compile_id, status, duration, name, filename, line, frame_compile, ca, rank, source, size,
-         reason) in rows:
-        side = sides[row] = Side(row, compile_id, status, duration, name, rank, size, recompile_reason=reason)
+         reason, guards_print) in rows:
+        side = sides[row] = Side(row, compile_id, status, duration, name, rank, size, recompile_reason=reason,
+                                 guards_print=guards_print)
         if compile_id == "-/-":
             position = anonymous_position[rank]
             anonymous_position[rank] += 1
@@ -97,11 +97,6 @@ def _sides(conn: sqlite3.Connection, where: str, params: tuple) -> list[tuple[tu
     for compile, cache, result in conn.execute(
             f"SELECT compile, cache, result FROM cache_events WHERE compile IN ({marks}) ORDER BY id", ids):
         sides[compile].caches.setdefault(cache, []).append(result)
-    for compile, key, guard_type, text in conn.execute(
-            f"SELECT compile, key, guard_type, text FROM guards WHERE compile IN ({marks}) ORDER BY id", ids):
-        # the crc32 key of type and text, or the text without the addresses of one process
-        identity = f"{guard_type}: {PROCESS_ADDRESS.sub('<id>', text)}" if "___" in text else key
-        sides[compile].guards.setdefault(identity, (guard_type, text))
     kinds = ",".join(f"'{kind}'" for kind in GRAPH_KINDS)
     for compile, kind, payload in conn.execute(
             f"SELECT compile, kind, payload FROM artifacts WHERE compile IN ({marks}) AND kind IN ({kinds})", ids):
@@ -116,6 +111,23 @@ def _sides(conn: sqlite3.Connection, where: str, params: tuple) -> list[tuple[tu
         if micros is not None:
             sides[compile].phases[PHASES[name]] = round(micros / 1e6, 3)
     return keyed
+
+
+def _load_guards(conn: sqlite3.Connection, pairs: list[tuple[Side, Side]]) -> None:
+    """The guard lines of the paired compiles whose guards may differ (fingerprints unknown or unequal)."""
+    sides = {side.id: side for pair in pairs if pair[0].guards_print is None or pair[0].guards_print != pair[1].guards_print
+             for side in pair}
+    for side in sides.values():
+        side.guards = {}
+    ids = list(sides)
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        for compile, key, guard_type, text in conn.execute(
+                f"SELECT compile, key, guard_type, text FROM guards WHERE compile IN ({','.join('?' * len(chunk))}) "
+                f"ORDER BY id", chunk):
+            # the crc32 key of type and text, or the text without the addresses of one process
+            identity = f"{guard_type}: {masked(text)}" if "___" in text else key
+            sides[compile].guards.setdefault(identity, (guard_type, text))
 
 
 def _moved(before: float, after: float) -> bool:
@@ -180,7 +192,7 @@ def _changes(a: Side, b: Side) -> tuple[list[str], dict]:
         detail["cache"] = {cache: [a.caches.get(cache), b.caches.get(cache)]
                            for cache in sorted(set(a.caches) | set(b.caches))
                            if a.caches.get(cache) != b.caches.get(cache)}
-    if a.guards.keys() != b.guards.keys():
+    if a.guards is not None and b.guards is not None and a.guards.keys() != b.guards.keys():
         changes.append("guards")
         detail["guards"] = {"added": _guard_lines(b.guards, b.guards.keys() - a.guards.keys()),
                             "removed": _guard_lines(a.guards, a.guards.keys() - b.guards.keys())}
@@ -216,7 +228,9 @@ def diff(conn: sqlite3.Connection, run_a: str, run_b: str) -> dict:
     """The diff of two runs (ids or label prefixes), as one JSON-ready dict."""
     a, b = resolve_run(conn, run_a), resolve_run(conn, run_b)
     compiles = []
-    for key, side_a, side_b in _match(_sides(conn, "run_id = ?", (a["id"],)), _sides(conn, "run_id = ?", (b["id"],))):
+    pairs = _match(_sides(conn, "run_id = ?", (a["id"],)), _sides(conn, "run_id = ?", (b["id"],)))
+    _load_guards(conn, [(side_a, side_b) for _, side_a, side_b in pairs if side_a and side_b])
+    for key, side_a, side_b in pairs:
         changes, detail = _changes(side_a, side_b) if side_a and side_b else ([], {})
         entry = {"key": _key_dict(key), "a": side_a.brief() if side_a else None,
                  "b": side_b.brief() if side_b else None, "changes": changes}
@@ -238,6 +252,7 @@ def compare(conn: sqlite3.Connection, compile_a: int, compile_b: int) -> dict | 
     if compile_a not in sides or compile_b not in sides:
         return None
     (key, a), (_, b) = sides[compile_a], sides[compile_b]
+    _load_guards(conn, [(a, b)])
     changes, detail = _changes(a, b)
     return {"key": _key_dict(key), "a": a.brief(), "b": b.brief(), "changes": changes, "detail": detail}
 

@@ -113,6 +113,15 @@ def consolidate_volume(conn: sqlite3.Connection, file_id: int) -> None:
 Hook = Callable[[sqlite3.Connection], object]
 
 
+def fingerprint_guards(conn: sqlite3.Connection, compile_offset: int) -> None:
+    """compiles.guards_print of the compiles just merged (new, or continued by this staging database)."""
+    conn.execute(f"""
+        UPDATE main.compiles SET guards_print = (
+            SELECT count(DISTINCT identity) || ':' || coalesce(sum(DISTINCT identity), 0) FROM main.guards g
+            WHERE g.compile = main.compiles.id)
+        WHERE id IN (SELECT {_shift("id", compile_offset)} FROM staging.compiles)""")
+
+
 def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | None = None,
           resumed_file: int | None = None, continued_file: int | None = None, prepare: Hook | None = None,
           complete: Callable[[sqlite3.Connection, int], object] | None = None) -> int:
@@ -150,6 +159,7 @@ def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | No
                 refresh_volume(conn, file_id)  # the dropped tail's envelopes are no longer counted
             elif continued_file is not None:
                 consolidate_volume(conn, file_id)
+            fingerprint_guards(conn, offsets["compiles"])
             if complete is not None:
                 complete(conn, file_id)
             conn.execute("COMMIT")

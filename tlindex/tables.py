@@ -26,7 +26,7 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "frames": ("id", "envelope_id", "stack", "depth", "filename_id", "filename", "line", "name", "loc"),
     "artifacts": ("id", "envelope_id", "compile", "kind", "name", "encoding", "payload", "size"),
     "guards": ("id", "envelope_id", "compile", "origin", "position", "depth", "guard_type", "text",
-               "source", "user_code", "symbol", "value", "reason", "key"),
+               "source", "user_code", "symbol", "value", "reason", "key", "identity"),
     "metrics": ("id", "envelope_id", "compile", "kind", "compile_id", "co_name", "co_filename",
                 "co_firstlineno", "cache_size", "accumulated_cache_size", "guard_count",
                 "shape_env_guard_count", "graph_op_count", "graph_node_count", "graph_input_count",

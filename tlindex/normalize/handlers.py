@@ -9,11 +9,11 @@ entry in HANDLERS (or ARTIFACT_HANDLERS) and its test.
 from __future__ import annotations
 
 import re
-import zlib
 from typing import TYPE_CHECKING, Any, Callable
 
 import orjson
 
+from ..guard_keys import guard_identity, guard_key
 from ..tables import METRICS_CONFIGS, METRICS_TYPED
 from .collectives import on_collective_schedule, on_graph_execution, on_output_code, on_runtime_and_tensor_meta
 from .protocols import Normalizer
@@ -84,10 +84,12 @@ def on_metrics(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> No
 
 def add_guard(n: Normalizer, envelope_id: int, compile, origin: str, position: int, depth, guard_type,
               text: str, source=None, user_code=None, symbol=None, value=None, reason=None) -> None:
-    """One guards row; key (crc32 of type and text) lets queries compare guards as integers."""
-    key = zlib.crc32(f"{guard_type}\0{text}".encode("utf-8", "surrogatepass"))
+    """One guards row; key and identity (crc32s of type and text, tlindex.guard_keys) let queries compare
+    guards as integers, within one process and across processes."""
+    key = guard_key(guard_type, text)
+    identity = guard_identity(guard_type, text) if "___" in text else key
     n.sink.add("guards", (n.next_id("guards"), envelope_id, compile.id if compile else None, origin, position,
-                          depth, guard_type, text, source, user_code, symbol, value, reason, key))
+                          depth, guard_type, text, source, user_code, symbol, value, reason, key, identity))
 
 
 # A line of the guard tree: indentation bars, "+- ", then "TYPE: text" or a manager name.
