@@ -39,9 +39,11 @@ OUT = ROOT / "benchmarks" / "out"
 CORPUS = [ROOT / "tests" / "data", ROOT.parent / "shared" / "corpus" / "tlparse"]
 STATS_RE = re.compile(r"Stats \{ (.*?) \}")
 ENVELOPE_RE = re.compile(rb"^([VIWEC]\d{4} [\d:.]+ +)(\d+)( .+?:\d+\] )(\{.*\})(\r?\n)$")
+DISTINCT_VERSION = 3  # the distinct-payload inputs (2: every payload but guards made distinct)
 TEXT_KINDS = {"dynamo_output_graph", "inductor_output_code", "aot_forward_graph", "aot_backward_graph",
               "aot_joint_graph", "aot_inference_graph", "inductor_post_grad_graph", "inductor_pre_grad_graph",
-              "graph_dump", "optimize_ddp_split_graph", "optimize_ddp_split_child", "dynamo_cpp_guards_str"}
+              "graph_dump", "optimize_ddp_split_graph", "optimize_ddp_split_child"}
+GUARD_KINDS = {"dynamo_cpp_guards_str", "dynamo_guards"}
 FRAME_SHIFT = 1000  # frame ids of copy k are shifted by k * FRAME_SHIFT
 INPUT_VERSION = 2  # inputs cached in the work folder are rebuilt when this changes (2: single log without ranks)
 
@@ -71,12 +73,15 @@ def source_records() -> list[list[bytes]]:
 
 
 def distinct_payload(data: dict, lines: list[bytes], copy: int) -> list[bytes]:
-    """A graph or code payload made unique to its copy (a last comment line, the md5 claimed updated), so
-    that an input built by replication still has as much distinct payload text as a real log."""
-    if not copy or next(iter(data)) not in TEXT_KINDS or not isinstance(data.get("has_payload"), str) \
+    """A payload made unique to its copy number (0: left as it is), its md5 claim updated, so that an input built by replication
+    has as much distinct payload text as a real log (where timestamps and ids differ everywhere): graphs
+    and code get a last comment line, JSON and other text a last line of blanks (JSON allows them).
+    Guards are left alone (a line there is a guard)."""
+    kind = next(iter(data))
+    if not copy or kind in GUARD_KINDS or not isinstance(data.get("has_payload"), str) \
             or any(not line.endswith(b"\n") or line.endswith(b"\r\n") for line in lines):
         return lines
-    lines = [*lines, b"\t# copy %d\n" % copy]
+    lines = [*lines, b"\t# copy %d\n" % copy if kind in TEXT_KINDS else b"\t" + b" " * copy + b"\n"]
     data["has_payload"] = hashlib.md5(b"\n".join(line[1:-1] for line in lines)).hexdigest()
     return lines
 
@@ -91,7 +96,7 @@ def rewrite(record: list[bytes], copy: int, pid: int, rank: int | None, distinct
     if copy or rank is not None or b'"frame_id"' in body or b'"rank"' in body:
         data = orjson.loads(body)
         if distinct:
-            payload = distinct_payload(data, payload, copy)
+            payload = distinct_payload(data, payload, copy * 8 + (rank or 0))  # unique per copy and rank
         if isinstance(data.get("frame_id"), int):
             data["frame_id"] += copy * FRAME_SHIFT
         if rank is not None and next(iter(data)) not in ("str",):
@@ -130,7 +135,7 @@ def build_inputs(work: Path, size_mb: int, records) -> tuple[Path, Path]:
 
 def build_ranks(work: Path, size_mb: int, records, distinct: bool) -> Path:
     """A directory of 8 rank files, about size_mb in all (with distinct payloads, or replicated ones)."""
-    ranks = work / f"ranks_{size_mb}mb{'_distinct' if distinct else ''}_v{INPUT_VERSION}"
+    ranks = work / (f"ranks_{size_mb}mb_distinct_v{DISTINCT_VERSION}" if distinct else f"ranks_{size_mb}mb_v{INPUT_VERSION}")
     if not ranks.exists():
         ranks.mkdir(parents=True)
         for rank in range(8):

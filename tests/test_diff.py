@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 
 from click.testing import CliRunner
-from conftest import raw_envelopes, scenario_logs, scenario_run
+from conftest import connect, raw_envelopes, scenario_logs, scenario_run
 
 from tlindex.cli import cli
 from tlindex.diff import compare, diff, graph_pairs
+from tlindex.guard_keys import PROCESS_ADDRESS
 
 
 def test_a_cold_and_a_warm_cache_run_match_every_compile_and_show_cache_and_time(db):
@@ -122,3 +123,33 @@ def test_object_ids_in_guards_are_not_changes(db):
                                            (compile,))} for compile in (rank0, rank1)]
     assert ids[0] and ids[0] != ids[1]  # two processes: other addresses
     assert "guards" not in compare(db, rank0, rank1)["changes"]
+
+
+def masked_guard_set(db, compile_row: int) -> set[str]:
+    """A compile's guards as a diff compares them, computed here from the rows' text."""
+    return {f"{t}\0{PROCESS_ADDRESS.sub('<id>', text) if '___' in text else text}"
+            for t, text in db.execute("SELECT guard_type, text FROM guards WHERE compile = ?", (compile_row,))}
+
+
+def test_equal_guard_fingerprints_are_equal_guards_and_unknown_ones_are_compared(db, tmp_path):
+    """compiles.guards_print (written at ingest) stands for the set of masked guard lines, so a diff skips
+    comparing guards where the prints agree; without prints (an older database) it compares the lines."""
+    rows = db.execute("SELECT id, guards_print FROM compiles WHERE guards_print IS NOT NULL").fetchall()
+    assert len(rows) > 100
+    by_print: dict[str, list[int]] = {}
+    for row, fingerprint in rows:
+        by_print.setdefault(fingerprint, []).append(row)
+    sets = {row: frozenset(masked_guard_set(db, row)) for row, _ in rows}
+    assert {len({sets[r] for r in group}) for group in by_print.values()} == {1}  # one print, one guard set
+    assert len({sets[r] for r in sets}) == len(by_print)  # and no two prints for one set
+    (run,) = scenario_run(db, "ddp_4ranks_diverge")
+    with_prints = diff(db, str(run), str(run))
+    copy = tmp_path / "no_prints.db"
+    db.execute("VACUUM INTO ?", (str(copy),))
+    old = connect(copy)
+    old.execute("UPDATE compiles SET guards_print = NULL")
+    old.commit()
+    assert diff(old, str(run), str(run))["compiles"] == with_prints["compiles"]
+    rank0, rank2 = old.execute("SELECT min(id), max(id) FROM compiles WHERE run_id = ? AND compile_id = '0/0' "
+                               "AND rank IN (0, 2)", (run,)).fetchone()
+    assert compare(old, rank0, rank2)["changes"] == compare(db, rank0, rank2)["changes"]

@@ -113,13 +113,14 @@ def consolidate_volume(conn: sqlite3.Connection, file_id: int) -> None:
 Hook = Callable[[sqlite3.Connection], object]
 
 
+# compiles.guards_print: the count and sum of a compile's distinct guard identities
+GUARDS_PRINT = ("UPDATE main.compiles SET guards_print = (SELECT count(DISTINCT identity) || ':' || "
+                "coalesce(sum(DISTINCT identity), 0) FROM main.guards g WHERE g.compile = main.compiles.id)")
+
+
 def fingerprint_guards(conn: sqlite3.Connection, compile_offset: int) -> None:
     """compiles.guards_print of the compiles just merged (new, or continued by this staging database)."""
-    conn.execute(f"""
-        UPDATE main.compiles SET guards_print = (
-            SELECT count(DISTINCT identity) || ':' || coalesce(sum(DISTINCT identity), 0) FROM main.guards g
-            WHERE g.compile = main.compiles.id)
-        WHERE id IN (SELECT {_shift("id", compile_offset)} FROM staging.compiles)""")
+    conn.execute(f"{GUARDS_PRINT} WHERE id IN (SELECT {_shift('id', compile_offset)} FROM staging.compiles)")
 
 
 def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | None = None,
