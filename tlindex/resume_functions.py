@@ -249,7 +249,6 @@ def file_source_lines(filename: str, known: dict[int, str]) -> dict[int, str] | 
 
 def resume_view(conn: sqlite3.Connection, compile_row: int, read_files: bool = True) -> ResumeView | None:
     """The bytecode view of a compile, or None when it logged no modified listing."""
-    conn.row_factory = None
     cursor = conn.execute("SELECT * FROM compiles WHERE id = ?", (compile_row,))
     row = cursor.fetchone()
     if row is None:
