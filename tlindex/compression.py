@@ -7,7 +7,8 @@ the sqlite3 shell's built-in `sqlar_uncompress(data, size)` reads, so the view
     payloads(id, hash, size, text) = CAST(sqlar_uncompress(data, text_size) AS TEXT)
 
 works unchanged in the plain `sqlite3` shell; tlindex's connections and the Datasette plugin
-register the same function for Python's sqlite3, which lacks the shell's.
+register the same function for Python's sqlite3, which lacks the shell's. ISA-L may encode one
+text in two valid ways from one run to the next: compare payloads by text, not by `data`.
 """
 
 from __future__ import annotations
