@@ -28,7 +28,7 @@ import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from .guard_keys import masked
+from .guard_keys import guard_identity
 from .runs import resolve_run
 
 TIME_NOISE_S = 0.05
@@ -57,7 +57,7 @@ class Side:
     recompile_reason: str | None = None
     caches: dict[str, list[str]] = field(default_factory=dict)
     guards_print: str | None = None  # compiles.guards_print: equal prints, equal guards
-    guards: dict[int | str, tuple] | None = None  # identity -> (type, guard), loaded where prints differ
+    guards: dict[int, tuple] | None = None  # guards.identity -> (type, guard), loaded where prints differ
     graphs: dict[str, set[str]] = field(default_factory=dict)  # kind -> payloads
     symbols: set[str] = field(default_factory=set)
     phases: dict[str, float] = field(default_factory=dict)  # phase -> seconds, from chromium spans
@@ -122,12 +122,10 @@ def _load_guards(conn: sqlite3.Connection, pairs: list[tuple[Side, Side]]) -> No
     ids = list(sides)
     for start in range(0, len(ids), 500):
         chunk = ids[start:start + 500]
-        for compile, key, guard_type, text in conn.execute(
-                f"SELECT compile, key, guard_type, text FROM guards WHERE compile IN ({','.join('?' * len(chunk))}) "
-                f"ORDER BY id", chunk):
-            # the crc32 key of type and text, or the text without the addresses of one process
-            identity = f"{guard_type}: {masked(text)}" if "___" in text else key
-            sides[compile].guards.setdefault(identity, (guard_type, text))
+        for compile, guard_type, text in conn.execute(
+                f"SELECT compile, guard_type, text FROM guards WHERE compile IN ({','.join('?' * len(chunk))}) "
+                f"ORDER BY id", chunk):  # identity computed, not read: older databases have none
+            sides[compile].guards.setdefault(guard_identity(guard_type, text), (guard_type, text))
 
 
 def _moved(before: float, after: float) -> bool:
@@ -209,7 +207,7 @@ def _changes(a: Side, b: Side) -> tuple[list[str], dict]:
     return changes, detail
 
 
-def _guard_lines(guards: dict[int | str, tuple], identities) -> list[str]:
+def _guard_lines(guards: dict[int, tuple], identities) -> list[str]:
     return sorted(f"{guard_type}: {text}" if guard_type else text
                   for guard_type, text in (guards[identity] for identity in identities))
 
