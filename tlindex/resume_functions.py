@@ -84,23 +84,20 @@ def bytecode_artifacts(conn: sqlite3.Connection, compile_row: int) -> dict[str, 
     return found
 
 
-def compiles_with_bytecode(conn: sqlite3.Connection, compile_rows: list[int]) -> set[int]:
-    """Which of these compiles have a modified bytecode listing (a bytecode page)."""
-    found: set[int] = set()
-    for start in range(0, len(compile_rows), 500):
-        chunk = compile_rows[start:start + 500]
-        found.update(r[0] for r in conn.execute(f"""
-            SELECT DISTINCT compile FROM artifacts WHERE compile IN ({",".join("?" * len(chunk))})
-            AND kind = 'artifact' AND name LIKE '%\\_MODIFIED\\_BYTECODE' ESCAPE '\\'""", chunk))
-    return found
+# An artifact `a` that is a modified bytecode listing (what gives a compile a bytecode page).
+MODIFIED_LISTING = "a.kind = 'artifact' AND a.name LIKE '%\\_MODIFIED\\_BYTECODE' ESCAPE '\\'"
+
+
+def has_bytecode(conn: sqlite3.Connection, compile_row: int) -> bool:
+    """Whether the compile logged a modified bytecode listing (has a bytecode page)."""
+    return conn.execute(f"SELECT 1 FROM artifacts a WHERE a.compile = ? AND {MODIFIED_LISTING} LIMIT 1",
+                        (compile_row,)).fetchone() is not None
 
 
 def run_compiles_with_bytecode(conn: sqlite3.Connection, run_id: int) -> set[int]:
     """The compiles of a run that have a modified bytecode listing."""
-    return {r[0] for r in conn.execute("""
-        SELECT DISTINCT a.compile FROM compiles c JOIN artifacts a ON a.compile = c.id
-        WHERE c.run_id = ? AND a.kind = 'artifact' AND a.name LIKE '%\\_MODIFIED\\_BYTECODE' ESCAPE '\\'""",
-        (run_id,))}
+    return {r[0] for r in conn.execute(f"SELECT DISTINCT a.compile FROM compiles c JOIN artifacts a "
+                                       f"ON a.compile = c.id WHERE c.run_id = ? AND {MODIFIED_LISTING}", (run_id,))}
 
 
 def resumes_created(conn: sqlite3.Connection, compile_: dict) -> list[dict]:
@@ -118,7 +115,7 @@ def resumes_created(conn: sqlite3.Connection, compile_: dict) -> list[dict]:
                            (compile_["source_id"], compile_["generation"], compile_["id"], name)).fetchone()
         found.append({"name": name, "line": frame.line, "compile": row[0] if row else None,
                       "compile_id": row[1] if row else None,
-                      "has_bytecode": bool(row and compiles_with_bytecode(conn, [row[0]]))})
+                      "has_bytecode": bool(row and has_bytecode(conn, row[0]))})
     return found
 
 

@@ -9,7 +9,7 @@ from itertools import zip_longest
 
 from datasette.utils.asgi import NotFound
 
-from tlindex.resume_functions import compiles_with_bytecode, resumes_created
+from tlindex.resume_functions import has_bytecode, resumes_created
 
 from ..database import dicts, int_var, one, open_database, render
 from ..provenance import MAPPINGS
@@ -38,7 +38,7 @@ def compile_data(conn: sqlite3.Connection, compile_row: int) -> dict | None:
     compile["summaries"] = [metrics_summary(m) for m in metrics_rows if m["kind"] == "compilation_metrics"]
     compile["metrics"] = [_metrics_fields(m) for m in metrics_rows]
     compile["guard_headings"] = GUARD_HEADINGS
-    compile["has_bytecode"] = bool(compiles_with_bytecode(conn, [compile_row]))
+    compile["has_bytecode"] = has_bytecode(conn, compile_row)
     compile["resumes"] = resumes_created(conn, compile) if compile["graph_breaks"] else []
     compile["failure"] = folded(compile["fail_reason"])
     compile["traceback"] = folded(_traceback(metrics_rows))
