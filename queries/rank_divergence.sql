@@ -41,16 +41,20 @@ WITH runs_ AS (
     -- per rank: the payloads of each graph artifact of a compile id (forward and backward
     -- graphs share a name, so compare the whole set)
     SELECT run_id, compile_id, name, rank, group_concat(payload) AS payloads
+    -- (CROSS JOIN: from the run's compiles to their artifacts, not through every artifact)
     FROM (SELECT c.run_id, c.compile_id, a.name, c.rank, a.payload
-          FROM artifacts a JOIN compiles c ON c.id = a.compile JOIN runs_ r ON r.id = c.run_id
-          WHERE a.kind IN ('dynamo_output_graph', 'aot_forward_graph', 'aot_backward_graph', 'aot_joint_graph',
+          FROM runs_ r CROSS JOIN compiles c CROSS JOIN artifacts a
+          WHERE c.run_id = r.id AND a.compile = c.id AND (a.kind IN ('dynamo_output_graph', 'aot_forward_graph', 'aot_backward_graph', 'aot_joint_graph',
                            'aot_inference_graph', 'optimize_ddp_split_graph', 'optimize_ddp_split_child',
                            'inductor_post_grad_graph')
-             OR a.name = 'inductor_post_grad_graph'
+             OR a.name = 'inductor_post_grad_graph')
           ORDER BY a.payload)
     GROUP BY run_id, compile_id, name, rank
 ), times AS (
-    SELECT c.run_id, c.compile_id, c.rank, c.duration_s FROM compiles c JOIN runs_ r ON r.id = c.run_id
+    -- place 1: the slowest rank of the compile id
+    SELECT c.run_id, c.compile_id, c.rank, c.duration_s,
+           row_number() OVER (PARTITION BY c.run_id, c.compile_id ORDER BY c.duration_s DESC, c.rank) AS place
+    FROM compiles c JOIN runs_ r ON r.id = c.run_id
     WHERE c.duration_s IS NOT NULL
 ), scheduled AS (
     -- compile ids for which some rank scheduled collectives; a rank that compiled one
@@ -75,14 +79,16 @@ WITH runs_ AS (
           ORDER BY o.envelope_id, o.position)
     GROUP BY run_id, compile_id, rank
 ), estimates AS (
-    SELECT c.run_id, c.compile_id, c.rank, sum(o.estimated_runtime_ns) AS ns
-    FROM op_estimates o JOIN compiles c ON c.id = o.compile JOIN runs_ r ON r.id = c.run_id
-    GROUP BY c.run_id, c.compile_id, c.rank
+    SELECT run_id, compile_id, rank, ns,
+           row_number() OVER (PARTITION BY run_id, compile_id ORDER BY ns DESC, rank) AS place
+    FROM (SELECT c.run_id, c.compile_id, c.rank, sum(o.estimated_runtime_ns) AS ns
+          FROM op_estimates o JOIN compiles c ON c.id = o.compile JOIN runs_ r ON r.id = c.run_id
+          GROUP BY c.run_id, c.compile_id, c.rank)
 ), last_executions AS (
     -- per process: its last graph_execution artifact
     SELECT e.source_id, max(g.envelope_id) AS envelope_id
-    FROM graph_executions g JOIN envelopes e ON e.id = g.envelope_id
-    JOIN sources s ON s.id = e.source_id JOIN runs_ r ON r.id = s.run_id
+    FROM graph_executions g CROSS JOIN envelopes e CROSS JOIN sources s JOIN runs_ r ON r.id = s.run_id
+    WHERE e.id = g.envelope_id AND s.id = e.source_id
     GROUP BY e.source_id
 ), executions AS (
     -- per rank: the order its last graph_execution artifact recorded
@@ -114,8 +120,7 @@ SELECT run_id, 'graph', compile_id, group_concat(rank),
 FROM graphs GROUP BY run_id, compile_id, name HAVING count(DISTINCT payloads) > 1
 UNION ALL
 SELECT run_id, 'time', compile_id, group_concat(rank),
-       'slowest rank ' || (SELECT t2.rank FROM times t2 WHERE t2.run_id = t.run_id AND t2.compile_id = t.compile_id
-                            ORDER BY t2.duration_s DESC LIMIT 1)
+       'slowest rank ' || max(CASE WHEN place = 1 THEN rank END)
        || ' took ' || round(max(duration_s) - min(duration_s), 3) || ' s longer than the fastest'
 FROM times t GROUP BY run_id, compile_id HAVING count(*) > 1
 UNION ALL
@@ -129,8 +134,7 @@ SELECT run_id, 'tensor_meta', compile_id, group_concat(rank),
 FROM tensor_meta GROUP BY run_id, compile_id HAVING count(DISTINCT meta) > 1
 UNION ALL
 SELECT run_id, 'estimated_runtime', compile_id, group_concat(rank),
-       'slowest rank ' || (SELECT e2.rank FROM estimates e2 WHERE e2.run_id = e.run_id AND e2.compile_id = e.compile_id
-                            ORDER BY e2.ns DESC LIMIT 1)
+       'slowest rank ' || max(CASE WHEN place = 1 THEN rank END)
        || ' is estimated ' || round((max(ns) - min(ns)) / 1e6, 3) || ' ms slower than the fastest'
 FROM estimates e GROUP BY run_id, compile_id HAVING count(*) > 1 AND max(ns) > min(ns)
 UNION ALL

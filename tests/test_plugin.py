@@ -79,6 +79,29 @@ async def test_the_trie_shows_every_compile_with_its_status(ds, traces_db):
 
 
 @pytest.mark.asyncio
+async def test_the_trie_lists_some_compile_id_less_records_and_links_all_of_them(ds, traces_db, monkeypatch):
+    """A process has one [-/-] compile per torch._dynamo.reset(): thousands in a long test run. The trie lists
+    ANONYMOUS_SHOWN of them and links the compiles table filtered to all of them."""
+    from datasette_plugins.tlindex.pages import trie
+
+    conn = fixture_conn(traces_db)
+    (run,) = scenario_run(conn, "ddp_4ranks_diverge")
+    anonymous = [r for (r,) in conn.execute("SELECT id FROM compiles WHERE run_id = ? AND compile_id = '-/-' "
+                                            "ORDER BY rank, id", (run,))]
+    assert len(anonymous) == 4
+    html = (await ds.client.get(f"/traces/-/tlindex/trie/{run}")).text
+    assert "all of them" not in html and all(f"/compile/{r}\"" in html for r in anonymous)
+    monkeypatch.setattr(trie, "ANONYMOUS_SHOWN", 2)
+    html = (await ds.client.get(f"/traces/-/tlindex/trie/{run}")).text
+    listed = html.split('class="anonymous"', 1)[1].split("</p>", 1)[0]
+    assert [int(r) for r in re.findall(r"/compile/(\d+)", listed)] == anonymous[:2]
+    (link,) = re.findall(r'href="([^"]+)">all of them', listed)
+    path, query = link.replace("&amp;", "&").split("?")
+    table = await ds.client.get(f"{path}.json?{query}&_col=id&_shape=array")
+    assert sorted(row["id"] for row in table.json()) == sorted(anonymous)
+
+
+@pytest.mark.asyncio
 async def test_a_big_trie_loads_the_rest_on_demand(ds, traces_db):
     conn = fixture_conn(traces_db)
     (run,) = scenario_run(conn, "graph_breaks")

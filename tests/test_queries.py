@@ -89,6 +89,15 @@ def test_log_volume_adds_up_to_the_log_bytes(db):
     assert abs(sum(r["share_percent"] for r in kinds) - 100) < 0.5
 
 
+def test_volume_counts_every_envelope_of_every_run_by_kind(db):
+    """The run page's record counts per kind read `volume` (counted by the workers), not the envelopes."""
+    counted = Counter({(run, kind): n for run, kind, n in db.execute(
+        "SELECT s.run_id, v.kind, sum(v.records) FROM volume v JOIN sources s ON s.id = v.source_id GROUP BY 1, 2")})
+    actual = Counter({(run, kind): n for run, kind, n in db.execute(
+        "SELECT s.run_id, e.kind, count(*) FROM envelopes e JOIN sources s ON s.id = e.source_id GROUP BY 1, 2")})
+    assert counted == actual and len(actual) > 100
+
+
 def test_log_volume_names_the_compile_that_emitted_the_most_bytes(db):
     (run,) = scenario_run(db, "train_step")
     (top,) = rows(db, "log_volume", by="compile", run=run, limit=1)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import difflib
 import sqlite3
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .guard_keys import guard_identity
 from .runs import resolve_run
@@ -42,9 +42,14 @@ GRAPH_KINDS = ("dynamo_output_graph", "aot_forward_graph", "aot_backward_graph",
                "aot_joint_graph", "inductor_post_grad_graph", "inductor_output_code")
 
 
-@dataclass
+@dataclass(slots=True)
 class Side:
-    """One compile as the diff sees it."""
+    """One compile as the diff sees it.
+
+    What its compiles row does not hold is loaded only for the pairs that need it, and stays None
+    elsewhere: contents and guards where the pair's prints (tlindex.fingerprints) are unknown or
+    unequal (equal prints, equal contents), phases where the compile time moved.
+    """
 
     id: int
     compile_id: str
@@ -53,14 +58,15 @@ class Side:
     co_name: str | None
     rank: int | None
     bytes: int
-    breaks: set[str] = field(default_factory=set)
     recompile_reason: str | None = None
-    caches: dict[str, list[str]] = field(default_factory=dict)
-    guards_print: str | None = None  # compiles.guards_print: equal prints, equal guards
-    guards: dict[int, tuple] | None = None  # guards.identity -> (type, guard), loaded where prints differ
-    graphs: dict[str, set[str]] = field(default_factory=dict)  # kind -> payloads
-    symbols: set[str] = field(default_factory=set)
-    phases: dict[str, float] = field(default_factory=dict)  # phase -> seconds, from chromium spans
+    guards_print: str | None = None  # compiles.guards_print
+    content_print: int | None = None  # compiles.content_print
+    guards: dict[int, tuple] | None = None  # guards.identity -> (type, guard)
+    breaks: set[str] | None = None  # graph-break reasons
+    caches: dict[str, list[str]] | None = None  # cache -> results in log order
+    graphs: dict[str, set[str]] | None = None  # kind -> payloads
+    symbols: set[str] | None = None
+    phases: dict[str, float] | None = None  # phase -> seconds, from chromium spans
 
     def brief(self) -> dict:
         return {"id": self.id, "compile_id": self.compile_id, "status": self.status, "duration_s": self.duration_s,
@@ -71,15 +77,15 @@ def _sides(conn: sqlite3.Connection, where: str, params: tuple) -> list[tuple[tu
     """(key, side) of every compile WHERE says (of one run), in the order they happened."""
     rows = conn.execute(f"""
         SELECT id, compile_id, status, duration_s, co_name, co_filename, co_firstlineno, frame_compile_id,
-               compiled_autograd_id, rank, source_id, envelope_bytes + payload_bytes, recompile_reason, guards_print
+               compiled_autograd_id, rank, envelope_bytes + payload_bytes, recompile_reason, guards_print,
+               content_print
         FROM compiles WHERE {where} ORDER BY id""", params).fetchall()
-    sides: dict[int, Side] = {}
     keyed = []
     anonymous_position: dict[tuple, int] = defaultdict(int)
-    for (row, compile_id, status, duration, name, filename, line, frame_compile, ca, rank, source, size,
-         reason, guards_print) in rows:
-        side = sides[row] = Side(row, compile_id, status, duration, name, rank, size, recompile_reason=reason,
-                                 guards_print=guards_print)
+    for (row, compile_id, status, duration, name, filename, line, frame_compile, ca, rank, size,
+         reason, guards_print, content_print) in rows:
+        side = Side(row, compile_id, status, duration, name, rank, size, recompile_reason=reason,
+                    guards_print=guards_print, content_print=content_print)
         if compile_id == "-/-":
             position = anonymous_position[rank]
             anonymous_position[rank] += 1
@@ -88,44 +94,72 @@ def _sides(conn: sqlite3.Connection, where: str, params: tuple) -> list[tuple[tu
             key = (rank, name, filename.replace("\\", "/").rsplit("/", 1)[-1] if filename else None, line,
                    "ca" if ca is not None else "", frame_compile)
         keyed.append((key, side))
-    ids = tuple(sides)
-    if not ids:
-        return []
-    marks = ",".join("?" * len(ids))
-    for compile, reason in conn.execute(f"SELECT compile, reason FROM graph_break_events WHERE compile IN ({marks})", ids):
-        sides[compile].breaks.add(reason)
-    for compile, cache, result in conn.execute(
-            f"SELECT compile, cache, result FROM cache_events WHERE compile IN ({marks}) ORDER BY id", ids):
-        sides[compile].caches.setdefault(cache, []).append(result)
-    kinds = ",".join(f"'{kind}'" for kind in GRAPH_KINDS)
-    for compile, kind, payload in conn.execute(
-            f"SELECT compile, kind, payload FROM artifacts WHERE compile IN ({marks}) AND kind IN ({kinds})", ids):
-        sides[compile].graphs.setdefault(kind, set()).add(payload)
-    for compile, symbol, value_range in conn.execute(
-            f"SELECT compile, symbol, value_range FROM symbols WHERE compile IN ({marks})", ids):
-        sides[compile].symbols.add(f"{symbol} {value_range or ''}".strip())
-    names = ",".join(f"'{name}'" for name in PHASES)
-    for compile, name, micros in conn.execute(
-            f"SELECT compile, name, sum(duration_us) FROM chromium_events WHERE compile IN ({marks}) "
-            f"AND ph = 'X' AND name IN ({names}) GROUP BY compile, name", ids):
-        if micros is not None:
-            sides[compile].phases[PHASES[name]] = round(micros / 1e6, 3)
     return keyed
+
+
+def _differing(pairs: list[tuple[Side, Side]], print_of) -> dict[int, list[Side]]:
+    """The sides of the pairs whose prints are unknown or unequal: id -> its sides (two in a run's diff
+    with itself)."""
+    sides: dict[int, list[Side]] = defaultdict(list)
+    for a, b in pairs:
+        if print_of(a) is None or print_of(a) != print_of(b):
+            sides[a.id].append(a)
+            sides[b.id].append(b)
+    return sides
+
+
+def _rows_of(conn: sqlite3.Connection, select: str, ids: list[int], rest: str = ""):
+    """Rows of `select ... WHERE compile IN (ids) rest`, in chunks of at most 500 ids."""
+    for start in range(0, len(ids), 500):
+        chunk = ids[start:start + 500]
+        yield from conn.execute(f"{select} WHERE compile IN ({','.join('?' * len(chunk))}) {rest}", chunk)
+
+
+def _load_contents(conn: sqlite3.Connection, pairs: list[tuple[Side, Side]]) -> None:
+    """Break reasons, cache results, graphs and symbols of the paired compiles whose contents may differ."""
+    sides = _differing(pairs, lambda side: side.content_print)
+    for side in (side for group in sides.values() for side in group):
+        side.breaks, side.caches, side.graphs, side.symbols = set(), {}, {}, set()
+    ids = list(sides)
+    for compile, reason in _rows_of(conn, "SELECT compile, reason FROM graph_break_events", ids):
+        for side in sides[compile]:
+            side.breaks.add(reason)
+    for compile, cache, result in _rows_of(conn, "SELECT compile, cache, result FROM cache_events", ids, "ORDER BY id"):
+        for side in sides[compile]:
+            side.caches.setdefault(cache, []).append(result)
+    kinds = ",".join(f"'{kind}'" for kind in GRAPH_KINDS)
+    for compile, kind, payload in _rows_of(conn, "SELECT compile, kind, payload FROM artifacts", ids,
+                                           f"AND kind IN ({kinds})"):
+        for side in sides[compile]:
+            side.graphs.setdefault(kind, set()).add(payload)
+    for compile, symbol, value_range in _rows_of(conn, "SELECT compile, symbol, value_range FROM symbols", ids):
+        for side in sides[compile]:
+            side.symbols.add(f"{symbol} {value_range or ''}".strip())
 
 
 def _load_guards(conn: sqlite3.Connection, pairs: list[tuple[Side, Side]]) -> None:
     """The guard lines of the paired compiles whose guards may differ (fingerprints unknown or unequal)."""
-    sides = {side.id: side for pair in pairs if pair[0].guards_print is None or pair[0].guards_print != pair[1].guards_print
-             for side in pair}
-    for side in sides.values():
+    sides = _differing(pairs, lambda side: side.guards_print)
+    for side in (side for group in sides.values() for side in group):
         side.guards = {}
-    ids = list(sides)
-    for start in range(0, len(ids), 500):
-        chunk = ids[start:start + 500]
-        for compile, guard_type, text in conn.execute(
-                f"SELECT compile, guard_type, text FROM guards WHERE compile IN ({','.join('?' * len(chunk))}) "
-                f"ORDER BY id", chunk):  # identity computed, not read: older databases have none
-            sides[compile].guards.setdefault(guard_identity(guard_type, text), (guard_type, text))
+    # identity computed, not read: older databases have none
+    for compile, guard_type, text in _rows_of(conn, "SELECT compile, guard_type, text FROM guards", list(sides),
+                                              "ORDER BY id"):
+        for side in sides[compile]:
+            side.guards.setdefault(guard_identity(guard_type, text), (guard_type, text))
+
+
+def _load_phases(conn: sqlite3.Connection, pairs: list[tuple[Side, Side]]) -> None:
+    """The compile phases (chromium spans) of the paired compiles whose compile time moved."""
+    sides = _differing([(a, b) for a, b in pairs if None not in (a.duration_s, b.duration_s)
+                        and _moved(a.duration_s, b.duration_s)], lambda side: None)
+    for side in (side for group in sides.values() for side in group):
+        side.phases = {}
+    names = ",".join(f"'{name}'" for name in PHASES)
+    for compile, name, micros in _rows_of(conn, "SELECT compile, name, sum(duration_us) FROM chromium_events",
+                                          list(sides), f"AND ph = 'X' AND name IN ({names}) GROUP BY compile, name"):
+        for side in sides[compile] if micros is not None else ():
+            side.phases[PHASES[name]] = round(micros / 1e6, 3)
 
 
 def _moved(before: float, after: float) -> bool:
@@ -173,7 +207,7 @@ def _changes(a: Side, b: Side) -> tuple[list[str], dict]:
     if a.status != b.status:
         changes.append("status")
         detail["status"] = [a.status, b.status]
-    if a.breaks != b.breaks:
+    if a.breaks is not None and a.breaks != b.breaks:
         changes.append("graph_breaks")
         detail["graph_breaks"] = {"added": sorted(b.breaks - a.breaks), "removed": sorted(a.breaks - b.breaks)}
     if (a.recompile_reason or None) != (b.recompile_reason or None):
@@ -185,20 +219,21 @@ def _changes(a: Side, b: Side) -> tuple[list[str], dict]:
                   if phase in a.phases and phase in b.phases and _moved(a.phases[phase], b.phases[phase])}
         detail["compile_time"] = {"a_s": a.duration_s, "b_s": b.duration_s,
                                   "delta_s": round(b.duration_s - a.duration_s, 3), "phases": phases}
-    if a.caches != b.caches:
+    if a.caches is not None and a.caches != b.caches:
         changes.append("cache")
         detail["cache"] = {cache: [a.caches.get(cache), b.caches.get(cache)]
                            for cache in sorted(set(a.caches) | set(b.caches))
                            if a.caches.get(cache) != b.caches.get(cache)}
-    if a.guards is not None and b.guards is not None and a.guards.keys() != b.guards.keys():
+    if a.guards is not None and a.guards.keys() != b.guards.keys():
         changes.append("guards")
         detail["guards"] = {"added": _guard_lines(b.guards, b.guards.keys() - a.guards.keys()),
                             "removed": _guard_lines(a.guards, a.guards.keys() - b.guards.keys())}
-    differing = sorted(kind for kind in set(a.graphs) & set(b.graphs) if a.graphs[kind] != b.graphs[kind])
-    if differing:  # only kinds both logged: a warm cache logs fewer graphs, not different ones
-        changes.append("graph")
-        detail["graph"] = differing
-    if a.symbols != b.symbols:
+    if a.graphs is not None:
+        differing = sorted(kind for kind in set(a.graphs) & set(b.graphs) if a.graphs[kind] != b.graphs[kind])
+        if differing:  # only kinds both logged: a warm cache logs fewer graphs, not different ones
+            changes.append("graph")
+            detail["graph"] = differing
+    if a.symbols is not None and a.symbols != b.symbols:
         changes.append("dynamic_shapes")
         detail["dynamic_shapes"] = {"added": sorted(b.symbols - a.symbols), "removed": sorted(a.symbols - b.symbols)}
     if abs(b.bytes - a.bytes) > BYTES_NOISE_RATIO * max(a.bytes, 1):
@@ -227,7 +262,10 @@ def diff(conn: sqlite3.Connection, run_a: str, run_b: str) -> dict:
     a, b = resolve_run(conn, run_a), resolve_run(conn, run_b)
     compiles = []
     pairs = _match(_sides(conn, "run_id = ?", (a["id"],)), _sides(conn, "run_id = ?", (b["id"],)))
-    _load_guards(conn, [(side_a, side_b) for _, side_a, side_b in pairs if side_a and side_b])
+    matched = [(side_a, side_b) for _, side_a, side_b in pairs if side_a and side_b]
+    _load_contents(conn, matched)
+    _load_guards(conn, matched)
+    _load_phases(conn, matched)
     for key, side_a, side_b in pairs:
         changes, detail = _changes(side_a, side_b) if side_a and side_b else ([], {})
         entry = {"key": _key_dict(key), "a": side_a.brief() if side_a else None,
@@ -250,7 +288,9 @@ def compare(conn: sqlite3.Connection, compile_a: int, compile_b: int) -> dict | 
     if compile_a not in sides or compile_b not in sides:
         return None
     (key, a), (_, b) = sides[compile_a], sides[compile_b]
+    _load_contents(conn, [(a, b)])
     _load_guards(conn, [(a, b)])
+    _load_phases(conn, [(a, b)])
     changes, detail = _changes(a, b)
     return {"key": _key_dict(key), "a": a.brief(), "b": b.brief(), "changes": changes, "detail": detail}
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Callable
 
+from .fingerprints import write_prints
 from .tables import COLUMNS
 
 # Tables without an id of their own (keyed by content or by other columns): nothing to offset.
@@ -113,14 +114,9 @@ def consolidate_volume(conn: sqlite3.Connection, file_id: int) -> None:
 Hook = Callable[[sqlite3.Connection], object]
 
 
-# compiles.guards_print: the count and sum of a compile's distinct guard identities
-GUARDS_PRINT = ("UPDATE main.compiles SET guards_print = (SELECT count(DISTINCT identity) || ':' || "
-                "coalesce(sum(DISTINCT identity), 0) FROM main.guards g WHERE g.compile = main.compiles.id)")
-
-
-def fingerprint_guards(conn: sqlite3.Connection, compile_offset: int) -> None:
-    """compiles.guards_print of the compiles just merged (new, or continued by this staging database)."""
-    conn.execute(f"{GUARDS_PRINT} WHERE id IN (SELECT {_shift('id', compile_offset)} FROM staging.compiles)")
+def fingerprint_compiles(conn: sqlite3.Connection, compile_offset: int) -> None:
+    """The prints (tlindex.fingerprints) of the compiles just merged (new, or continued by this staging database)."""
+    write_prints(conn, f"WHERE id IN (SELECT {_shift('id', compile_offset)} FROM staging.compiles)")
 
 
 def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | None = None,
@@ -160,7 +156,7 @@ def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | No
                 refresh_volume(conn, file_id)  # the dropped tail's envelopes are no longer counted
             elif continued_file is not None:
                 consolidate_volume(conn, file_id)
-            fingerprint_guards(conn, offsets["compiles"])
+            fingerprint_compiles(conn, offsets["compiles"])
             if complete is not None:
                 complete(conn, file_id)
             conn.execute("COMMIT")

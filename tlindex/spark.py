@@ -32,7 +32,7 @@ from .export import (
     table_manifest,
     write_table,
 )
-from .merge import GUARDS_PRINT
+from .fingerprints import write_prints
 from .task import Task, run_task
 
 DRIVER_TABLES = ("files", "sources", "compiles")   # small: grouped into runs on the driver
@@ -47,7 +47,7 @@ def ingest_file(item: tuple[int, str, str]) -> dict:
         staging = work / "staging.db"
         result = run_task(Task(path, str(staging)))
         conn = register(sqlite3.connect(staging, check_same_thread=False))
-        conn.execute(GUARDS_PRINT)  # as the merge of an ingest writes it
+        write_prints(conn)  # as the merge of an ingest writes them
         base = number << 32
         tables = [r[0] for r in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\' "

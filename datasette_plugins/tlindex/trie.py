@@ -10,6 +10,7 @@ thousands of compiles still gives a small page.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from dataclasses import dataclass, field
 
@@ -53,19 +54,25 @@ def _strip_dynamo_frames(frames: list[FrameKey]) -> list[FrameKey]:
 
 def build_trie(conn: sqlite3.Connection, run_id: int, rank: int | None) -> Node:
     """The trie of the run's dynamo_start stacks (one rank, or every rank when rank is None)."""
-    rows = conn.execute("""
-        SELECT c.id, c.compile_id, c.status, c.rank, f.filename, f.line, f.name, f.loc
-        FROM compiles c JOIN frames f ON f.envelope_id = c.dynamo_start AND f.stack = 'stack'
-        WHERE c.run_id = ? AND (? IS NULL OR c.rank = ?)
-        ORDER BY c.id, f.depth""", (run_id, rank, rank))
+    compiles = conn.execute("""
+        SELECT id, compile_id, status, rank, dynamo_start, stack_print FROM compiles
+        WHERE run_id = ? AND (? IS NULL OR rank = ?) AND dynamo_start IS NOT NULL ORDER BY id""",
+        (run_id, rank, rank)).fetchall()
+    # Most compiles share their stack with others: the frames of one dynamo_start are read per
+    # distinct stack (compiles.stack_print), those of each compile only where the print is unknown.
+    keys = [(stack_print,) if stack_print is not None else (None, start) for *_, start, stack_print in compiles]
+    first_with: dict[tuple, int] = {}
+    for key, (*_, start, _) in zip(keys, compiles):
+        first_with.setdefault(key, start)
+    stacks = _stacks(conn, list(first_with.values()))
     root = Node(0, None)
     count = 1
-    stacks: dict[int, tuple[str, str, int | None, list[FrameKey]]] = {}
-    for compile_row, compile_id, status, rank, filename, line, name, loc in rows:
-        stacks.setdefault(compile_row, (compile_id, status, rank, []))[3].append((filename, line, name, loc))
-    for compile_row, (compile_id, status, rank, frames) in stacks.items():
+    for key, (compile_row, compile_id, status, rank, *_) in zip(keys, compiles):
+        frames = stacks.get(first_with[key])
+        if frames is None:  # no stack logged: not in the trie
+            continue
         node = root
-        for frame in _strip_dynamo_frames(frames):
+        for frame in frames:
             child = node.children.get(frame)
             if child is None:
                 child = node.children[frame] = Node(count, frame)
@@ -73,6 +80,17 @@ def build_trie(conn: sqlite3.Connection, run_id: int, rank: int | None) -> Node:
             node = child
         node.compiles.append((compile_row, compile_id, status, rank))
     return root
+
+
+def _stacks(conn: sqlite3.Connection, starts: list[int]) -> dict[int, list[FrameKey]]:
+    """dynamo_start envelope id -> its stack, outermost first, Dynamo's own frames dropped."""
+    frames: dict[int, list[tuple[int, FrameKey]]] = {}
+    for start, depth, *frame in conn.execute("""
+            SELECT f.envelope_id, f.depth, f.filename, f.line, f.name, f.loc FROM frames f
+            WHERE f.envelope_id IN (SELECT value FROM json_each(?)) AND f.stack = 'stack'""", (json.dumps(starts),)):
+        frames.setdefault(start, []).append((depth, tuple(frame)))
+    return {start: _strip_dynamo_frames([frame for _, frame in sorted(found, key=lambda f: f[0])])
+            for start, found in frames.items()}
 
 
 def size(node: Node) -> int:
@@ -118,7 +136,10 @@ class TrieRenderer:
             return Markup('<a class="compile status-{}" href="{}">[{}]</a>{}').format(
                 status, self.compile_url(row), compile_id, extra)
         label = f"r{ranks[0]}" if len(ranks) == 1 else f"r{_spans(ranks)}"
-        title = f"{'rank' if len(ranks) == 1 else 'ranks'} {', '.join(map(str, ranks))}: {status}"
+        distinct = sorted(set(ranks))
+        title = f"{'rank' if len(distinct) == 1 else 'ranks'} {', '.join(map(str, distinct))}: {status}"
+        if len(ranks) > len(distinct):  # the id compiled again after a reset, on some rank
+            title += f" ({len(ranks)} compiles)"
         return Markup('<a class="compile status-{}" href="{}" title="{}">[{}]<sub class="ranks">{}</sub></a>{}').format(
             status, self.compile_url(row), title, compile_id, label, extra)
 

@@ -38,8 +38,8 @@ def run_data(conn: sqlite3.Connection, run_id: int) -> dict | None:
     run["problems"] = problems(run["findings"])
     run["exports"] = export_verdict(conn, run_id)
     run["kinds"] = dicts(conn.execute("""
-        SELECT e.kind, count(*) AS records FROM envelopes e JOIN sources s ON s.id = e.source_id
-        WHERE s.run_id = ? AND e.kind != 'str' GROUP BY e.kind ORDER BY records DESC LIMIT 12""", (run_id,)))
+        SELECT v.kind, sum(v.records) AS records FROM volume v JOIN sources s ON s.id = v.source_id
+        WHERE s.run_id = ? AND v.kind != 'str' GROUP BY v.kind ORDER BY records DESC, v.kind LIMIT 12""", (run_id,)))
     run["compiles"] = dicts(conn.execute("""
         SELECT id, rank, compile_id, co_name, status, fail_type, recompile_reason, graph_breaks, duration_s,
                envelope_bytes + payload_bytes AS bytes
@@ -50,8 +50,9 @@ def run_data(conn: sqlite3.Connection, run_id: int) -> dict | None:
 def export_verdict(conn: sqlite3.Connection, run_id: int) -> dict | None:
     """tlparse's export report in one line: how many issues draft_export found, and the exported programs."""
     programs = dicts(conn.execute("""
-        SELECT a.id, a.size, e.line FROM artifacts a JOIN envelopes e ON e.id = a.envelope_id
-        JOIN sources s ON s.id = e.source_id WHERE s.run_id = ? AND a.kind = 'exported_program' ORDER BY a.id""",
+        SELECT a.id, a.size, e.line FROM envelopes e CROSS JOIN sources s CROSS JOIN artifacts a
+        WHERE e.kind = 'exported_program' AND s.id = e.source_id AND s.run_id = ? AND a.envelope_id = e.id
+        AND a.kind = 'exported_program' ORDER BY a.id""",
         (run_id,)))
     if not programs:
         return None

@@ -10,6 +10,7 @@ from ..database import dicts, int_arg, int_var, one, open_database, render
 from ..trie import TrieRenderer, build_trie, find, size
 
 TRIE_BUDGET = 2000  # nodes rendered before the rest of the trie is loaded on demand
+ANONYMOUS_SHOWN = 50  # [-/-] compiles listed (one per process and reset); the rest in the compiles table
 
 def _bytecode_urls(urls, compiles: set[int]):
     """compile row -> URL of its bytecode page, for the compiles that have one."""
@@ -35,15 +36,17 @@ async def trie_page(datasette, request):
             return None
         ranks = [r[0] for r in conn.execute("SELECT DISTINCT rank FROM sources WHERE run_id = ? ORDER BY rank",
                                             (run_id,))]
+        # records without a compile id are those of the [-/-] compiles: found through them, not every envelope
         unknown = dicts(conn.execute("""
-            SELECT e.kind, count(*) AS n FROM envelopes e JOIN sources s ON s.id = e.source_id
-            WHERE s.run_id = ? AND (? IS NULL OR s.rank = ?) AND e.compile_id = '-/-'
+            SELECT e.kind, count(*) AS n FROM compiles c CROSS JOIN envelopes e
+            WHERE c.run_id = ? AND (? IS NULL OR c.rank = ?) AND c.compile_id = '-/-' AND e.compile = c.id
+              AND e.compile_id = '-/-'
               AND EXISTS (SELECT 1 FROM frames f WHERE f.envelope_id = e.id AND f.stack = 'context')
-            GROUP BY e.kind ORDER BY n DESC""", (run_id, rank, rank)))
+            GROUP BY e.kind ORDER BY n DESC, e.kind""", (run_id, rank, rank)))
         anonymous = dicts(conn.execute("""
             SELECT id, rank, status, fail_type, envelope_count FROM compiles
-            WHERE run_id = ? AND (? IS NULL OR rank = ?) AND compile_id = '-/-' ORDER BY rank, id""",
-            (run_id, rank, rank)))
+            WHERE run_id = ? AND (? IS NULL OR rank = ?) AND compile_id = '-/-' ORDER BY rank, id LIMIT ?""",
+            (run_id, rank, rank, ANONYMOUS_SHOWN + 1)))
         return run, ranks, build_trie(conn, run_id, rank), unknown, anonymous, run_compiles_with_bytecode(conn, run_id)
 
     found = await db.execute_fn(data)
@@ -51,11 +54,14 @@ async def trie_page(datasette, request):
         raise NotFound(f"No run {run_id}")
     run, ranks, trie, unknown, anonymous, with_bytecode = found
     nodes = size(trie) - 1
+    more_anonymous = len(anonymous) > ANONYMOUS_SHOWN
+    anonymous = anonymous[:ANONYMOUS_SHOWN]
     renderer = TrieRenderer(urls.compile, lambda node: urls.trie_node(run_id, rank, node), budget,
                             open_all=nodes <= 200, bytecode_url=_bytecode_urls(urls, with_bytecode))
     return await render(datasette, request, "trie.html", {
         "database": db.name, "run": run, "rank": rank, "ranks": ranks, "u": urls, "nodes": nodes,
-        "trie": renderer.render(trie), "unknown": unknown, "anonymous": anonymous})
+        "trie": renderer.render(trie), "unknown": unknown, "anonymous": anonymous,
+        "more_anonymous": more_anonymous})
 
 
 async def trie_fragment(datasette, request):
