@@ -16,8 +16,12 @@ from .compression import pack, register
 from .db import apply_schema
 from .tables import COLUMNS
 
-FLUSH_ROWS = 1000
-FLUSH_BYTES = 2 << 20
+# Buffers a worker holds before writing them (memory is the sum over workers): 500 rows per table, 1 MB
+# of payload text, 512 KB of SQLite page cache per connection. Halving them from 1,000 rows, 2 MB and
+# the default 2 MB cache took ~3.5 MB off each worker at no measurable cost in time.
+FLUSH_ROWS = 500
+FLUSH_BYTES = 1 << 20
+CACHE_KB = 512
 
 
 def storable(value: object) -> object:
@@ -43,6 +47,8 @@ class StagingWriter:
         # run's code) are not written again: a read-only look-up is far cheaper.
         self.main = sqlite3.connect(f"file:{main_db}?mode=ro", uri=True) if main_db else None
         self.conn = register(sqlite3.connect(self.path, isolation_level=None))
+        for conn in filter(None, (self.main, self.conn)):
+            conn.execute(f"PRAGMA cache_size = -{CACHE_KB}")
         self.conn.execute("PRAGMA journal_mode=OFF")
         self.conn.execute("PRAGMA synchronous=OFF")
         apply_schema(self.conn)

@@ -15,9 +15,15 @@ def integer(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+_PLAIN = (int, type(None))
+
+
 def context_ids(data: dict) -> tuple[int | None, int | None, int | None, int | None, list[str]]:
     """(compiled_autograd_id, frame_id, frame_compile_id, attempt, fields that are not integers)."""
-    values = [data.get(name) for name in ("compiled_autograd_id", "frame_id", "frame_compile_id", "attempt")]
+    get = data.get
+    values = [get("compiled_autograd_id"), get("frame_id"), get("frame_compile_id"), get("attempt")]
+    if all(type(value) in _PLAIN for value in values):  # as torch writes them (bool is not int here)
+        return values[0], values[1], values[2], values[3], []
     odd = [name for name, value in zip(("compiled_autograd_id", "frame_id", "frame_compile_id", "attempt"), values)
            if value is not None and integer(value) is None]
     ca, frame, frame_compile, attempt = (integer(value) for value in values)
