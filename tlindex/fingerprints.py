@@ -38,6 +38,11 @@ PRINTS = {
 }
 
 
+# the indexes the prints' subqueries read through (a staging database, as Spark tasks print it, has none)
+READ_THROUGH = {"guards": "compile", "frames": "envelope_id", "graph_break_events": "compile",
+                "cache_events": "compile", "artifacts": "compile", "symbols": "compile"}
+
+
 def text_hash(text: str | None) -> int | None:
     """A signed 64-bit hash of a text (blake2b), the same in every process."""
     if text is None:
@@ -46,8 +51,13 @@ def text_hash(text: str | None) -> int | None:
     return int.from_bytes(digest, "big", signed=True)
 
 
-def write_prints(conn: sqlite3.Connection, which: str = "") -> None:
-    """Compute every print of the compiles `which` selects (a WHERE clause on main.compiles; all if empty)."""
+def write_prints(conn: sqlite3.Connection, which: str = "", index: bool = False) -> None:
+    """Compute every print of the compiles `which` selects (a WHERE clause on main.compiles; all if empty).
+
+    `index`: first index the tables the prints read (for a database without the schema's indexes).
+    """
     conn.create_function("tlindex_hash", 1, text_hash, deterministic=True)
+    for table, column in READ_THROUGH.items() if index else ():
+        conn.execute(f"CREATE INDEX IF NOT EXISTS main.prints_{table} ON {table}({column})")
     sets = ", ".join(f"{column} = ({subquery})" for column, subquery in PRINTS.items())
     conn.execute(f"UPDATE main.compiles SET {sets} {which}")

@@ -47,7 +47,7 @@ def ingest_file(item: tuple[int, str, str]) -> dict:
         staging = work / "staging.db"
         result = run_task(Task(path, str(staging)))
         conn = register(sqlite3.connect(staging, check_same_thread=False))
-        write_prints(conn)  # as the merge of an ingest writes them
+        write_prints(conn, index=True)  # as the merge of an ingest writes them (staging has no indexes)
         base = number << 32
         tables = [r[0] for r in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' ESCAPE '\\' "
