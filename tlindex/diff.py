@@ -97,15 +97,18 @@ def _sides(conn: sqlite3.Connection, where: str, params: tuple) -> list[tuple[tu
     return keyed
 
 
-def _differing(pairs: list[tuple[Side, Side]], print_of) -> dict[int, list[Side]]:
-    """The sides of the pairs whose prints are unknown or unequal: id -> its sides (two in a run's diff
-    with itself)."""
+def _by_id(pairs: list[tuple[Side, Side]]) -> dict[int, list[Side]]:
+    """The sides of the pairs by compile id (two sides for one id in a run's diff with itself)."""
     sides: dict[int, list[Side]] = defaultdict(list)
     for a, b in pairs:
-        if print_of(a) is None or print_of(a) != print_of(b):
-            sides[a.id].append(a)
-            sides[b.id].append(b)
+        sides[a.id].append(a)
+        sides[b.id].append(b)
     return sides
+
+
+def _differing(pairs: list[tuple[Side, Side]], print_of) -> dict[int, list[Side]]:
+    """The sides of the pairs whose prints are unknown or unequal, by compile id."""
+    return _by_id([(a, b) for a, b in pairs if print_of(a) is None or print_of(a) != print_of(b)])
 
 
 def _rows_of(conn: sqlite3.Connection, select: str, ids: list[int], rest: str = ""):
@@ -151,8 +154,8 @@ def _load_guards(conn: sqlite3.Connection, pairs: list[tuple[Side, Side]]) -> No
 
 def _load_phases(conn: sqlite3.Connection, pairs: list[tuple[Side, Side]]) -> None:
     """The compile phases (chromium spans) of the paired compiles whose compile time moved."""
-    sides = _differing([(a, b) for a, b in pairs if None not in (a.duration_s, b.duration_s)
-                        and _moved(a.duration_s, b.duration_s)], lambda side: None)
+    sides = _by_id([(a, b) for a, b in pairs if None not in (a.duration_s, b.duration_s)
+                    and _moved(a.duration_s, b.duration_s)])
     for side in (side for group in sides.values() for side in group):
         side.phases = {}
     names = ",".join(f"'{name}'" for name in PHASES)
