@@ -389,9 +389,129 @@ with torch.no_grad():
     torch.compile(Model())(torch.randn(8, 10), torch.randn(8, 16))
 """
 
+# Closures and cells that graph-break: the resume functions of `inner` (a closure over
+# three variables: its bytecode starts with COPY_FREE_VARS 3) and of `with_cell` (a local
+# captured by a lambda: MAKE_CELL, LOAD_CLOSURE, LOAD_DEREF). Then torch._dynamo.reset()
+# and two more functions, so compile ids 0/0 and 1/0 repeat in a second generation
+# whose timing spans must stay with it.
+SCENARIOS["closures"] = """
+def make(k):
+    scale = torch.tensor(2.0)
+    offset = 3
+
+    @torch.compile(backend="eager")
+    def inner(x):
+        y = x * scale + k
+        torch._dynamo.graph_break()
+        return y + offset + k
+
+    return inner
+
+@torch.compile(backend="eager")
+def with_cell(x):
+    y = x + 1
+    twice = lambda: y * 2
+    torch._dynamo.graph_break()
+    y = y + 1
+    return twice() + y
+
+make(1)(torch.ones(3))
+with_cell(torch.ones(3))
+torch._dynamo.reset()
+
+@torch.compile(backend="eager")
+def after_reset(x):
+    return x.sin() + 1
+
+@torch.compile(backend="eager")
+def after_reset_too(x):
+    return x.cos() * 2
+
+after_reset(torch.ones(3))
+after_reset_too(torch.ones(3))
+"""
+
+# A rank that fails and is restarted: torchrun --max-restarts 1 with 2 ranks over gloo.
+# In the first attempt rank 1 compiles `step` and raises after its first call, so torchrun
+# stops both ranks and starts them again; the second attempt runs to the end. The folder
+# holds four processes, two per rank, one attempt after the other (same rank in file names
+# and envelopes, different pids, disjoint times).
+SCENARIOS["rank_restart"] = """
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+
+@torch.compile(backend="aot_eager")
+def step(x):
+    return (x * (rank + 1)).relu().sum()
+
+@torch.compile(backend="aot_eager")
+def later(x):
+    return x.cos() + 1
+
+step(torch.randn(4))
+dist.barrier()
+if attempt == 0 and rank == 1:
+    raise RuntimeError("injected failure of rank 1 in the first attempt")
+if attempt > 0:
+    step(torch.randn(6))
+    later(torch.randn(4))
+    dist.barrier()
+dist.destroy_process_group()
+"""
+
+# A training step compiled by inductor with provenance tracking (INDUCTOR_PROVENANCE=1):
+# the forward and the backward each log their own node mappings, post-grad graph and code.
+SCENARIOS["train_provenance"] = """
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(10, 16)
+        self.fc2 = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return torch.nn.functional.gelu(self.fc2(torch.relu(self.fc1(x))))
+
+model = Model()
+torch.compile(model)(torch.randn(8, 10)).sum().backward()
+"""
+
+# The same program twice, compiled by inductor, from one directory: the second run sets
+# ADD_BREAK=1 so `body` graph-breaks between its halves. `finish` is unchanged, but its
+# output code carries AOT ids and kernel names from process-wide counters that the new
+# compile shifts: a diff must not call it changed.
+SCENARIOS["inductor_break_added"] = """
+ADD_BREAK = os.environ.get("ADD_BREAK") == "1"
+
+@torch.compile
+def prepare(x):
+    return (x * 2).sin()
+
+@torch.compile
+def body(x):
+    y = x.cos() + 1
+    if ADD_BREAK:
+        torch._dynamo.graph_break()
+    return (y * y).sum() + y
+
+@torch.compile
+def finish(x):
+    return x.tanh().mean()
+
+x = torch.randn(8)
+finish(body(prepare(x)) * x)
+"""
+
 # Environment a scenario's program runs with, beyond the common one ({trace}: the trace dir).
 EXTRA_ENV = {"collectives_3ranks": {"LOG_TLPARSE": "1"}, "draft_export": {"TORCH_DTRACE": "{trace}"},
-             "provenance": {"INDUCTOR_PROVENANCE": "1"}}
+             "provenance": {"INDUCTOR_PROVENANCE": "1"}, "train_provenance": {"INDUCTOR_PROVENANCE": "1"},
+             "rank_restart": {"GLOO_SOCKET_IFNAME": "lo"}}
+
+# Scenarios run by a launcher rather than as `python script.py` ({script}: the script's name).
+LAUNCHERS = {"rank_restart": ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                              "--max-restarts", "1", "--monitor-interval", "0.2", "{script}"]}
 
 # A graph break added in the middle of a function: the same program run twice in two
 # processes from one directory (same file, same line numbers); the second run sets
@@ -423,7 +543,8 @@ finish(body(prepare(x)) * x)
 
 # Scenarios whose program runs more than once into the same trace dir, with the
 # environment of each run.
-RUNS = {"cache": [{}, {}], "break_added": [{}, {"ADD_BREAK": "1"}]}
+RUNS = {"cache": [{}, {}], "break_added": [{}, {"ADD_BREAK": "1"}],
+        "inductor_break_added": [{}, {"ADD_BREAK": "1"}]}
 
 
 def program(name: str) -> str:
@@ -450,8 +571,9 @@ def run_scenario(name: str, python: str, out_root: Path) -> list[Path]:
         )
         env.update({k: v.format(trace=trace_dir) for k, v in EXTRA_ENV.get(name, {}).items()})
         for run_env in RUNS.get(name, [{}]):
+            args = [arg.format(script=script.name) for arg in LAUNCHERS.get(name, ["{script}"])]
             proc = subprocess.run(
-                [python, script.name], cwd=tmp_path, env={**env, **run_env}, capture_output=True, text=True,
+                [python, *args], cwd=tmp_path, env={**env, **run_env}, capture_output=True, text=True,
                 timeout=900,
             )
             if proc.returncode != 0:
