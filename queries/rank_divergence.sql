@@ -10,105 +10,121 @@
 -- (tensor_meta), whose estimated runtime differs (estimated_runtime), and ranks that ran
 -- compiled graphs in a different order (execution_order, when the program recorded it with
 -- torch._inductor.debug.record_and_log_graph_execution_order()).
+-- A process is the unit: each ranked process is compared under its name (sources.process: the
+-- rank, or "1 (restart 1)" for a restarted rank, "1 (pid 4242)" for two processes claiming one).
 -- :run  run id (empty: every multi-rank run)
-WITH runs_ AS (
+WITH candidates AS (
     SELECT id, world_size FROM runs
-    WHERE world_size > 1 AND (coalesce(:run, '') = '' OR id = :run)
+    WHERE world_size > 0 AND source_count > 1 AND (coalesce(:run, '') = '' OR id = :run)
+), procs AS (
+    -- every ranked process of those runs; place orders them by rank, restart, pid
+    SELECT s.id AS source_id, s.run_id, s.process AS rank,
+           dense_rank() OVER (PARTITION BY s.run_id ORDER BY s.rank, coalesce(s.restart, 0), s.pid) AS place
+    FROM sources s JOIN candidates r ON r.id = s.run_id WHERE s.process IS NOT NULL
+), runs_ AS (
+    SELECT p.run_id AS id, count(DISTINCT p.rank) AS world_size,
+           CASE WHEN count(DISTINCT p.rank) = r.world_size THEN 'ranks' ELSE 'processes' END AS unit
+    FROM procs p JOIN candidates r ON r.id = p.run_id GROUP BY p.run_id HAVING count(DISTINCT p.rank) > 1
+), comp AS (
+    -- the run's compiles, each under its process's name
+    SELECT c.id, c.run_id, c.compile_id, c.duration_s, p.rank, p.place, p.source_id
+    FROM runs_ r CROSS JOIN compiles c CROSS JOIN procs p WHERE c.run_id = r.id AND p.source_id = c.source_id
 ), per_id AS (
-    SELECT c.run_id, c.compile_id, count(DISTINCT c.rank) AS n, group_concat(DISTINCT c.rank) AS ranks
-    FROM compiles c JOIN runs_ r ON r.id = c.run_id WHERE c.compile_id != '-/-' GROUP BY c.run_id, c.compile_id
+    SELECT run_id, compile_id, count(DISTINCT rank) AS n, group_concat(rank, ',') AS ranks
+    FROM (SELECT DISTINCT run_id, compile_id, rank, place FROM comp WHERE compile_id != '-/-' ORDER BY place)
+    GROUP BY run_id, compile_id
 ), cache AS (
-    SELECT c.run_id, c.compile_id, e.cache, c.rank, group_concat(e.result) AS results
-    FROM cache_events e JOIN compiles c ON c.id = e.compile JOIN runs_ r ON r.id = c.run_id
+    SELECT c.run_id, c.compile_id, e.cache, c.rank, min(c.place) AS place, group_concat(e.result) AS results
+    FROM cache_events e JOIN comp c ON c.id = e.compile
     GROUP BY c.run_id, c.compile_id, e.cache, c.rank
 ), cache_patterns AS (
-    -- per rank: every cache result in log order (tlparse's hit/miss pattern)
-    SELECT run_id, rank, coalesce(group_concat(result, ' '), '') AS pattern,
+    -- per process: every cache result in log order (tlparse's hit/miss pattern)
+    SELECT run_id, rank, min(place) AS place, coalesce(group_concat(result, ' '), '') AS pattern,
            CASE WHEN count(result) = 0 THEN 'no cache lookups'
                 ELSE sum(result = 'hit') || ' hits, ' || sum(result = 'miss') || ' misses'
                      || CASE WHEN count(result) > sum(result IN ('hit', 'miss'))
                              THEN ', ' || (count(result) - sum(result IN ('hit', 'miss'))) || ' other' ELSE '' END
            END AS shown
-    FROM (SELECT s.run_id, s.rank, e.result
-          FROM sources s JOIN runs_ r ON r.id = s.run_id
-          LEFT JOIN compiles c ON c.source_id = s.id LEFT JOIN cache_events e ON e.compile = c.id
-          WHERE s.rank IS NOT NULL ORDER BY e.id)
+    FROM (SELECT p.run_id, p.rank, p.place, e.result
+          FROM procs p JOIN runs_ r ON r.id = p.run_id
+          LEFT JOIN compiles c ON c.source_id = p.source_id LEFT JOIN cache_events e ON e.compile = c.id
+          ORDER BY e.id)
     GROUP BY run_id, rank
 ), cache_groups AS (
-    SELECT run_id, pattern, shown, group_concat(rank) AS ranks, min(rank) AS first_rank
-    FROM (SELECT * FROM cache_patterns ORDER BY rank) GROUP BY run_id, pattern, shown
+    SELECT run_id, pattern, shown, group_concat(rank) AS ranks, min(place) AS first_rank
+    FROM (SELECT * FROM cache_patterns ORDER BY place) GROUP BY run_id, pattern, shown
 ), graphs AS (
-    -- per rank: the payloads of each graph artifact of a compile id (forward and backward
+    -- per process: the payloads of each graph artifact of a compile id (forward and backward
     -- graphs share a name, so compare the whole set)
     SELECT run_id, compile_id, name, rank, group_concat(payload) AS payloads
     -- (CROSS JOIN: from the run's compiles to their artifacts, not through every artifact)
     FROM (SELECT c.run_id, c.compile_id, a.name, c.rank, a.payload
-          FROM runs_ r CROSS JOIN compiles c CROSS JOIN artifacts a
-          WHERE c.run_id = r.id AND a.compile = c.id AND (a.kind IN ('dynamo_output_graph', 'aot_forward_graph', 'aot_backward_graph', 'aot_joint_graph',
+          FROM comp c CROSS JOIN artifacts a
+          WHERE a.compile = c.id AND (a.kind IN ('dynamo_output_graph', 'aot_forward_graph', 'aot_backward_graph', 'aot_joint_graph',
                            'aot_inference_graph', 'optimize_ddp_split_graph', 'optimize_ddp_split_child',
                            'inductor_post_grad_graph')
              OR a.name = 'inductor_post_grad_graph')
           ORDER BY a.payload)
     GROUP BY run_id, compile_id, name, rank
 ), times AS (
-    -- place 1: the slowest rank of the compile id
-    SELECT c.run_id, c.compile_id, c.rank, c.duration_s,
-           row_number() OVER (PARTITION BY c.run_id, c.compile_id ORDER BY c.duration_s DESC, c.rank) AS place
-    FROM compiles c JOIN runs_ r ON r.id = c.run_id
-    WHERE c.duration_s IS NOT NULL
+    -- place 1: the slowest process of the compile id (one row per process: its compiles of that id summed)
+    SELECT run_id, compile_id, rank, duration_s,
+           row_number() OVER (PARTITION BY run_id, compile_id ORDER BY duration_s DESC, first_place) AS place
+    FROM (SELECT run_id, compile_id, rank, min(place) AS first_place, sum(duration_s) AS duration_s
+          FROM comp WHERE duration_s IS NOT NULL GROUP BY run_id, compile_id, rank)
 ), scheduled AS (
-    -- compile ids for which some rank scheduled collectives; a rank that compiled one
+    -- compile ids for which some process scheduled collectives; a process that compiled one
     -- without any is shown as "none"
-    SELECT DISTINCT c.run_id, c.compile_id FROM collective_ops o JOIN compiles c ON c.id = o.compile
-    JOIN runs_ r ON r.id = c.run_id WHERE o.origin = 'schedule'
+    SELECT DISTINCT c.run_id, c.compile_id FROM collective_ops o JOIN comp c ON c.id = o.compile
+    WHERE o.origin = 'schedule'
 ), schedules AS (
-    SELECT run_id, compile_id, rank, coalesce(group_concat(op, ' '), '') AS ops,
+    SELECT run_id, compile_id, rank, min(place) AS place, coalesce(group_concat(op, ' '), '') AS ops,
            coalesce(group_concat(collective, ' '), 'none') AS shown
-    FROM (SELECT c.run_id, c.compile_id, c.rank, o.op, o.collective
-          FROM compiles c JOIN scheduled s ON s.run_id = c.run_id AND s.compile_id = c.compile_id
+    FROM (SELECT c.run_id, c.compile_id, c.rank, c.place, o.op, o.collective
+          FROM comp c JOIN scheduled s ON s.run_id = c.run_id AND s.compile_id = c.compile_id
           LEFT JOIN collective_ops o ON o.compile = c.id AND o.origin = 'schedule'
           ORDER BY o.envelope_id, o.position)
     GROUP BY run_id, compile_id, rank
 ), schedule_groups AS (
-    SELECT run_id, compile_id, ops, shown, group_concat(rank) AS ranks, min(rank) AS first_rank
-    FROM (SELECT * FROM schedules ORDER BY rank) GROUP BY run_id, compile_id, ops, shown
+    SELECT run_id, compile_id, ops, shown, group_concat(rank) AS ranks, min(place) AS first_rank
+    FROM (SELECT * FROM schedules ORDER BY place) GROUP BY run_id, compile_id, ops, shown
 ), tensor_meta AS (
     SELECT run_id, compile_id, rank, group_concat(op || ' ' || outputs, '; ') AS meta
     FROM (SELECT c.run_id, c.compile_id, c.rank, coalesce(o.op, '') AS op, coalesce(o.outputs, '') AS outputs
-          FROM op_estimates o JOIN compiles c ON c.id = o.compile JOIN runs_ r ON r.id = c.run_id
+          FROM op_estimates o JOIN comp c ON c.id = o.compile
           ORDER BY o.envelope_id, o.position)
     GROUP BY run_id, compile_id, rank
 ), estimates AS (
     SELECT run_id, compile_id, rank, ns,
-           row_number() OVER (PARTITION BY run_id, compile_id ORDER BY ns DESC, rank) AS place
-    FROM (SELECT c.run_id, c.compile_id, c.rank, sum(o.estimated_runtime_ns) AS ns
-          FROM op_estimates o JOIN compiles c ON c.id = o.compile JOIN runs_ r ON r.id = c.run_id
+           row_number() OVER (PARTITION BY run_id, compile_id ORDER BY ns DESC, first_place) AS place
+    FROM (SELECT c.run_id, c.compile_id, c.rank, min(c.place) AS first_place, sum(o.estimated_runtime_ns) AS ns
+          FROM op_estimates o JOIN comp c ON c.id = o.compile
           GROUP BY c.run_id, c.compile_id, c.rank)
 ), last_executions AS (
     -- per process: its last graph_execution artifact
     SELECT e.source_id, max(g.envelope_id) AS envelope_id
-    FROM graph_executions g CROSS JOIN envelopes e CROSS JOIN sources s JOIN runs_ r ON r.id = s.run_id
-    WHERE e.id = g.envelope_id AND s.id = e.source_id
+    FROM graph_executions g CROSS JOIN envelopes e CROSS JOIN procs p JOIN runs_ r ON r.id = p.run_id
+    WHERE e.id = g.envelope_id AND p.source_id = e.source_id
     GROUP BY e.source_id
 ), executions AS (
-    -- per rank: the order its last graph_execution artifact recorded
-    SELECT run_id, rank, count(*) AS runs, group_concat(compile_id, ' ') AS graphs
-    FROM (SELECT s.run_id, s.rank, g.compile_id
+    -- per process: the order its last graph_execution artifact recorded
+    SELECT run_id, rank, min(place) AS place, count(*) AS runs, group_concat(compile_id, ' ') AS graphs
+    FROM (SELECT p.run_id, p.rank, p.place, g.compile_id
           FROM graph_executions g JOIN last_executions l ON l.envelope_id = g.envelope_id
-          JOIN sources s ON s.id = l.source_id
+          JOIN procs p ON p.source_id = l.source_id
           ORDER BY g.position)
     GROUP BY run_id, rank
 ), execution_groups AS (
-    SELECT run_id, runs, graphs, group_concat(rank) AS ranks, min(rank) AS first_rank
-    FROM (SELECT * FROM executions ORDER BY rank) GROUP BY run_id, runs, graphs
+    SELECT run_id, runs, graphs, group_concat(rank) AS ranks, min(place) AS first_rank
+    FROM (SELECT * FROM executions ORDER BY place) GROUP BY run_id, runs, graphs
 )
 SELECT p.run_id, 'missing_compile' AS finding, p.compile_id,
-       p.ranks AS ranks, 'present on ' || p.n || ' of ' || r.world_size || ' ranks' AS detail
+       p.ranks AS ranks, 'present on ' || p.n || ' of ' || r.world_size || ' ' || r.unit AS detail
 FROM per_id p JOIN runs_ r ON r.id = p.run_id WHERE p.n < r.world_size
 UNION ALL
 SELECT run_id, 'cache', compile_id, group_concat(rank), cache || ': ' ||
        group_concat('rank ' || rank || ' ' || results, ', ')
-FROM cache GROUP BY run_id, compile_id, cache HAVING count(DISTINCT results) > 1
+FROM (SELECT * FROM cache ORDER BY place) GROUP BY run_id, compile_id, cache HAVING count(DISTINCT results) > 1
 UNION ALL
 SELECT run_id, 'cache_pattern', NULL, group_concat(ranks),
        group_concat(CASE WHEN instr(ranks, ',') THEN 'ranks ' ELSE 'rank ' END || ranks || ': ' || shown, '; ')

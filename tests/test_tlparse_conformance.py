@@ -44,6 +44,11 @@ KNOWN_DIFFERENCES: list[tuple[str, set[str], str]] = [
     ("ddp_2ranks/*", {"compile_ids", "outputs", "report_directory"}, RANKLESS_AFTER_RANK),
     ("ddp_4ranks_diverge/*", {"compile_ids", "outputs", "report_directory"}, RANKLESS_AFTER_RANK),
     ("collectives_3ranks/*", {"compile_ids", "outputs", "report_directory"}, RANKLESS_AFTER_RANK),
+    ("rank_restart/*", {"compile_ids", "outputs", "report_directory"}, RANKLESS_AFTER_RANK),
+    ("closures/*", {"statuses"},
+     "after torch._dynamo.reset() compile id 0/0 names two compiles (`inner`, which broke, and "
+     "`after_reset`, ok): tlparse keys compiles by id and shows the first one's status for both; "
+     "tlindex keeps each generation's compile with its own status"),
     ("draft_export/*", {"records"},
      "tlparse 0.4.3 cannot read torch 2.13's guard_added records whose frame_locals hold lists "
      "(Stats fail_json) and drops them; tlindex keeps them"),
@@ -53,9 +58,6 @@ KNOWN_RANK_DIFFERENCES: list[tuple[str, set[str], str]] = [
     ("ddp_2ranks", {"compile_ids"},
      "tlparse warns of diverging compile ids because rank 1's [-/-] is empty to it (see above); "
      "both ranks compiled the same ids, and [-/-] is no compilation"),
-    ("multi_rank_schedule", {"collective_schedule"},
-     "these hand-assembled files all say \"rank\": 0 inside; tlparse trusts the file names, tlindex "
-     "the envelopes (and reports rank_mismatch), so tlindex sees one rank and no divergence"),
 ]
 
 OUTPUT_RE = re.compile(r"^(.*)_\d+\.(?:txt|json|html)$")

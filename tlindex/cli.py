@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import click
 
@@ -37,6 +39,46 @@ class ProgressBar:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.__exit__(None, None, None)
+
+
+def existing_db(db_path: str | Path) -> Path:
+    """The database a reading command opens: exists, and is a tlindex database, else one line saying why."""
+    from .db import MIGRATIONS_TABLE, DatabaseError, check_database
+
+    path = Path(db_path)
+    if not path.exists():
+        raise click.ClickException(f"{path}: no such database (run `tlindex ingest` first)")
+    if path.is_dir():
+        raise click.ClickException(f"{path}: a directory, not a database (give --db the database file)")
+    try:
+        check_database(path)
+        conn = connect_read_only(path)
+        try:
+            made_by_tlindex = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (MIGRATIONS_TABLE,)).fetchone()
+        finally:
+            conn.close()
+    except DatabaseError as error:
+        raise click.ClickException(str(error))
+    except sqlite3.DatabaseError as error:
+        raise click.ClickException(f"{path}: cannot be read as a SQLite database ({error})")
+    if not made_by_tlindex:
+        raise click.ClickException(f"{path}: not a tlindex database (empty); run `tlindex ingest` to make one")
+    return path
+
+
+def read_db(db_path: str | Path) -> sqlite3.Connection:
+    """A read-only connection to an existing tlindex database (see existing_db)."""
+    return connect_read_only(existing_db(db_path))
+
+
+def run_id_of(conn: sqlite3.Connection, name: str) -> int:
+    """A run named as everywhere (id, label, unique label prefix), else one line saying which match."""
+    from .runs import UnknownRun, resolve_run
+
+    try:
+        return resolve_run(conn, name)["id"]
+    except UnknownRun as error:
+        raise click.ClickException(str(error))
 
 
 def db_option(fn):
@@ -114,9 +156,7 @@ def query(name_or_sql: str, params: tuple[tuple[str, str], ...], db_path: str, *
         except ValueError as error:
             raise click.ClickException(str(error))
     check_format(output)
-    if not os.path.exists(db_path):
-        raise click.ClickException(f"{db_path}: no such database (run `tlindex ingest` first)")
-    conn = read_only(connect_read_only(db_path))
+    conn = read_only(read_db(db_path))
     try:
         cursor = run_sql(conn, sql, dict(params))
         emit([d[0] for d in cursor.description or []], cursor, **output)
@@ -142,19 +182,12 @@ def findings(run: str | None, db_path: str, as_json: bool) -> None:
 
     from .findings import findings as run_findings
     from .findings import problems
-    from .runs import UnknownRun, resolve_run
-
-    if not os.path.exists(db_path):
-        raise click.ClickException(f"{db_path}: no such database (run `tlindex ingest` first)")
-    conn = connect_read_only(db_path)
+    conn = read_db(db_path)
     try:
         if run is None:
             runs = conn.execute("SELECT id, label FROM runs ORDER BY start_time, id").fetchall()
         else:
-            try:
-                runs = [tuple(resolve_run(conn, run).values())]
-            except UnknownRun as error:
-                raise click.ClickException(str(error))
+            runs = conn.execute("SELECT id, label FROM runs WHERE id = ?", (run_id_of(conn, run),)).fetchall()
         report = [(run_id, label, run_findings(conn, run_id)) for run_id, label in runs]
     finally:
         conn.close()
@@ -174,10 +207,12 @@ def findings(run: str | None, db_path: str, as_json: bool) -> None:
 @cli.command()
 @click.argument("term")
 @db_option
-@click.option("--run", "run_id", type=int, help="Only this run (id)")
+@click.option("--run", "run_name", help="Only this run (id, label or unique label prefix)")
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as a JSON list")
 @click.option("--limit", type=click.IntRange(min=1), default=200, show_default=True, help="Hits per index")
-def search(term: str, db_path: str, run_id: int | None, as_json: bool, limit: int) -> None:
+@click.option("--base-url", default="http://127.0.0.1:8001", show_default=True,
+              help="Where `tlindex serve` answers: hits are printed as full URLs under it")
+def search(term: str, db_path: str, run_name: str | None, as_json: bool, limit: int, base_url: str) -> None:
     """Find where TERM appears across all logs: names, reasons, guards, errors and payload text.
 
     TERM is literal (kernel and op names such as aten.mm or triton_poi_fused_add_0 work as typed).
@@ -191,15 +226,14 @@ def search(term: str, db_path: str, run_id: int | None, as_json: bool, limit: in
     from .lookup import search as run_search
     from .search import ensure_payload_index
 
-    if not os.path.exists(db_path):
-        raise click.ClickException(f"{db_path}: no such database (run `tlindex ingest` first)")
     try:
-        db = open_db(db_path)
+        db = open_db(existing_db(db_path))
     except DatabaseError as error:
         raise click.ClickException(str(error))
     conn = db.conn
     conn.isolation_level = None
     try:
+        run_id = run_id_of(conn, run_name) if run_name is not None else None
         started = time.perf_counter()
         if ensure_payload_index(conn) and not as_json:
             click.echo(f"(indexed the payload text for search in {time.perf_counter() - started:.1f} s, once)",
@@ -213,8 +247,15 @@ def search(term: str, db_path: str, run_id: int | None, as_json: bool, limit: in
         raise click.ClickException(f"{db_path}: {error}")
     finally:
         db.close()
+    from datasette.utils import tilde_encode
+
+    prefix = base_url.rstrip("/") + "/" + tilde_encode(Path(db_path).stem)
+
+    def url(hit) -> str:
+        return prefix + hit.path
+
     if as_json:
-        click.echo(json.dumps([{**hit.as_dict(), "url": hit.path} for hit in hits], indent=2))
+        click.echo(json.dumps([{**hit.as_dict(), "url": url(hit)} for hit in hits], indent=2))
         return
     if not hits:
         click.echo(f"no match for {term!r}")
@@ -225,7 +266,7 @@ def search(term: str, db_path: str, run_id: int | None, as_json: bool, limit: in
             group = (hit.run, hit.compile)
             where = f"[{hit.compile_id}]" if hit.compile_id else "(no compile)"
             click.echo(f"run {hit.run} {labels.get(hit.run, '')} {where}")
-        click.echo(f"  {hit.table}: {hit.snippet.strip()}  ({hit.path})")
+        click.echo(f"  {hit.table}: {hit.snippet.strip()}  ({url(hit)})")
 
 
 @cli.command(name="diff")
@@ -242,21 +283,16 @@ def diff_command(run_a: str, run_b: str, db_path: str, as_json: bool, graphs: bo
     import json
 
     from .diff import diff, graph_pairs
-    from .runs import UnknownRun
 
-    if not os.path.exists(db_path):
-        raise click.ClickException(f"{db_path}: no such database (run `tlindex ingest` first)")
-    conn = connect_read_only(db_path)
+    conn = read_db(db_path)
     try:
-        result = diff(conn, run_a, run_b)
+        result = diff(conn, str(run_id_of(conn, run_a)), str(run_id_of(conn, run_b)))
         unified = {}
         if graphs:
             for entry in result["compiles"]:
                 if "graph" in entry["changes"]:
                     pairs = graph_pairs(conn, entry["a"]["id"], entry["b"]["id"])
                     unified[entry["a"]["id"]] = [pair.unified() for pair in pairs if pair.changed]
-    except UnknownRun as error:
-        raise click.ClickException(str(error))
     finally:
         conn.close()
     if as_json:
@@ -322,7 +358,7 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
 
     from .db import DatabaseError
     from .ingest import ingest as run_ingest
-    from .report import ReportError, check_out_dir, runs_by_name, runs_of_paths, write_report
+    from .report import ReportError, check_out_dir, runs_by_name, runs_of_paths, write_empty_report, write_report
     from .runs import UnknownRun
 
     out = Path(out_dir)
@@ -341,15 +377,17 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
                 for problem in summary.problems:
                     click.echo(f"error: {problem}", err=True)
                 failed = bool(summary.problems)
-                if not db.exists():
-                    raise ReportError("nothing to report: no log was read")
-                runs = runs_of_paths(db, list(paths))
+                runs = runs_of_paths(db, list(paths)) if db.exists() else []
+                if not runs and not run_names and not failed:  # logs read, no record in them: say so in the report
+                    write_empty_report(out, overwrite, f"{summary.files + summary.skipped} log file(s) read "
+                                                       f"({', '.join(paths)}): none holds a trace record.")
+                    if not silent:
+                        click.echo(f"Report: the logs hold no trace record; {out / 'index.html'} says so", err=True)
+                    return
                 if run_names:
                     runs = sorted(set(runs) & set(runs_by_name(db, list(run_names))))
             else:
-                db = Path(db_path or DEFAULT_DB)
-                if not db.exists():
-                    raise ReportError(f"{db}: no such database (give logs, or run `tlindex ingest` first)")
+                db = existing_db(db_path or DEFAULT_DB)
                 runs = runs_by_name(db, list(run_names))
             show = not silent and sys.stderr.isatty()
 
@@ -364,6 +402,9 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
         click.echo("", err=True)
     for warning in written.warnings:
         click.echo(f"warning: {warning}", err=True)
+    for path, what in written.degraded:
+        click.echo(f"warning: {out / path} could not be rendered ({what}); the rest of the report was written",
+                   err=True)
     index = out / "index.html"
     if not silent:
         click.echo(f"Report of {len(runs)} run{'s' * (len(runs) != 1)}: {written.pages:,} pages, "
@@ -403,8 +444,7 @@ def parquet(out_dir: str, db_path: str, tables: tuple[str, ...], replace: bool) 
     """Write every table as a Parquet dataset in OUT_DIR/<table>/, hive-partitioned by run and rank."""
     from .export import ExportError, export_parquet
 
-    if not os.path.exists(db_path):
-        raise click.ClickException(f"{db_path}: no such database")
+    existing_db(db_path)
     try:
         manifest = export_parquet(db_path, out_dir, list(tables) or None, replace)
     except ExportError as error:
@@ -425,9 +465,7 @@ def chromium(out, db_path: str, run_id: int) -> None:
 
     from .chromium import trace_chunks
 
-    if not os.path.exists(db_path):
-        raise click.ClickException(f"{db_path}: no such database")
-    conn = connect_read_only(db_path)
+    conn = read_db(db_path)
     try:
         if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
             raise click.ClickException(f"{db_path}: no run {run_id}")
@@ -469,7 +507,7 @@ def serve(ctx: click.Context, db: str | None) -> None:
     """Browse the database with Datasette (extra options go to `datasette serve`)."""
     from datasette.cli import serve as datasette_serve
 
-    path = db or os.environ.get("TLINDEX_DB", DEFAULT_DB)
+    path = str(existing_db(db or os.environ.get("TLINDEX_DB", DEFAULT_DB)))
     datasette_serve.main([path, *ctx.args], prog_name="tlindex serve", standalone_mode=True)
 
 

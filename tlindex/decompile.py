@@ -80,20 +80,36 @@ def operations(code: types.CodeType) -> tuple[list[tuple[str, str]], list[tuple[
     return ops, sorted(reads)
 
 
-def _function_code(source: str, name: str, params: tuple[str, ...]) -> types.CodeType:
-    """depyf's function compiled, with the rebuilt code's locals as its parameters (so they stay locals)."""
+def _function_code(source: str, name: str, params: tuple[str, ...], free: tuple[str, ...] = ()) -> types.CodeType:
+    """depyf's function compiled, with the rebuilt code's locals as its parameters (so they stay locals)
+    and, for a closure, inside a function that binds its free variables."""
     head, _, body = source.partition("\n")
     if not head.startswith(f"def {name}("):
         raise ValueError(f"depyf's source does not start with def {name}(")
-    module = compile(f"def {name}({', '.join(params)}):\n{body}", "<depyf>", "exec")
-    for const in module.co_consts:
-        if isinstance(const, types.CodeType) and const.co_name == name:
-            return const
+    function = f"def {name}({', '.join(params)}):\n{body}"
+    if free:
+        inner = "\n".join("    " + line for line in function.splitlines())
+        function = f"def __tlindex_outer__():\n    {' = '.join(free)} = None\n{inner}\n    return {name}"
+    module = compile(function, "<depyf>", "exec")
+    todo = list(module.co_consts)
+    while todo:
+        const = todo.pop()
+        if isinstance(const, types.CodeType):
+            if const.co_name == name:
+                return const
+            todo += const.co_consts
     raise ValueError(f"no function {name} in depyf's source")
 
 
 def decompile(listing: Listing, text: str, name: str, filename: str, first_line: int) -> Decompiled:
-    """depyf's source of the listing, or the reason it is not shown."""
+    """depyf's source of the listing, or the reason it is not shown (never an exception)."""
+    try:
+        return _decompile(listing, text, name, filename, first_line)
+    except Exception as error:  # a check this module did not foresee failing: decline, saying how
+        return Decompiled(None, f"Checking the decompiled source failed ({type(error).__name__}: {error}).")
+
+
+def _decompile(listing: Listing, text: str, name: str, filename: str, first_line: int) -> Decompiled:
     try:
         code = reassemble(listing, text, name, filename, first_line)
     except CannotReassemble as e:
@@ -108,7 +124,7 @@ def decompile(listing: Listing, text: str, name: str, filename: str, first_line:
     except Exception as e:  # depyf raises anything on code it does not know
         return Decompiled(None, f"depyf {version} could not decompile it: {type(e).__name__}: {e}", version)
     try:
-        recompiled = _function_code(source, name, code.co_varnames)
+        recompiled = _function_code(source, name, code.co_varnames, code.co_freevars)
     except (SyntaxError, ValueError) as e:
         return Decompiled(None, f"depyf {version}'s source does not compile: {e}", version)
     (want, want_reads), (got, got_reads) = operations(code), operations(recompiled)

@@ -16,9 +16,11 @@ phases, from the chromium spans, that moved by as much: dynamo, tracing, backend
 codegen),
 `cache` (hit/miss/bypass per cache), `guards` (guard lines added or removed; object and type ids, which
 are addresses in one process, are not compared), `graph` (the FX
-graph or the generated code differs), `dynamic_shapes` (symbols), `bytes` (log bytes emitted, by
-more than BYTES_NOISE_RATIO). Ordered by what matters: failures and new graph breaks first, then the
-biggest compile-time regressions, then other changes, then compiles present in one run only.
+graph or the generated code differs once the names torch takes from process-wide counters, such as
+AOT ids and `__compiled_fn_N`, are masked: tlindex.counters), `dynamic_shapes` (symbols), `bytes`
+(log bytes emitted, by more than BYTES_NOISE_RATIO, said only beside another change: byte counts
+alone are no change). Ordered by what matters: failures and new graph breaks first, then compiles
+present in one run only, then the biggest compile-time regressions, then other changes.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass
 
+from .counters import content_key
 from .guard_keys import guard_identity
 from .runs import resolve_run
 
@@ -111,11 +114,11 @@ def _differing(pairs: list[tuple[Side, Side]], print_of) -> dict[int, list[Side]
     return _by_id([(a, b) for a, b in pairs if print_of(a) is None or print_of(a) != print_of(b)])
 
 
-def _rows_of(conn: sqlite3.Connection, select: str, ids: list[int], rest: str = ""):
-    """Rows of `select ... WHERE compile IN (ids) rest`, in chunks of at most 500 ids."""
+def _rows_of(conn: sqlite3.Connection, select: str, ids: list[int], rest: str = "", column: str = "compile"):
+    """Rows of `select ... WHERE <column> IN (ids) rest`, in chunks of at most 500 ids."""
     for start in range(0, len(ids), 500):
         chunk = ids[start:start + 500]
-        yield from conn.execute(f"{select} WHERE compile IN ({','.join('?' * len(chunk))}) {rest}", chunk)
+        yield from conn.execute(f"{select} WHERE {column} IN ({','.join('?' * len(chunk))}) {rest}", chunk)
 
 
 def _load_contents(conn: sqlite3.Connection, pairs: list[tuple[Side, Side]]) -> None:
@@ -131,10 +134,14 @@ def _load_contents(conn: sqlite3.Connection, pairs: list[tuple[Side, Side]]) -> 
         for side in sides[compile]:
             side.caches.setdefault(cache, []).append(result)
     kinds = ",".join(f"'{kind}'" for kind in GRAPH_KINDS)
-    for compile, kind, payload in _rows_of(conn, "SELECT compile, kind, payload FROM artifacts", ids,
-                                           f"AND kind IN ({kinds})"):
+    keys: dict[str, str] = {}  # payload -> its content with counters masked (tlindex.counters)
+    for compile, kind, payload, text in _rows_of(
+            conn, "SELECT a.compile, a.kind, a.payload, p.text FROM artifacts a LEFT JOIN payloads p ON p.hash = a.payload",
+            ids, f"AND a.kind IN ({kinds})", column="a.compile"):
+        if payload not in keys:
+            keys[payload] = content_key(text) if text is not None else payload
         for side in sides[compile]:
-            side.graphs.setdefault(kind, set()).add(payload)
+            side.graphs.setdefault(kind, set()).add(keys[payload])
     for compile, symbol, value_range in _rows_of(conn, "SELECT compile, symbol, value_range FROM symbols", ids):
         for side in sides[compile]:
             side.symbols.add(f"{symbol} {value_range or ''}".strip())
@@ -239,7 +246,7 @@ def _changes(a: Side, b: Side) -> tuple[list[str], dict]:
     if a.symbols is not None and a.symbols != b.symbols:
         changes.append("dynamic_shapes")
         detail["dynamic_shapes"] = {"added": sorted(b.symbols - a.symbols), "removed": sorted(a.symbols - b.symbols)}
-    if abs(b.bytes - a.bytes) > BYTES_NOISE_RATIO * max(a.bytes, 1):
+    if changes and abs(b.bytes - a.bytes) > BYTES_NOISE_RATIO * max(a.bytes, 1):  # alone, bytes are no change
         changes.append("bytes")
         detail["bytes"] = [a.bytes, b.bytes]
     return changes, detail
@@ -257,7 +264,7 @@ def _importance(entry: dict) -> tuple:
     new_breaks = bool(entry.get("detail", {}).get("graph_breaks", {}).get("added"))
     regression = entry.get("detail", {}).get("compile_time", {}).get("delta_s", 0.0)
     alone = a is None or b is None
-    return (not failed, not new_breaks, alone, -regression, not changes)
+    return (not failed, not new_breaks, not alone, -regression, not changes)
 
 
 def diff(conn: sqlite3.Connection, run_a: str, run_b: str) -> dict:

@@ -25,7 +25,7 @@ from .db import immediate, open_db
 from .discover import discover
 from .merge import delete_file_rows, merge
 from .resume import restore_state
-from .runs import assign_runs
+from .runs import assign_runs, rank_decisions
 from .search import refresh_fts
 from .task import Resume, Task, TaskResult, init_worker, run_in_worker, run_task
 
@@ -47,6 +47,7 @@ class IngestSummary:
     moved: list[tuple[str, str]] = field(default_factory=list)   # (new path, old path no longer there)
     rewritten: list[str] = field(default_factory=list)  # files changed in place: their old rows replaced
     no_records: list[tuple[str, int]] = field(default_factory=list)  # (file, lines) without any trace record
+    rank_decisions: list[tuple[str, str]] = field(default_factory=list)  # (run label, what was decided of its ranks)
 
     def line(self) -> str:
         parts = [f"{self.files} file{'s' * (self.files != 1)} ingested"]
@@ -65,7 +66,8 @@ class IngestSummary:
                 [f"{path}: already ingested as {earlier}, which is gone (the file moved; path updated)"
                  for path, earlier in self.moved] +
                 [f"{path}: changed in place since it was ingested (not a continuation): re-ingested, "
-                 f"replacing what was read before" for path in self.rewritten])
+                 f"replacing what was read before" for path in self.rewritten] +
+                [f"run {label}: {decision}" for label, decision in self.rank_decisions])
 
 
 @dataclass
@@ -305,7 +307,9 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
                             summary.problems.append(f"{futures[future].task.path}: {error}")
                             continue
                         merge_result(result)
-        assign_runs(conn, run_label, tuple(continued_files))
+        for run_id in assign_runs(conn, run_label, tuple(continued_files)):
+            label = conn.execute("SELECT label FROM runs WHERE id = ?", (run_id,)).fetchone()
+            summary.rank_decisions += [(label[0], said) for said in rank_decisions(conn, run_id)] if label else []
         if summary.files and search_index:
             refresh_fts(db, rebuild=replace or summary.continued > 0)
         if progress:

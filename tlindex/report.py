@@ -60,6 +60,31 @@ def runs_by_name(db_path: Path, names: list[str]) -> list[int]:
         conn.close()
 
 
+EMPTY_INDEX = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>tlindex report: no trace records</title></head>
+<body><h1>No trace records</h1><p>{why}</p><p>A TORCH_TRACE log holds records only once torch.compile (or
+torch.export, or another traced part of torch) ran with <code>TORCH_TRACE</code> set.</p></body></html>
+"""
+
+
+def write_empty_report(out: Path, overwrite: bool, why: str) -> None:
+    """The report of logs without any trace record (tlparse writes one too): an index that says so."""
+    import html
+    import json
+
+    check_out_dir(out, overwrite)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    try:
+        (partial / "index.html").write_text(EMPTY_INDEX.format(why=html.escape(why)), encoding="utf-8")
+        (partial / MARKER).write_text(json.dumps({"runs": [], "pages": 1, "database": None, "degraded": []}) + "\n")
+        if out.exists():
+            shutil.rmtree(out)
+        partial.rename(out)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+
+
 def write_report(db_path: Path, out: Path, runs: list[int], overwrite: bool, progress=None, jobs: int | None = None):
     """Write the report of `runs` to `out` (checked with check_out_dir first), with `jobs` processes; its summary."""
     from datasette_plugins.tlindex.report import Report

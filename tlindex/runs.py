@@ -146,7 +146,73 @@ def _resolve_cross_file_strings(conn: sqlite3.Connection) -> None:
         WHERE filename IS NULL AND filename_id IS NOT NULL""")
 
 
+def resolve_processes(conn: sqlite3.Connection, run_id: int) -> None:
+    """Name each ranked process of a run so that no two processes are one participant.
+
+    Processes that logged the same rank are: distinct ranks when their file names give each
+    its own rank (tlparse reads ranks from file names) and no other process of the run has
+    that rank; else restarts when each started after the one before it ended; else concurrent
+    processes of one rank, named by pid. A process that is the same pid as another (one
+    process writing two files) shares its name.
+    """
+    rows = conn.execute("""
+        SELECT id, coalesce(logged_rank, rank), file_rank, pid, first_time, last_time FROM sources
+        WHERE run_id = ? ORDER BY first_time, id""", (run_id,)).fetchall()
+    by_rank: dict[int, list[tuple]] = {}
+    for row in rows:
+        if row[1] is not None:
+            by_rank.setdefault(row[1], []).append(row)
+    taken = set(by_rank)
+    updates = []
+    for rank, group in sorted(by_rank.items()):
+        pids = {row[3] for row in group}
+        file_ranks = [row[2] for row in group]
+        if len(pids) == 1:  # one process (several files of it): one participant
+            updates += [(rank, rank, 0, str(rank), None, row[0]) for row in group]
+        elif (None not in file_ranks and len(set(file_ranks)) == len(group)
+              and not (set(file_ranks) - {rank}) & taken):
+            for row in group:
+                decided = None if row[2] == rank else f"logged rank {rank}; file name says rank {row[2]}"
+                updates.append((row[2], rank, 0, str(row[2]), decided, row[0]))
+            taken |= set(file_ranks)
+        elif all(later[4] is not None and (earlier[5] or earlier[4] or "") < later[4]
+                 for earlier, later in zip(group, group[1:])):
+            for n, row in enumerate(group):
+                decided = (f"rank {rank} ran {len(group)} times one after another (restarts); this is run "
+                           f"{n + 1}") if n else None
+                updates.append((rank, rank, n, f"{rank} (restart {n})" if n else str(rank), decided, row[0]))
+        else:
+            for row in group:
+                updates.append((rank, rank, None, f"{rank} (pid {row[3]})",
+                                f"{len(pids)} processes logged rank {rank} at the same time", row[0]))
+    conn.executemany("UPDATE sources SET rank = ?, logged_rank = ?, restart = ?, process = ?, rank_decision = ? "
+                     "WHERE id = ?", updates)
+    conn.execute("UPDATE compiles SET rank = (SELECT rank FROM sources WHERE sources.id = compiles.source_id) "
+                 "WHERE run_id = ? AND rank IS NOT (SELECT rank FROM sources WHERE sources.id = compiles.source_id)",
+                 (run_id,))
+
+
+def rank_decisions(conn: sqlite3.Connection, run_id: int) -> list[str]:
+    """What resolve_processes decided for a run, one sentence per rank it had to decide for."""
+    rows = conn.execute("""
+        SELECT logged_rank, group_concat(process, ', '), count(*), max(restart), min(rank_decision), count(DISTINCT rank)
+        FROM (SELECT * FROM sources WHERE run_id = ? ORDER BY rank, restart, pid)
+        GROUP BY logged_rank HAVING count(DISTINCT pid) > 1 ORDER BY logged_rank""", (run_id,)).fetchall()
+    said = []
+    for logged, processes, count, restarts, decision, ranks in rows:
+        if ranks > 1:
+            said.append(f"{count} processes logged rank {logged}; their file names give them ranks "
+                        f"{processes} (read as tlparse reads them)")
+        elif restarts:
+            said.append(f"rank {logged} ran {count} times one after another: restarts, compared as processes "
+                        f"{processes}")
+        else:
+            said.append(f"{count} processes logged rank {logged} at the same time: compared as processes {processes}")
+    return said
+
+
 def _refresh_run(conn: sqlite3.Connection, run_id: int) -> None:
+    resolve_processes(conn, run_id)
     conn.execute("""
         UPDATE runs SET
             directory = (SELECT min(f.directory) FROM sources s JOIN files f ON f.id = s.file_id WHERE s.run_id = runs.id),
@@ -169,7 +235,10 @@ def resolve_run(conn: sqlite3.Connection, name: str) -> dict:
     """A run by id, label, or unique label prefix: {"id", "label"}."""
     rows = conn.execute("SELECT id, label FROM runs").fetchall()
     found = [r for r in rows if str(r[0]) == name or r[1] == name] or [r for r in rows if r[1].startswith(name)]
-    if len(found) != 1:
-        raise UnknownRun(f"{'no run' if not found else 'several runs'} match {name!r}: give a run id or a "
-                         f"unique label prefix")
+    if not found:
+        raise UnknownRun(f"no run matches {name!r}: give a run id or a unique label prefix (`tlindex query "
+                         f"\"select id, label from runs\"` lists them)")
+    if len(found) > 1:
+        shown = "; ".join(f"{run_id} {label}" for run_id, label in found[:10]) + ("; …" if len(found) > 10 else "")
+        raise UnknownRun(f"{len(found)} runs match {name!r}: {shown}. Give a run id or a longer label prefix")
     return dict(zip(("id", "label"), found[0]))

@@ -31,6 +31,7 @@ from .tlparse_names import IR_KINDS, PAGE_KINDS, compile_key, output_name
 
 READABLE = "inductor_provenance_tracking_kernel_stack_traces"  # tlparse adds a readable page of these
 CACHE_SUFFIXES = (("cache_miss", "❌"), ("cache_hit", "✅"), ("cache_bypass", "❓"))
+EMPTY = "d41d8cd98f00b204e9800998ecf8427e"  # md5 of no bytes: the file of an artifact logged without a payload
 
 
 @dataclass
@@ -92,15 +93,18 @@ def compile_directory(conn: sqlite3.Connection, file_id: int, links: Links) -> d
         fields = _object(metadata)
         if kind in PAGE_KINDS and compile is not None:
             url, readable = links.compile_page(compile), None
-        elif payload is not None:
-            url, readable = links.payload_text(payload), links.payload_page(payload)
+        elif payload is not None or kind == "artifact":  # tlparse writes a payload-less artifact as an empty file
+            url = links.payload_text(payload or EMPTY)
+            readable = links.payload_page(payload) if payload is not None else None
         else:
             url, readable = None, None
         suffix = next((mark for word, mark in CACHE_SUFFIXES if word in (name or kind)), "")
-        entry["artifacts"].append({"name": _file_name(kind, stem, number, fields), "number": number,
+        # tlparse writes non-empty kernel stack traces a second time, readable (<stem>_readable.html): the file
+        # keeps the first number, the entry says the second, and the next output gets the one after
+        twice = traces is not None and bool(_object(traces))
+        entry["artifacts"].append({"name": _file_name(kind, stem, number, fields), "number": number + twice,
                                    "readable_url": readable, "suffix": suffix, "url": url})
-        # tlparse writes non-empty kernel stack traces a second time, readable (<stem>_readable.html): two numbers
-        number += 2 if traces is not None and _object(traces) else 1
+        number += 2 if twice else 1
     return dict(sorted(directory.items()))  # tlparse's serde map: keys sorted
 
 

@@ -14,7 +14,7 @@ them and each has DIR/run-<id>/):
     trie.html, trie-rank-<R>.html
     compiles/<id>.html, provenance/<artifact>.html, queries/<name>[--<param>-<value>].html
     failures_and_restarts.html (the failures query, named as tlparse names it)
-    compile_directory.json, raw.jsonl   tlparse's formats (per log: rank_<R>/ in multi-log runs)
+    compile_directory.json, raw.jsonl   tlparse's formats (per log file: rank_<R>/ in multi-log runs, see log_folders)
     chromium.json         the run's Perfetto trace
     ../payloads/<md5>.html, .txt   each distinct payload once (artifact links lead here)
     ../assets/            Datasette's and the plugin's CSS and JS
@@ -42,7 +42,7 @@ from tlindex.tlparse_files import Links, compile_directory, raw_jsonl
 
 from .cells import cell_link
 from .database import Urls
-from .pages import ROUTES
+from .pages import DEGRADED_HEADER, ROUTES
 
 ATTRIBUTE_RE = re.compile(r'\b(href|src|action|data-src)="([^"]*)"')
 FORM_RE = re.compile(r"<form\b.*?</form>", re.S)  # search and diff forms: they need a server
@@ -58,6 +58,14 @@ class ReportSummary:
     payloads: int = 0
     bytes: int = 0
     warnings: list[str] = field(default_factory=list)
+    degraded: list[tuple[str, str]] = field(default_factory=list)  # (report file, what failed): written as a notice
+
+
+DEGRADED_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>tlindex: not rendered</title></head>
+<body><h1>This page could not be rendered</h1><p>{what}</p><p>The rest of the report was written;
+the report's <a href="{index}">index</a> lists every page that was not. Please report this with the log
+that produced it.</p></body></html>
+"""
 
 
 class Report:
@@ -151,9 +159,26 @@ class Report:
             self.summary = self.total
             asyncio.run(self._crawl(self._seeds()))
         asyncio.run(self._crawl([url for path, url in self.found.items() if path not in self.done]))
+        self._note_degraded()
         (self.out / "tlindex-report.json").write_text(json.dumps(
-            {"runs": self.runs, "pages": self.total.pages, "database": self.db_path.name}) + "\n")
+            {"runs": self.runs, "pages": self.total.pages, "database": self.db_path.name,
+             "degraded": [{"file": path, "error": what} for path, what in self.total.degraded]}) + "\n")
         return self.total
+
+    def _note_degraded(self) -> None:
+        """Name every file that could not be produced at the top of index.html."""
+        index = self.out / "index.html"
+        if not self.total.degraded or not index.exists():
+            return
+        items = "".join(f'<li><a href="{html.escape(path)}">{html.escape(path)}</a>: {html.escape(what)}</li>'
+                        for path, what in sorted(self.total.degraded))
+        notice = (f'<div class="tlindex-degraded" role="alert"><strong>{len(self.total.degraded)} '
+                  f'file{"s" * (len(self.total.degraded) != 1)} of this report could not be rendered</strong> '
+                  f'(each says so where it would be; the rest is complete):<ul>{items}</ul></div>')
+        page = index.read_text(encoding="utf-8")
+        at = page.find("</h1>")
+        at = at + len("</h1>") if at >= 0 else 0
+        index.write_text(page[:at] + notice + page[at:], encoding="utf-8")
 
     async def _setup(self) -> None:
         # SQL in this thread (num_sql_threads 0): a batch of pages gains nothing from handing each query to a pool
@@ -196,10 +221,8 @@ class Report:
         conn = connect_read_only(self.db_path)
         try:
             for run in self.runs:
-                files = conn.execute("""
-                    SELECT file_id, min(rank) FROM sources WHERE run_id = ? GROUP BY file_id
-                    ORDER BY min(rank), file_id""", (run,)).fetchall()
-                tasks += [("tlparse", run, file_id, rank, len(files)) for file_id, rank in files]
+                folders = log_folders(conn, run)
+                tasks += [("tlparse", run, file_id, folder, len(folders)) for file_id, folder in folders.items()]
         finally:
             conn.close()
         return tasks
@@ -218,11 +241,11 @@ class Report:
         elif kind == "chromium":
             path = f"{self.run_dir(task[1])}chromium.json"
             self.done.add(path)
-            self._write_chromium(task[1], path)
+            self._isolated(path, lambda: self._write_chromium(task[1], path))
         else:
             conn = connect_read_only(self.db_path)
             try:
-                self._tlparse_file(conn, *task[1:])
+                self._isolated(f"{self.run_dir(task[1])}{task[3]}/", lambda: self._tlparse_file(conn, *task[1:]))
             finally:
                 conn.close()
         return self.done, found, self.summary
@@ -243,6 +266,7 @@ class Report:
         for counter in ("pages", "payloads", "bytes"):
             setattr(self.total, counter, getattr(self.total, counter) + getattr(summary, counter))
         self.total.warnings += summary.warnings
+        self.total.degraded += summary.degraded
         self.progress(self.total.pages)
 
     def _seeds(self) -> list[str]:
@@ -320,21 +344,45 @@ class Report:
             response = await self.datasette.client.get(parts.path)
             return response.content if response.status_code == 200 else None
         if not parts.path.startswith(self.base + "/-/tlindex"):
-            return await self._query_page(parts.path.rsplit("/", 1)[1], dict(parse_qsl(parts.query)))
+            try:
+                return await self._query_page(parts.path.rsplit("/", 1)[1], dict(parse_qsl(parts.query)))
+            except Exception as error:
+                return self._degraded(path, f"{url}: {type(error).__name__}: {error}")
         query = parts.query
         if "/-/tlindex/trie/" in parts.path:
             query = urlencode(parse_qsl(query) + [("max_nodes", EVERYTHING)])
         for pattern, handler in ROUTES:
             match = re.match(pattern, parts.path)
             if match:
-                response = await handler(self.datasette, _request(parts.path + (f"?{query}" if query else ""),
-                                                                   match.groupdict(), self.permissions))
+                try:
+                    response = await handler(self.datasette, _request(parts.path + (f"?{query}" if query else ""),
+                                                                       match.groupdict(), self.permissions))
+                except Exception as error:  # one page that cannot be rendered degrades alone
+                    return self._degraded(path, f"{url}: {type(error).__name__}: {error}")
+                body = response.body
+                body = body.encode("utf-8") if isinstance(body, str) else body
+                degraded = response.headers.get(DEGRADED_HEADER)
+                if degraded:  # the page says what failed; the report names it too
+                    self.summary.degraded.append((path, f"{url}: {degraded}"))
+                    return body
                 if response.status != 200:
                     self.summary.warnings.append(f"{url}: HTTP {response.status}")
                     return None
-                body = response.body
-                return body.encode("utf-8") if isinstance(body, str) else body
+                return body
         return None
+
+    def _degraded(self, path: str, what: str) -> bytes:
+        """The notice written in place of a page that failed (links to it still lead somewhere)."""
+        self.summary.degraded.append((path, what))
+        index = posixpath.relpath("index.html", posixpath.dirname(path) or ".")
+        return DEGRADED_PAGE.format(what=html.escape(what), index=html.escape(index)).encode("utf-8")
+
+    def _isolated(self, path: str, work: Callable[[], None]) -> None:
+        """Run one piece of non-page work (a trace, tlparse's files of a log); a failure is recorded, not raised."""
+        try:
+            work()
+        except Exception as error:
+            self.summary.degraded.append((path, f"{type(error).__name__}: {error}"))
 
     async def _query_page(self, name: str, params: dict[str, str]) -> bytes:
         """A canned query's result as a table (the first QUERY_ROWS rows), its cells linked as in Datasette."""
@@ -380,9 +428,9 @@ class Report:
             conn.close()
         self.summary.bytes += file.stat().st_size
 
-    def _tlparse_file(self, conn: sqlite3.Connection, run: int, file_id: int, rank: int | None, files: int) -> None:
+    def _tlparse_file(self, conn: sqlite3.Connection, run: int, file_id: int, name: str, files: int) -> None:
         """compile_directory.json and raw.jsonl of one log of the run, in tlparse's formats."""
-        folder = self.run_dir(run) + ("" if files == 1 else f"rank_{rank}/" if rank is not None else f"file_{file_id}/")
+        folder = self.run_dir(run) + ("" if files == 1 else f"{name}/")
 
         def rel(target: str) -> str:
             return posixpath.relpath(target, folder or ".")
@@ -411,6 +459,19 @@ class Report:
     def _payload_text(conn: sqlite3.Connection, digest: str) -> bytes:
         row = conn.execute("SELECT text FROM payloads WHERE hash = ?", (digest,)).fetchone()
         return (row[0] if row else "").encode("utf-8")
+
+
+def log_folders(conn: sqlite3.Connection, run: int) -> dict[int, str]:
+    """One folder name per log file of a run (tlparse's rank_<R>), never two files in one: a restarted
+    rank's later process is rank_<R>_restart_<N>, processes sharing a rank add their pid, and a file
+    whose name is still taken, or that has no rank, is named by its file id."""
+    folders: dict[int, str] = {}
+    for file_id, process in conn.execute("""
+            SELECT file_id, min(process) FROM sources WHERE run_id = ? GROUP BY file_id
+            ORDER BY min(rank), min(coalesce(restart, 0)), file_id""", (run,)):
+        name = "rank_" + re.sub(r"[^0-9A-Za-z]+", "_", process).strip("_") if process is not None else f"file_{file_id}"
+        folders[file_id] = name if name not in folders.values() else f"{name}_file_{file_id}"
+    return folders
 
 
 def _request(path: str, url_vars: dict, permissions: dict) -> Request:

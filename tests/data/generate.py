@@ -478,8 +478,8 @@ model = Model()
 torch.compile(model)(torch.randn(8, 10)).sum().backward()
 """
 
-# The same program twice, compiled by inductor, from one directory: the second run sets
-# ADD_BREAK=1 so `body` graph-breaks between its halves. `finish` is unchanged, but its
+# The same program twice, compiled by inductor with its caches off (both runs compile cold), from
+# one directory: the second run sets ADD_BREAK=1 so `body` graph-breaks between its halves. `finish` is unchanged, but its
 # output code carries AOT ids and kernel names from process-wide counters that the new
 # compile shifts: a diff must not call it changed.
 SCENARIOS["inductor_break_added"] = """
@@ -507,6 +507,7 @@ finish(body(prepare(x)) * x)
 # Environment a scenario's program runs with, beyond the common one ({trace}: the trace dir).
 EXTRA_ENV = {"collectives_3ranks": {"LOG_TLPARSE": "1"}, "draft_export": {"TORCH_DTRACE": "{trace}"},
              "provenance": {"INDUCTOR_PROVENANCE": "1"}, "train_provenance": {"INDUCTOR_PROVENANCE": "1"},
+             "inductor_break_added": {"TORCHINDUCTOR_FX_GRAPH_CACHE": "0", "TORCHINDUCTOR_AUTOGRAD_CACHE": "0"},
              "rank_restart": {"GLOO_SOCKET_IFNAME": "lo"}}
 
 # Scenarios run by a launcher rather than as `python script.py` ({script}: the script's name).

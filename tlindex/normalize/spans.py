@@ -35,8 +35,10 @@ def on_chromium_event(n: Normalizer, proc, rec, envelope_id, compile, meta, text
     ts = event.get("ts")
     compile_id = compile.id if compile else None
     if phase == "B":
-        # A span begun outside any compile id takes its end's compile, if that has one.
-        opened_in = compile_id if compile is not None and not compile.anonymous else None
+        # A span begun outside any compile id takes its end's compile, if that has one. So does one
+        # begun under an id whose compile already finished: torch._dynamo.reset() made the id name
+        # a new compile, which its dynamo_start (still to come) opens and the end event belongs to.
+        opened_in = compile_id if compile is not None and not compile.anonymous and not compile.finished else None
         proc.open_spans.setdefault(name, []).append((envelope_id, opened_in, ts, event.get("cat")))
         return
     if phase == "E":

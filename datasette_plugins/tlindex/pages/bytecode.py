@@ -8,7 +8,7 @@ from datasette.utils.asgi import NotFound
 from markupsafe import Markup
 
 from tlindex.bytecode import COMPILED_FN, RESUME_AT, Instruction
-from tlindex.resume_functions import resume_view
+from tlindex.resume_functions import bytecode_artifacts, resume_view
 
 from ..database import int_var, open_database, render
 from ..highlight import highlighted_lines
@@ -50,3 +50,11 @@ async def bytecode_page(datasette, request):
     return await render(datasette, request, "bytecode.html", {
         "database": db.name, "u": urls, "v": view, "c": view.compile, "decompiled": decompiled,
         "arg": lambda inst: argument(inst, links), "read_files": read_files})
+
+
+async def listings_as_text(datasette, request) -> list[tuple[str, str]]:
+    """What the page shows when it cannot analyse the listings: each listing as the trace logged it."""
+    opened = await open_database(datasette, request)
+    compile_row = int_var(request, "compile")
+    listings = await opened.db.execute_fn(lambda conn: bytecode_artifacts(conn, compile_row))
+    return [(name.strip("_").replace("_", " ").lower(), listing["text"]) for name, listing in sorted(listings.items())]

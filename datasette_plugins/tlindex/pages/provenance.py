@@ -14,14 +14,17 @@ from ..provenance import CODE, MAPPINGS, PANES, POST_GRAPHS, PRE_GRAPHS, line_li
 PANE_TITLES = {"pre": "pre-grad graph", "post": "post-grad graph", "code": "generated code"}
 
 
-def _last_artifact(conn: sqlite3.Connection, mapping: dict, names: tuple[str, ...]) -> dict | None:
-    """The last artifact named `names` (or of that kind) of the mapping's compile (without one: of its process)."""
+def _own_artifact(conn: sqlite3.Connection, mapping: dict, names: tuple[str, ...]) -> dict | None:
+    """The artifact named `names` (or of that kind) that the mapping describes: of its compile (without one:
+    of its process), the last logged before the mapping, else the first after it. A training compile logs
+    the forward's graph, code and mapping, then the backward's: each mapping gets its own half's."""
     marks = ", ".join("?" * len(names))
     return one(conn, f"""
         SELECT a.id, a.name, p.text FROM artifacts a JOIN payloads p ON p.hash = a.payload
         JOIN envelopes e ON e.id = a.envelope_id
         WHERE a.compile IS ? AND e.source_id = ? AND (a.name IN ({marks}) OR a.kind IN ({marks}))
-        ORDER BY a.id DESC LIMIT 1""", (mapping["compile"], mapping["source_id"], *names, *names))
+        ORDER BY a.id > :mapping, CASE WHEN a.id < :mapping THEN -a.id ELSE a.id END LIMIT 1""".replace(
+        ":mapping", str(int(mapping["id"]))), (mapping["compile"], mapping["source_id"], *names, *names))
 
 
 def provenance_data(conn: sqlite3.Connection, artifact_id: int) -> dict | None:
@@ -37,7 +40,7 @@ def provenance_data(conn: sqlite3.Connection, artifact_id: int) -> dict | None:
         parsed = json.loads(mapping["text"])
     except ValueError:
         parsed = None
-    panes = {pane: _last_artifact(conn, mapping, names)
+    panes = {pane: _own_artifact(conn, mapping, names)
              for pane, names in zip(PANES, (PRE_GRAPHS, POST_GRAPHS, CODE))}
     texts = {pane: (artifact or {}).get("text") or "" for pane, artifact in panes.items()}
     links = line_links(parsed, texts["pre"], texts["post"], texts["code"]) if isinstance(parsed, dict) else {}

@@ -7,6 +7,7 @@ import sqlite3
 from datasette.utils.asgi import AsgiStream, NotFound
 
 from tlindex.findings import export_issue_count, findings, problems
+from tlindex.runs import rank_decisions
 
 from ..database import dicts, int_var, one, open_database, render
 
@@ -18,15 +19,18 @@ def run_data(conn: sqlite3.Connection, run_id: int) -> dict | None:
     run["sources"] = dicts(conn.execute("""
         SELECT s.*, f.name AS file, f.path, f.id AS file_id,
                (SELECT count(*) FROM ingest_errors e WHERE e.source_id = s.id) AS errors
-        FROM sources s JOIN files f ON f.id = s.file_id WHERE s.run_id = ? ORDER BY s.rank, s.first_time""",
+        FROM sources s JOIN files f ON f.id = s.file_id WHERE s.run_id = ? ORDER BY s.rank, s.first_time, s.pid""",
         (run_id,)))
     run["ranks"] = sorted({s["rank"] for s in run["sources"]}, key=lambda r: (r is None, r))
     run["by_rank"] = dicts(conn.execute("""
-        SELECT rank, sum(compile_id != '-/-') AS compiles, sum(status = 'ok') AS ok, sum(status = 'break') AS break,
-               sum(status = 'empty') AS empty, sum(status = 'error') AS error, sum(status = 'missing') AS missing,
-               sum(frame_compile_id > 0) AS recompiles, sum(graph_breaks) AS graph_breaks,
-               round(sum(duration_s), 3) AS compile_time_s, sum(envelope_bytes + payload_bytes) AS bytes
-        FROM compiles WHERE run_id = ? GROUP BY rank ORDER BY rank""", (run_id,)))
+        SELECT s.process AS rank, sum(compile_id != '-/-') AS compiles, sum(status = 'ok') AS ok,
+               sum(status = 'break') AS break, sum(status = 'empty') AS empty, sum(status = 'error') AS error,
+               sum(status = 'missing') AS missing, sum(frame_compile_id > 0) AS recompiles,
+               sum(graph_breaks) AS graph_breaks, round(sum(duration_s), 3) AS compile_time_s,
+               sum(c.envelope_bytes + c.payload_bytes) AS bytes
+        FROM compiles c JOIN sources s ON s.id = c.source_id WHERE c.run_id = ?
+        GROUP BY s.process ORDER BY min(s.rank), min(coalesce(s.restart, 0)), min(s.pid)""", (run_id,)))
+    run["rank_decisions"] = rank_decisions(conn, run_id)
     run["totals"] = one(conn, """
         SELECT sum(compile_id != '-/-') AS compiles, sum(status = 'error') AS failures,
                sum(frame_compile_id > 0) AS recompiles,
