@@ -67,7 +67,8 @@ def test_cli_search_json_and_errors(searchable):
     assert result.exit_code == 0
     hits = json.loads(result.output)
     assert hits and {"run", "compile", "table", "snippet", "url"} <= set(hits[0])
-    assert all(h["url"].startswith("/-/tlindex/") for h in hits if h["table"] == "payloads")
+    prefix = f"http://127.0.0.1:8001/{searchable.stem}/-/tlindex/"  # full URLs: a path alone is a 404 when pasted
+    assert all(h["url"].startswith(prefix) for h in hits if h["table"] == "payloads")
     short = runner.invoke(cli, ["search", "mm", "--db", str(searchable)])
     assert short.exit_code == 1 and "at least 3 characters" in short.output
     none = runner.invoke(cli, ["search", "no such thing anywhere", "--db", str(searchable)])

@@ -20,12 +20,15 @@ from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from conftest import DATA, SHARED_CORPUS, connect
-from tlparse_output import TlparseOutput, comparable_raw_line, run_all_ranks, run_tlparse, tlparse_binary
+from tlparse_output import TlparseOutput, comparable_raw_line, directory_entries, run_all_ranks, run_tlparse, tlparse_binary
 
+from datasette_plugins.tlindex.report import log_folders
+from tlindex.cli import cli
 from tlindex.discover import discover
 from tlindex.queries import load_queries, run_sql
-from tlindex.tlparse_files import Links, compile_directory, raw_jsonl
+from tlindex.tlparse_files import raw_jsonl
 from tlindex.tlparse_names import compile_key, output_name
 
 TLPARSE = tlparse_binary()
@@ -70,8 +73,27 @@ def tlparse_stem(name: str) -> str:
     return "inductor_output_code" if stem.startswith("inductor_output_code") else stem
 
 
-def tlindex_side(conn: sqlite3.Connection, log: Path) -> TlparseOutput:
-    """What the database holds of one log, in the shape of tlparse's outputs."""
+_REPORTS: dict[tuple[str, int], Path] = {}  # (database, run) -> the folder `tlindex report` wrote
+
+
+def reported_directory(db_path: Path, conn: sqlite3.Connection, file_id: int, tmp_path: Path) -> dict:
+    """The compile_directory.json that the `tlindex report` command wrote for one log (one report per run)."""
+    (run,) = conn.execute("SELECT run_id FROM sources WHERE file_id = ? LIMIT 1", (file_id,)).fetchone()
+    out = _REPORTS.get((str(db_path), run))
+    if out is None:
+        out = tmp_path / f"report-{run}"
+        result = CliRunner().invoke(cli, ["report", "--db", str(db_path), "--run", str(run), "-o", str(out),
+                                          "--silent", "-j", "1"])
+        assert result.exit_code == 0, result.output
+        _REPORTS[(str(db_path), run)] = out
+    folders = log_folders(conn, run)
+    folder = out if len(folders) == 1 else out / folders[file_id]
+    return json.loads((folder / "compile_directory.json").read_text())
+
+
+def tlindex_side(conn: sqlite3.Connection, log: Path, db_path: Path, tmp_path: Path) -> TlparseOutput:
+    """What the database holds of one log, in the shape of tlparse's outputs (compile_directory.json as the
+    `tlindex report` command wrote it)."""
     (file_id,) = conn.execute("SELECT id FROM files WHERE path = ?", (str(log.resolve()),)).fetchone()
     compiles = conn.execute(
         "SELECT c.id, c.compiled_autograd_id, c.frame_id, c.frame_compile_id, c.status FROM compiles c "
@@ -99,12 +121,11 @@ def tlindex_side(conn: sqlite3.Connection, log: Path) -> TlparseOutput:
     (records, md5_failures) = conn.execute(
         "SELECT count(*), coalesce(sum(md5_ok = 0), 0) FROM envelopes e JOIN sources s ON s.id = e.source_id "
         "WHERE s.file_id = ? AND e.kind != 'str'", (file_id,)).fetchone()
-    links = Links(lambda digest: digest, lambda digest: digest, str)
-    report_directory = {key: [a["name"] for a in value["artifacts"]]
-                        for key, value in compile_directory(conn, file_id, links).items()}
+    written = reported_directory(db_path, conn, file_id, tmp_path)
+    report_directory = {key: [a["name"] for a in value["artifacts"]] for key, value in written.items()}
     raw = [comparable_raw_line(line) for line in raw_jsonl(conn, file_id, lambda digest: digest)]
     return TlparseOutput({"records": records, "fail_payload_md5": md5_failures}, directory, statuses, failures,
-                         report_directory, raw)
+                         report_directory, raw=raw, entries=directory_entries(written))
 
 
 def _close(a, b) -> bool:
@@ -146,6 +167,10 @@ def differences(theirs: TlparseOutput, ours: TlparseOutput) -> dict[str, str]:
     if list(their_directory.items()) != list(ours.report_directory.items()):
         found["report_directory"] = (f"tlparse compile_directory.json {their_directory}, tlindex report's "
                                      f"{ours.report_directory}")
+    elif theirs.entries != ours.entries:  # same names: then the numbers and which entries have a url
+        differing = {key: (theirs.entries.get(key), ours.entries.get(key)) for key in theirs.entries
+                     if theirs.entries.get(key) != ours.entries.get(key)}
+        found["report_numbers"] = f"(tlparse, tlindex report) numbers and urls differ: {differing}"
     if not _close(theirs.raw, ours.raw):
         differing = next((i for i, (a, b) in enumerate(zip(theirs.raw, ours.raw)) if not _close(a, b)),
                          min(len(theirs.raw), len(ours.raw)))
@@ -163,7 +188,7 @@ def _check(db_path: Path, log: Path, tmp_path: Path) -> None:
     theirs = run_tlparse(TLPARSE, log, tmp_path / "tl_out")
     conn = connect(db_path)
     try:
-        ours = tlindex_side(conn, log)
+        ours = tlindex_side(conn, log, db_path, tmp_path)
     finally:
         conn.close()
     _compare(f"{log.parent.name}/{log.name}", differences(theirs, ours), KNOWN_DIFFERENCES)

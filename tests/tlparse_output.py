@@ -43,6 +43,7 @@ class TlparseOutput:
     statuses: dict[str, set[str]] = field(default_factory=dict)   # folded key -> statuses in the trie
     failures: list[tuple[str, str, str]] = field(default_factory=list)  # (folded key, type, reason)
     report_directory: dict[str, list[str]] = field(default_factory=dict)  # tlindex report's compile_directory.json
+    entries: dict[str, list[str]] = field(default_factory=dict)  # compile key -> "name #number" (+ " no url")
     raw: list[dict] = field(default_factory=list)  # raw.jsonl, each line parsed, payload_filename left out
 
 
@@ -54,8 +55,8 @@ def run_tlparse(binary: str, log: Path, out: Path) -> TlparseOutput:
         raise RuntimeError(f"tlparse failed on {log.name}: {proc.stderr[-2000:]}")
     match = STATS_RE.search(proc.stdout + proc.stderr)
     stats = {k: int(v) for k, v in (part.split(": ") for part in match.group(1).split(", "))} if match else {}
-    directory = {key: [a["name"] for a in value["artifacts"]]
-                 for key, value in json.loads((out / "compile_directory.json").read_text()).items()}
+    written = json.loads((out / "compile_directory.json").read_text())
+    directory = {key: [a["name"] for a in value["artifacts"]] for key, value in written.items()}
     index = (out / "index.html").read_text()
     statuses: dict[str, set[str]] = {}
     for key, status in TRIE_LINK_RE.findall(index):
@@ -64,7 +65,14 @@ def run_tlparse(binary: str, log: Path, out: Path) -> TlparseOutput:
     failures = [(fold_attempt(key), html.unescape(kind).strip(), html.unescape(reason).strip())
                 for key, kind, reason in FAILURE_ROW_RE.findall(failures_page)]
     raw = [comparable_raw_line(line) for line in (out / "raw.jsonl").read_text().splitlines()]
-    return TlparseOutput(stats, directory, statuses, failures, raw=raw)
+    return TlparseOutput(stats, directory, statuses, failures, raw=raw, entries=directory_entries(written))
+
+
+def directory_entries(written: dict) -> dict[str, list[str]]:
+    """compile_directory.json as compared: each artifact's name, number, and whether it has a url
+    (the urls themselves lead into each tool's own layout)."""
+    return {key: [f"{a['name']} #{a['number']}" + (" no url" if a.get("url") is None else "")
+                  for a in value["artifacts"]] for key, value in written.items() if not key.startswith("unknown")}
 
 
 def comparable_raw_line(line: str) -> dict:
