@@ -125,7 +125,7 @@ def test_the_report_of_every_fixture_run_degrades_nothing(fixtures_db, tmp_path)
     result = CliRunner().invoke(cli, ["report", "--db", str(fixtures_db), "-o", str(out), "--silent"])
     assert result.exit_code == 0, result.output
     marker = json.loads((out / "tlindex-report.json").read_text())
-    assert marker["runs"] == runs and marker["degraded"] == []
+    assert marker["runs"] == runs and marker["degraded"] == [] and "warning" not in result.output
     for run in runs:  # a folder per log of every multi-log run
         files = conn.execute("SELECT count(DISTINCT file_id) FROM sources WHERE run_id = ?", (run,)).fetchone()[0]
         directories = list((out / f"run-{run}").glob("*/compile_directory.json")) if files > 1 else \
@@ -273,3 +273,62 @@ def test_run_names_and_search_urls_are_the_same_everywhere(fixtures_db):
     assert {hit["run"] for hit in hits} == {b}
     several = CliRunner().invoke(cli, ["findings", "inductor_break_added", "--db", str(fixtures_db)])
     assert several.exit_code == 1 and f"{a} " in several.output and f"{b} " in several.output
+
+
+def test_duckdb_compares_processes_as_sqlite_does(restart_db, tmp_path):
+    duckdb = pytest.importorskip("duckdb")
+    from test_export import normalize
+
+    from tlindex.export import duckdb_views, export_parquet
+
+    export_parquet(restart_db, tmp_path / "parquet", None, False)
+    conn = connect(restart_db)
+    cursor = run_sql(conn, load_queries()["rank_divergence"].sql, {})
+    columns = [d[0] for d in cursor.description]
+    expected = normalize(cursor.fetchall(), columns)
+    con = duckdb.connect()
+    for statement in duckdb_views(tmp_path / "parquet"):
+        con.execute(statement)
+    sql = (Path(__file__).parents[1] / "queries" / "duckdb" / "rank_divergence.sql").read_text()
+    assert normalize(con.execute(sql, {"run": None}).fetchall(), columns) == expected
+    assert any(row[1] == "missing_compile" for row in expected)
+
+
+@pytest.mark.asyncio
+async def test_a_crawl_of_every_served_tlindex_page_finds_no_error(ds, traces_db):
+    """From the runs page, every tlindex page a link leads to (compiles, bytecode, tries and their nodes,
+    artifacts, payloads, provenance, diffs, search) answers 200 on every fixture."""
+    from html.parser import HTMLParser
+    from urllib.parse import urljoin, urlsplit
+
+    class Links(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.found = []
+
+        def handle_starttag(self, tag, attrs):
+            self.found += [value for name, value in attrs if name in ("href", "data-src") and value]
+
+    conn = connect(traces_db)
+    runs = [row[0] for row in conn.execute("SELECT id FROM runs ORDER BY id")]
+    seeds = ["/traces/-/tlindex"] + [f"/traces/-/tlindex/diff/{a}/{b}" for a, b in zip(runs, runs[1:])]
+    seeds += [f"/traces/-/tlindex/search?q={term}" for term in ("aten.mm", "COPY_FREE_VARS", "restart")]
+    queue, seen, errors = list(seeds), set(seeds), []
+    while queue:
+        url = queue.pop()
+        response = await ds.client.get(url)
+        if response.status_code != 200:
+            errors.append((url, response.status_code))
+            continue
+        if "text/html" not in response.headers.get("content-type", ""):
+            continue
+        parser = Links()
+        parser.feed(response.text)
+        for link in parser.found:
+            target = urlsplit(urljoin(url, link))
+            path = target.path + (f"?{target.query}" if target.query else "")
+            if target.path.startswith("/traces/-/tlindex") and path not in seen:
+                seen.add(path)
+                queue.append(path)
+    assert not errors
+    assert len(seen) > 1000 and any("/bytecode" in url for url in seen) and any("/provenance/" in url for url in seen)

@@ -1,26 +1,39 @@
 -- Rank divergence (Spark SQL over Parquet: see docs/scale.md)
 -- The same answer as queries/rank_divergence.sql, in Spark SQL.
+-- A process is the unit (sources.process), as in queries/rank_divergence.sql.
 -- :run  run id (NULL: every multi-rank run)
-WITH runs_ AS (
-    SELECT id, world_size FROM runs WHERE world_size > 1 AND (:run IS NULL OR id = :run)
+WITH candidates AS (
+    SELECT id, world_size FROM runs WHERE world_size > 0 AND source_count > 1 AND (:run IS NULL OR id = :run)
+), procs AS (
+    SELECT s.id AS source_id, s.run_id, s.process AS rank,
+           dense_rank() OVER (PARTITION BY s.run_id ORDER BY s.rank, coalesce(s.restart, 0), s.pid) AS place
+    FROM sources s JOIN candidates r ON r.id = s.run_id WHERE s.process IS NOT NULL
+), runs_ AS (
+    SELECT p.run_id AS id, count(DISTINCT p.rank) AS world_size,
+           CASE WHEN count(DISTINCT p.rank) = max(r.world_size) THEN 'ranks' ELSE 'processes' END AS unit
+    FROM procs p JOIN candidates r ON r.id = p.run_id GROUP BY p.run_id HAVING count(DISTINCT p.rank) > 1
+), comp AS (
+    SELECT c.id, c.run_id, c.compile_id, c.duration_s, p.rank, p.place, p.source_id
+    FROM compiles c JOIN procs p ON p.source_id = c.source_id JOIN runs_ r ON r.id = c.run_id
 ), per_id AS (
-    SELECT c.run_id, c.compile_id, count(DISTINCT c.rank) AS n,
-           nullif(array_join(array_sort(collect_set(CAST(c.rank AS STRING))), ','), '') AS ranks
-    FROM compiles c JOIN runs_ r ON r.id = c.run_id WHERE c.compile_id != '-/-' GROUP BY c.run_id, c.compile_id
+    SELECT run_id, compile_id, count(DISTINCT rank) AS n, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ','), '') AS ranks
+    FROM (SELECT DISTINCT run_id, compile_id, rank, place FROM comp WHERE compile_id != '-/-')
+    GROUP BY run_id, compile_id
 ), cache AS (
-    SELECT c.run_id, c.compile_id, e.cache, c.rank, nullif(array_join(transform(array_sort(collect_list(struct(e.id AS k, e.result AS v))), s -> s.v), ','), '') AS results
-    FROM cache_events e JOIN compiles c ON c.id = e.compile JOIN runs_ r ON r.id = c.run_id
+    SELECT c.run_id, c.compile_id, e.cache, c.rank, min(c.place) AS place,
+           nullif(array_join(transform(array_sort(collect_list(struct(e.id AS k, e.result AS v))), s -> s.v), ','), '') AS results
+    FROM cache_events e JOIN comp c ON c.id = e.compile
     GROUP BY c.run_id, c.compile_id, e.cache, c.rank
 ), cache_patterns AS (
-    SELECT s.run_id, s.rank, coalesce(nullif(array_join(transform(array_sort(collect_list(struct(e.id AS k, e.result AS v))), s -> s.v), ' '), ''), '') AS pattern,
+    SELECT p.run_id, p.rank, min(p.place) AS place, coalesce(nullif(array_join(transform(array_sort(collect_list(struct(e.id AS k, e.result AS v))), s -> s.v), ' '), ''), '') AS pattern,
            count(e.result) AS lookups, count(*) FILTER (WHERE e.result = 'hit') AS hits,
            count(*) FILTER (WHERE e.result = 'miss') AS misses
-    FROM sources s JOIN runs_ r ON r.id = s.run_id
-    LEFT JOIN compiles c ON c.source_id = s.id LEFT JOIN cache_events e ON e.compile = c.id
-    WHERE s.rank IS NOT NULL GROUP BY s.run_id, s.rank
+    FROM procs p JOIN runs_ r ON r.id = p.run_id
+    LEFT JOIN compiles c ON c.source_id = p.source_id LEFT JOIN cache_events e ON e.compile = c.id
+    GROUP BY p.run_id, p.rank
 ), cache_groups AS (
-    SELECT run_id, pattern, shown, nullif(array_join(transform(array_sort(collect_list(struct(rank AS k, CAST(rank AS STRING) AS v))), s -> s.v), ','), '') AS ranks,
-           min(rank) AS first_rank
+    SELECT run_id, pattern, shown, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ','), '') AS ranks,
+           min(place) AS first_rank
     FROM (SELECT *, CASE WHEN lookups = 0 THEN 'no cache lookups'
                          ELSE CAST(hits AS STRING) || ' hits, ' || CAST(misses AS STRING) || ' misses'
                               || CASE WHEN lookups > hits + misses
@@ -28,69 +41,71 @@ WITH runs_ AS (
                     END AS shown FROM cache_patterns)
     GROUP BY run_id, pattern, shown
 ), graphs AS (
-    SELECT c.run_id, c.compile_id, a.name, c.rank, nullif(array_join(transform(array_sort(collect_list(struct(a.payload AS k, a.payload AS v))), s -> s.v), ','), '') AS payloads
-    FROM artifacts a JOIN compiles c ON c.id = a.compile JOIN runs_ r ON r.id = c.run_id
+    SELECT c.run_id, c.compile_id, a.name, c.rank, min(c.place) AS place,
+           nullif(array_join(transform(array_sort(collect_list(struct(a.payload AS k, a.payload AS v))), s -> s.v), ','), '') AS payloads
+    FROM artifacts a JOIN comp c ON c.id = a.compile
     WHERE a.kind IN ('dynamo_output_graph', 'aot_forward_graph', 'aot_backward_graph', 'aot_joint_graph',
                      'aot_inference_graph', 'optimize_ddp_split_graph', 'optimize_ddp_split_child',
                      'inductor_post_grad_graph')
        OR a.name = 'inductor_post_grad_graph'
     GROUP BY c.run_id, c.compile_id, a.name, c.rank
 ), times AS (
-    SELECT c.run_id, c.compile_id, c.rank, c.duration_s FROM compiles c JOIN runs_ r ON r.id = c.run_id
-    WHERE c.duration_s IS NOT NULL
+    SELECT run_id, compile_id, rank, min(place) AS place, sum(duration_s) AS duration_s FROM comp
+    WHERE duration_s IS NOT NULL GROUP BY run_id, compile_id, rank
 ), scheduled AS (
-    SELECT DISTINCT c.run_id, c.compile_id FROM collective_ops o JOIN compiles c ON c.id = o.compile
-    JOIN runs_ r ON r.id = c.run_id WHERE o.origin = 'schedule'
+    SELECT DISTINCT c.run_id, c.compile_id FROM collective_ops o JOIN comp c ON c.id = o.compile
+    WHERE o.origin = 'schedule'
 ), schedules AS (
-    SELECT c.run_id, c.compile_id, c.rank,
+    SELECT c.run_id, c.compile_id, c.rank, min(c.place) AS place,
            coalesce(nullif(array_join(transform(array_sort(collect_list(struct(o.envelope_id, o.position AS k, o.op AS v))), s -> s.v), ' '), ''), '') AS ops,
            coalesce(nullif(array_join(transform(array_sort(collect_list(struct(o.envelope_id, o.position AS k, o.collective AS v))), s -> s.v), ' '), ''), 'none') AS shown
-    FROM compiles c JOIN scheduled s ON s.run_id = c.run_id AND s.compile_id = c.compile_id
+    FROM comp c JOIN scheduled s ON s.run_id = c.run_id AND s.compile_id = c.compile_id
     LEFT JOIN collective_ops o ON o.compile = c.id AND o.origin = 'schedule'
     GROUP BY c.run_id, c.compile_id, c.rank
 ), schedule_groups AS (
-    SELECT run_id, compile_id, ops, shown, nullif(array_join(transform(array_sort(collect_list(struct(rank AS k, CAST(rank AS STRING) AS v))), s -> s.v), ','), '') AS ranks,
-           min(rank) AS first_rank
+    SELECT run_id, compile_id, ops, shown, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ','), '') AS ranks,
+           min(place) AS first_rank
     FROM schedules GROUP BY run_id, compile_id, ops, shown
 ), tensor_meta AS (
-    SELECT c.run_id, c.compile_id, c.rank,
+    SELECT c.run_id, c.compile_id, c.rank, min(c.place) AS place,
            nullif(array_join(transform(array_sort(collect_list(struct(o.envelope_id, o.position AS k, coalesce(o.op, '') || ' ' || coalesce(o.outputs, '') AS v))), s -> s.v), '; '), '') AS meta
-    FROM op_estimates o JOIN compiles c ON c.id = o.compile JOIN runs_ r ON r.id = c.run_id
+    FROM op_estimates o JOIN comp c ON c.id = o.compile
     GROUP BY c.run_id, c.compile_id, c.rank
 ), estimates AS (
-    SELECT c.run_id, c.compile_id, c.rank, sum(o.estimated_runtime_ns) AS ns
-    FROM op_estimates o JOIN compiles c ON c.id = o.compile JOIN runs_ r ON r.id = c.run_id
+    SELECT c.run_id, c.compile_id, c.rank, min(c.place) AS place, sum(o.estimated_runtime_ns) AS ns
+    FROM op_estimates o JOIN comp c ON c.id = o.compile
     GROUP BY c.run_id, c.compile_id, c.rank
 ), last_executions AS (
     SELECT e.source_id, max(g.envelope_id) AS envelope_id
     FROM graph_executions g JOIN envelopes e ON e.id = g.envelope_id GROUP BY e.source_id
 ), executions AS (
-    SELECT s.run_id, s.rank, count(*) AS runs, nullif(array_join(transform(array_sort(collect_list(struct(g.position AS k, g.compile_id AS v))), s -> s.v), ' '), '') AS graphs
+    SELECT p.run_id, p.rank, min(p.place) AS place, count(*) AS runs,
+           nullif(array_join(transform(array_sort(collect_list(struct(g.position AS k, g.compile_id AS v))), s -> s.v), ' '), '') AS graphs
     FROM graph_executions g JOIN last_executions l ON l.envelope_id = g.envelope_id
-    JOIN sources s ON s.id = l.source_id JOIN runs_ r ON r.id = s.run_id
-    GROUP BY s.run_id, s.rank
+    JOIN procs p ON p.source_id = l.source_id JOIN runs_ r ON r.id = p.run_id
+    GROUP BY p.run_id, p.rank
 ), execution_groups AS (
-    SELECT run_id, runs, graphs, nullif(array_join(transform(array_sort(collect_list(struct(rank AS k, CAST(rank AS STRING) AS v))), s -> s.v), ','), '') AS ranks, min(rank) AS first_rank
+    SELECT run_id, runs, graphs, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ','), '') AS ranks, min(place) AS first_rank
     FROM executions GROUP BY run_id, runs, graphs
 )
 SELECT p.run_id, 'missing_compile' AS finding, p.compile_id, p.ranks,
-       'present on ' || CAST(p.n AS STRING) || ' of ' || CAST(r.world_size AS STRING) || ' ranks' AS detail
+       'present on ' || CAST(p.n AS STRING) || ' of ' || CAST(r.world_size AS STRING) || ' ' || r.unit AS detail
 FROM per_id p JOIN runs_ r ON r.id = p.run_id WHERE p.n < r.world_size
 UNION ALL
-SELECT run_id, 'cache', compile_id, nullif(array_join(transform(array_sort(collect_list(struct(rank AS k, CAST(rank AS STRING) AS v))), s -> s.v), ','), ''),
-       cache || ': ' || nullif(array_join(transform(array_sort(collect_list(struct(rank AS k, 'rank ' || CAST(rank AS STRING) || ' ' || results AS v))), s -> s.v), ', '), '')
+SELECT run_id, 'cache', compile_id, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ','), ''),
+       cache || ': ' || nullif(array_join(transform(array_sort(collect_list(struct(place AS k, 'rank ' || rank || ' ' || results AS v))), s -> s.v), ', '), '')
 FROM cache GROUP BY run_id, compile_id, cache HAVING count(DISTINCT results) > 1
 UNION ALL
 SELECT run_id, 'cache_pattern', NULL, nullif(array_join(transform(array_sort(collect_list(struct(first_rank AS k, ranks AS v))), s -> s.v), ','), ''),
        nullif(array_join(transform(array_sort(collect_list(struct(first_rank AS k, CASE WHEN contains(ranks, ',') THEN 'ranks ' ELSE 'rank ' END || ranks || ': ' || shown AS v))), s -> s.v), '; '), '')
 FROM cache_groups GROUP BY run_id HAVING count(*) > 1
 UNION ALL
-SELECT run_id, 'graph', compile_id, nullif(array_join(transform(array_sort(collect_list(struct(rank AS k, CAST(rank AS STRING) AS v))), s -> s.v), ','), ''),
+SELECT run_id, 'graph', compile_id, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ','), ''),
        name || ': ' || CAST(count(DISTINCT payloads) AS STRING) || ' different versions across ranks'
 FROM graphs GROUP BY run_id, compile_id, name HAVING count(DISTINCT payloads) > 1
 UNION ALL
-SELECT run_id, 'time', compile_id, nullif(array_join(transform(array_sort(collect_list(struct(rank AS k, CAST(rank AS STRING) AS v))), s -> s.v), ','), ''),
-       'slowest rank ' || CAST(max_by(rank, duration_s) AS STRING) || ' took '
+SELECT run_id, 'time', compile_id, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ','), ''),
+       'slowest rank ' || max_by(rank, duration_s) || ' took '
        || CAST(round(max(duration_s) - min(duration_s), 3) AS STRING) || ' s longer than the fastest'
 FROM times GROUP BY run_id, compile_id HAVING count(*) > 1
 UNION ALL
@@ -98,12 +113,12 @@ SELECT run_id, 'collective_schedule', compile_id, nullif(array_join(transform(ar
        nullif(array_join(transform(array_sort(collect_list(struct(first_rank AS k, CASE WHEN contains(ranks, ',') THEN 'ranks ' ELSE 'rank ' END || ranks || ': ' || shown AS v))), s -> s.v), '; '), '')
 FROM schedule_groups GROUP BY run_id, compile_id HAVING count(*) > 1
 UNION ALL
-SELECT run_id, 'tensor_meta', compile_id, nullif(array_join(transform(array_sort(collect_list(struct(rank AS k, CAST(rank AS STRING) AS v))), s -> s.v), ','), ''),
+SELECT run_id, 'tensor_meta', compile_id, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ','), ''),
        CAST(count(DISTINCT meta) AS STRING) || ' different lists of ops and output shapes across ranks'
 FROM tensor_meta GROUP BY run_id, compile_id HAVING count(DISTINCT meta) > 1
 UNION ALL
-SELECT run_id, 'estimated_runtime', compile_id, nullif(array_join(transform(array_sort(collect_list(struct(rank AS k, CAST(rank AS STRING) AS v))), s -> s.v), ','), ''),
-       'slowest rank ' || CAST(max_by(rank, ns) AS STRING) || ' is estimated '
+SELECT run_id, 'estimated_runtime', compile_id, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ','), ''),
+       'slowest rank ' || max_by(rank, ns) || ' is estimated '
        || CAST(round((max(ns) - min(ns)) / 1e6, 3) AS STRING) || ' ms slower than the fastest'
 FROM estimates GROUP BY run_id, compile_id HAVING count(*) > 1 AND max(ns) > min(ns)
 UNION ALL
