@@ -157,16 +157,36 @@ def query(name_or_sql: str, params: tuple[tuple[str, str], ...], db_path: str, *
             raise click.ClickException(str(error))
     check_format(output)
     conn = read_only(read_db(db_path))
+    stop = interruptible(conn)
     try:
         cursor = run_sql(conn, sql, dict(params))
         emit([d[0] for d in cursor.description or []], cursor, **output)
     except sqlite3.DatabaseError as error:
+        if stop.is_set():
+            click.echo("tlindex query: interrupted (Ctrl-C)", err=True)
+            sys.exit(130)
         message = str(error)
         if message == "not authorized":
-            message += " (tlindex query only reads: no writes, ATTACH or VACUUM INTO)"
+            message += (" (tlindex query only reads, and calls SQLite's own functions: no writes, ATTACH, "
+                        "VACUUM INTO, load_extension or fts3_tokenizer)")
+        elif message == "user-defined function raised exception":
+            message += " (sqlar_uncompress inflates at most the largest payload stored: its size argument was larger)"
         raise click.ClickException(f"SQL error: {message}")
     finally:
         conn.close()
+
+
+def interruptible(conn: sqlite3.Connection):
+    """Make Ctrl-C stop the connection's running statement (SQLite runs in C, where Python's own
+    KeyboardInterrupt cannot reach it): the returned event is set when it did."""
+    import signal
+    import threading
+
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
+    conn.set_progress_handler(stop.is_set, 10_000)
+    return stop
 
 
 @cli.command()

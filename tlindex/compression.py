@@ -9,6 +9,12 @@ the sqlite3 shell's built-in `sqlar_uncompress(data, size)` reads, so the view
 works unchanged in the plain `sqlite3` shell; tlindex's connections and the Datasette plugin
 register the same function for Python's sqlite3, which lacks the shell's. ISA-L may encode one
 text in two valid ways from one run to the next: compare payloads by text, not by `data`.
+
+The registered `sqlar_uncompress` is bounded: any SQL can call it (Datasette's SQL page, `tlindex
+query`), so it never inflates more than the largest payload the database holds (at least
+INFLATE_FLOOR; looked up again, by the index of migration 008, only when a call asks for more), and
+returns NULL when the data does not inflate to exactly the size asked for, as the shell does. A
+deflate bomb, nested or not, costs at most that size per call.
 """
 
 from __future__ import annotations
@@ -32,14 +38,46 @@ def pack(text: str) -> tuple[int, bytes]:
     return len(raw), packed if len(packed) < len(raw) else raw
 
 
-def sqlar_uncompress(data: bytes | str | None, size: int | None) -> bytes | str | None:
-    """The sqlite3 shell's function: `data` as is when its length is `size`, else zlib-inflated."""
+INFLATE_FLOOR = 1 << 20  # bytes sqlar_uncompress may always inflate, whatever the database holds
+
+
+class InflateRefused(ValueError):
+    """A call of sqlar_uncompress that asks for more than any payload stored."""
+
+
+def sqlar_uncompress(data: bytes | str | None, size: int | None, limit: int | None = None) -> bytes | str | None:
+    """The sqlite3 shell's function: `data` as is when its length is `size`, else zlib-inflated to exactly
+    `size` bytes (NULL when it does not inflate to that). `limit` bounds `size` (InflateRefused past it)."""
     if data is None or isinstance(data, str) or size is None or len(data) == size:
         return data
+    if not isinstance(size, int) or size < 0 or (limit is not None and size > limit):
+        raise InflateRefused(f"sqlar_uncompress: refused to inflate {size!r} bytes (at most {limit:,}: the "
+                             f"largest payload stored)")
     try:
-        return zlib.decompress(data)
+        inflated = zlib.decompressobj().decompress(data, size + 1)
     except zlib.error:
         return None  # as the shell answers for data it cannot inflate
+    return inflated if len(inflated) == size else None
+
+
+class _BoundedInflate:
+    """sqlar_uncompress for one connection, bounded by the largest payload its database holds."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self.conn = conn
+        self.limit = 0
+
+    def largest(self) -> int:
+        try:
+            (largest,) = self.conn.execute("SELECT max(text_size) FROM main.payload_data").fetchone()
+        except sqlite3.Error:  # a database without payloads (a staging file being created, a foreign one)
+            largest = None
+        return max(largest or 0, INFLATE_FLOOR)
+
+    def __call__(self, data, size):
+        if isinstance(size, int) and size > self.limit:  # more than seen so far: a new payload, or a bomb
+            self.limit = self.largest()
+        return sqlar_uncompress(data, size, self.limit)
 
 
 def sqlar_compress(data: bytes | str | None) -> bytes | str | None:
@@ -53,6 +91,6 @@ def sqlar_compress(data: bytes | str | None) -> bytes | str | None:
 
 def register(conn: sqlite3.Connection) -> sqlite3.Connection:
     """Give a connection the sqlar functions the `payloads` view (and migration 004) use."""
-    conn.create_function("sqlar_uncompress", 2, sqlar_uncompress, deterministic=True)
+    conn.create_function("sqlar_uncompress", 2, _BoundedInflate(conn), deterministic=True)
     conn.create_function("sqlar_compress", 1, sqlar_compress, deterministic=True)
     return conn

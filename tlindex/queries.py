@@ -81,13 +81,32 @@ class _Params(dict):
 
 # What a read-only query may do (SQLite authorizer action codes); anything else (writes,
 # ATTACH and VACUUM INTO, which create files, DDL, transactions) is refused as it is prepared.
-READ_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
+READ_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_RECURSIVE}
 READ_PRAGMAS = {"table_info", "table_xinfo", "table_list", "index_list", "index_info", "index_xinfo",
                 "foreign_key_list", "database_list", "function_list", "pragma_list", "collation_list",
                 "module_list", "compile_options"}
+# The functions a query may call: SQLite's own scalar, aggregate, window, date, math and JSON
+# functions, FTS5's auxiliary ones and the payloads view's sqlar_uncompress (bounded). Not:
+# fts3_tokenizer (reads and registers native pointers), load_extension, fts5 (a pointer),
+# sqlite_log, and zeroblob/randomblob (memory by the argument).
+ALLOWED_FUNCTIONS = frozenset("""
+    -> ->> abs acos acosh asin asinh atan atan2 atanh avg bm25 ceil ceiling changes char coalesce cos cosh
+    count cume_dist current_date current_time current_timestamp date datetime degrees dense_rank exp
+    first_value floor format glob group_concat hex highlight ifnull iif instr json json_array
+    json_array_length json_extract json_group_array json_group_object json_insert json_object json_patch
+    json_quote json_remove json_replace json_set json_type json_valid julianday lag last_insert_rowid
+    last_value lead length like likelihood likely ln log log10 log2 lower ltrim match max min mod
+    nth_value ntile nullif percent_rank pi pow power printf quote radians random rank replace round
+    row_number rtrim sign sin sinh snippet soundex sqlite_compileoption_get sqlite_compileoption_used
+    sqlite_source_id sqlite_version sqrt strftime string_agg substr substring subtype sum tan tanh time
+    total total_changes trim trunc typeof unicode unixepoch unlikely upper json_each json_tree
+    sqlar_uncompress""".split())
+DENIED_FUNCTIONS = frozenset({"fts3_tokenizer", "load_extension", "fts5", "sqlite_log", "zeroblob", "randomblob"})
 
 
 def _read_only(action: int, arg1, arg2, database, trigger) -> int:
+    if action == sqlite3.SQLITE_FUNCTION:
+        return sqlite3.SQLITE_OK if str(arg2).lower() in ALLOWED_FUNCTIONS else sqlite3.SQLITE_DENY
     if action in READ_ACTIONS or (action == sqlite3.SQLITE_PRAGMA and arg1 in READ_PRAGMAS):
         return sqlite3.SQLITE_OK
     if action == sqlite3.SQLITE_UPDATE and arg1 == "sqlite_master":
@@ -96,8 +115,22 @@ def _read_only(action: int, arg1, arg2, database, trigger) -> int:
 
 
 def read_only(conn: sqlite3.Connection) -> sqlite3.Connection:
-    """Let the connection only read: SQL that would write or create a file fails with "not authorized"."""
+    """Let the connection only read and call ALLOWED_FUNCTIONS: SQL that would write or create a file,
+    or call another function, fails with "not authorized"."""
     conn.set_authorizer(_read_only)
+    return conn
+
+
+def _functions_guarded(action: int, arg1, arg2, database, trigger) -> int:
+    if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() in DENIED_FUNCTIONS:
+        return sqlite3.SQLITE_DENY
+    return sqlite3.SQLITE_OK
+
+
+def guard_functions(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """For connections that also serve other code (Datasette's, whose plugins may register functions of
+    their own): everything allowed but DENIED_FUNCTIONS. Canned queries run read_only, then back to this."""
+    conn.set_authorizer(_functions_guarded)
     return conn
 
 

@@ -42,10 +42,13 @@ def _canned_queries() -> dict[str, dict]:
 
 @hookimpl
 def prepare_connection(conn):
-    """The sqlite3 shell's sqlar functions, which the `payloads` view reads compressed payloads with."""
+    """The sqlite3 shell's sqlar functions, which the `payloads` view reads compressed payloads with
+    (bounded: tlindex.compression), and no function that hands out native pointers, loads code or
+    allocates by its argument (tlindex.queries.DENIED_FUNCTIONS), whatever SQL a request sends."""
     from tlindex.compression import register
+    from tlindex.queries import guard_functions
 
-    register(conn)
+    guard_functions(register(conn))
 
 
 @hookimpl

@@ -37,7 +37,7 @@ from datasette.app import Datasette
 from datasette.utils.asgi import Request
 
 from tlindex.db import connect_read_only
-from tlindex.queries import load_queries, read_only, run_sql
+from tlindex.queries import guard_functions, load_queries, read_only, run_sql
 from tlindex.tlparse_files import Links, compile_directory, raw_jsonl
 
 from .cells import cell_link
@@ -393,7 +393,7 @@ class Report:
                 cursor = run_sql(read_only(conn), query.sql, params)
                 return [d[0] for d in cursor.description], cursor.fetchmany(QUERY_ROWS + 1)
             finally:
-                conn.set_authorizer(None)  # Datasette's own connection: its next statements are its own
+                guard_functions(conn)  # Datasette's own connection: back to what the plugin gives every one
 
         columns, rows = await self.db.execute_fn(data)
         shown = []

@@ -1,0 +1,131 @@
+"""Trust, second pass: what a hostile request, query or log must not be able to do.
+
+Each test reproduces an attack that worked before its fix (issue 25) and shows it bounded now.
+Hand-made inputs are made here and say so; the databases are the real fixtures'.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import subprocess
+import sys
+import time
+import tracemalloc
+import zlib
+
+import pytest
+from click.testing import CliRunner
+from datasette.app import Datasette
+
+from tlindex.cli import cli
+
+BOMB_BYTES = 500 * 1024 * 1024
+
+
+@functools.lru_cache(maxsize=1)
+def bomb_sql() -> str:
+    """A deflate bomb nested twice: a 959-byte blob that inflates to 500 MB (HAND-MADE)."""
+    deflate, zeros = zlib.compressobj(9), b"\0" * (1 << 20)
+    inner = b"".join(deflate.compress(zeros) for _ in range(BOMB_BYTES >> 20)) + deflate.flush()
+    outer = zlib.compress(inner, 9)
+    return (f"select length(sqlar_uncompress(sqlar_uncompress(X'{outer.hex()}', {len(inner)}), {BOMB_BYTES})) "
+            f"as n")
+
+
+MEASURED = """
+import resource, sys
+from tlindex.cli import cli
+try:
+    cli.main(sys.argv[1:], prog_name="tlindex")
+except SystemExit as end:
+    print(f"peak_kb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}", file=sys.stderr)
+    raise
+"""
+
+
+def test_the_bomb_is_refused_by_tlindex_query_fast_and_small(traces_db):
+    sql = bomb_sql()
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", MEASURED, "query", sql, "--db", str(traces_db)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "sqlar_uncompress inflates at most the largest payload" in proc.stderr
+    assert time.monotonic() - started < 10
+    peak_kb = int(proc.stderr.rsplit("peak_kb=", 1)[1])
+    assert peak_kb < 100 * 1024  # the whole process, interpreter included (it was 1 GB)
+
+
+@pytest.mark.asyncio
+async def test_the_bomb_is_refused_by_datasette_without_allocating(traces_db):
+    datasette = Datasette([str(traces_db)])
+    await datasette.invoke_startup()
+    sql = bomb_sql()
+    tracemalloc.start()
+    try:
+        response = await datasette.client.get("/traces.json", params={"sql": sql})
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert response.status_code == 400
+    assert peak < 20 * 1024 * 1024  # it inflated 4 GB before
+    # the payloads view still reads every payload
+    rows = (await datasette.client.get("/traces.json", params={
+        "sql": "select count(*) as n, sum(length(text) > 0) as read from payloads", "_shape": "array"})).json()
+    assert rows[0]["n"] == rows[0]["read"] > 100
+
+
+@pytest.mark.parametrize("sql,says", [
+    ("select hex(fts3_tokenizer('simple'))", "fts3_tokenizer"),
+    ("select fts3_tokenizer('evil', X'0000000000000000')", "fts3_tokenizer"),
+    ("select load_extension('/tmp/x.so')", "load_extension"),
+    ("select length(zeroblob(1000000000))", "zeroblob"),
+])
+def test_functions_outside_the_allowlist_are_refused(traces_db, sql, says):
+    result = CliRunner().invoke(cli, ["query", sql, "--db", str(traces_db)])
+    assert result.exit_code == 1 and f"not authorized to use function: {says}" in result.output
+
+
+@pytest.mark.asyncio
+async def test_datasette_refuses_the_pointer_functions_too(traces_db):
+    datasette = Datasette([str(traces_db)])
+    await datasette.invoke_startup()
+    response = await datasette.client.get("/traces.json", params={"sql": "select hex(fts3_tokenizer('simple'))"})
+    assert response.status_code == 400 and "not authorized" in response.text
+    ok = await datasette.client.get("/traces.json", params={"sql": "select json_extract('{\"a\": 1}', '$.a') as a"})
+    assert ok.status_code == 200
+
+
+def test_ctrl_c_stops_a_runaway_query(traces_db):
+    proc = subprocess.Popen([sys.executable, "-m", "tlindex", "query",
+                             "with recursive c(x) as (select 1 union all select x + 1 from c) select count(*) from c",
+                             "--db", str(traces_db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2)
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    try:
+        _, err = proc.communicate(timeout=10)
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130 and err.strip() == "tlindex query: interrupted (Ctrl-C)"
+
+
+def test_a_payload_larger_than_the_floor_reads_once_it_is_stored(tmp_path):
+    import sqlite3
+
+    from tlindex.compression import INFLATE_FLOOR, pack, register
+    from tlindex.db import open_db
+
+    db = open_db(tmp_path / "big.db")
+    text = "x = torch.ones(3)\n" * (INFLATE_FLOOR // 10)  # 1.8 MB: past the floor
+    size, data = pack(text)
+    reader = register(sqlite3.connect(tmp_path / "big.db"))  # one long-lived connection, as a server has
+    with pytest.raises(sqlite3.OperationalError):  # nothing that large is stored yet: refused
+        reader.execute("SELECT sqlar_uncompress(?, ?)", (data, size)).fetchone()
+    db.conn.execute("INSERT INTO payload_data (hash, size, text_size, data) VALUES ('h', ?, ?, ?)", (size, size, data))
+    db.conn.commit()
+    (read,) = reader.execute("SELECT text FROM payloads WHERE hash = 'h'").fetchone()
+    assert read == text
+    # and the same bytes asked for at another size are not what the row holds: NULL, as the shell answers
+    assert reader.execute("SELECT sqlar_uncompress(?, ?)", (data, size - 1)).fetchone() == (None,)
