@@ -168,12 +168,19 @@ def test_decompiled_source_is_shown_only_when_it_checks_out(monkeypatch):
 def test_the_users_file_is_read_only_when_it_agrees_with_the_trace(tmp_path):
     source = tmp_path / "prog.py"
     source.write_text("import torch\n\ndef f(x):\n    x = x + 1\n    return x\n")
-    assert file_source_lines(str(source), {4: "x = x + 1"})[5] == "return x"
-    assert file_source_lines(str(source), {4: "x = x + 2"}) is None  # edited since the run
+    proof = {3: "def f(x):", 4: "x = x + 1", 5: "return x"}
+    assert file_source_lines(str(source), proof)[1] == "import torch"
+    assert file_source_lines(str(source), {**proof, 4: "x = x + 2"}) is None  # edited since the run
     assert file_source_lines(str(source), {}) is None  # nothing to check it against
+    assert file_source_lines(str(source), {4: "x = x + 1", 5: "return x"}) is None  # too little proof
+    assert file_source_lines(str(source), {2: "", 6: "  "}) is None  # blank lines prove nothing (issue 25)
+    assert file_source_lines("prog.py", proof) is None  # a relative name: of which directory?
     secret = tmp_path / "secret.txt"
-    secret.write_text("x = x + 1\n")
-    assert file_source_lines(str(secret), {1: "x = x + 1"}) is None  # only Python files
+    secret.write_text("def f(x):\n    x = x + 1\n    return x\n")
+    assert file_source_lines(str(secret), {1: "def f(x):", 2: "x = x + 1", 3: "return x"}) is None  # only .py
+    link = tmp_path / "link.py"
+    link.symlink_to(secret)
+    assert file_source_lines(str(link), {1: "def f(x):", 2: "x = x + 1", 3: "return x"}) is None  # not via a link
 
 
 @pytest.mark.asyncio

@@ -129,3 +129,29 @@ def test_a_payload_larger_than_the_floor_reads_once_it_is_stored(tmp_path):
     assert read == text
     # and the same bytes asked for at another size are not what the row holds: NULL, as the shell answers
     assert reader.execute("SELECT sqlar_uncompress(?, ?)", (data, size - 1)).fetchone() == (None,)
+
+
+def test_text_for_a_terminal_shows_control_characters_escaped(tmp_path):
+    """HAND-MADE log: a function name and a failure reason that carry OSC and CSI escape sequences."""
+    import json as json_module
+
+    from tlindex.output import terminal_safe
+
+    evil = "f\x1b]0;owned\x07\x1b[2J\x9b31m"
+    assert terminal_safe(evil) == "f^[]0;owned^G^[[2JM-^[31m" and terminal_safe("a\tb\nc") == "a\tb\nc"
+    log = tmp_path / "dedicated_log_torch_trace_evil.log"
+    metrics = {"co_name": evil, "co_filename": "/x.py", "co_firstlineno": 1, "fail_type": "Unsupported",
+               "fail_reason": evil, "frame_key": "1"}
+    log.write_text(
+        'V1123 10:00:00.000000 1 torch/_dynamo/convert_frame.py:1] {"dynamo_start": {"stack": []}, '
+        '"frame_id": 0, "frame_compile_id": 0, "attempt": 0}\n'
+        'V1123 10:00:01.000000 1 torch/_dynamo/utils.py:1] {"compilation_metrics": '
+        + json_module.dumps(metrics) + ', "frame_id": 0, "frame_compile_id": 0, "attempt": 0}\n')
+    db = tmp_path / "evil.db"
+    assert CliRunner().invoke(cli, ["ingest", str(log), "--db", str(db)]).exit_code == 0
+    for args in (["findings"], ["search", "owned"], ["query", "select co_name, fail_reason from compiles", "-t"]):
+        result = CliRunner().invoke(cli, [*args, "--db", str(db)])
+        assert "\x1b" not in result.output and "\x07" not in result.output and "\x9b" not in result.output
+        assert args == ["findings"] or "^[]0;owned^G" in result.output, (args, result.output)
+    as_json = CliRunner().invoke(cli, ["query", "select co_name from compiles where co_name like 'f%'", "--db", str(db)])
+    assert json_module.loads(as_json.output)[0]["co_name"] == evil  # JSON keeps the bytes as they were

@@ -13,7 +13,7 @@ import click
 
 from . import __version__
 from .db import connect_read_only
-from .output import check_format, emit, output_options
+from .output import check_format, emit, output_options, terminal_safe
 
 DEFAULT_DB = "traces.db"
 
@@ -39,6 +39,11 @@ class ProgressBar:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.__exit__(None, None, None)
+
+
+def say(text: str, **kwargs) -> None:
+    """click.echo of text that carries what a log wrote (names, reasons): control characters escaped."""
+    click.echo(terminal_safe(text), **kwargs)
 
 
 def existing_db(db_path: str | Path) -> Path:
@@ -114,13 +119,13 @@ def ingest(paths: tuple[str, ...], db_path: str, run_label: str | None, replace:
     finally:
         bar.close()
     for problem in summary.problems:
-        click.echo(f"error: {problem}", err=True)
+        say(f"error: {problem}", err=True)
     for path, lines in summary.no_records:
-        click.echo(f"error: {path}: no trace record in {lines:,} line{'s' * (lines != 1)} (is it a TORCH_TRACE "
+        say(f"error: {path}: no trace record in {lines:,} line{'s' * (lines != 1)} (is it a TORCH_TRACE "
                    f"log?); its lines are in ingest_errors", err=True)
     if not silent:
         for note in summary.notes():
-            click.echo(f"note: {note}", err=True)
+            say(f"note: {note}", err=True)
         click.echo(summary.line(), err=True)
     if summary.problems or summary.no_records:
         sys.exit(1)
@@ -216,10 +221,10 @@ def findings(run: str | None, db_path: str, as_json: bool) -> None:
                                for run_id, label, found in report], indent=2))
     else:
         for run_id, label, found in report:
-            click.echo(f"run {run_id} {label}: " + ("nothing to report" if not problems(found) else
+            say(f"run {run_id} {label}: " + ("nothing to report" if not problems(found) else
                                                     f"{len(problems(found))} problem(s)"))
             for finding in found:
-                click.echo(f"  {finding.severity}: {finding.text}")
+                say(f"  {finding.severity}: {finding.text}")
     if any(problems(found) for _, _, found in report):
         sys.exit(1)
 
@@ -285,8 +290,8 @@ def search(term: str, db_path: str, run_name: str | None, as_json: bool, limit: 
         if (hit.run, hit.compile) != group:
             group = (hit.run, hit.compile)
             where = f"[{hit.compile_id}]" if hit.compile_id else "(no compile)"
-            click.echo(f"run {hit.run} {labels.get(hit.run, '')} {where}")
-        click.echo(f"  {hit.table}: {hit.snippet.strip()}  ({url(hit)})")
+            say(f"run {hit.run} {labels.get(hit.run, '')} {where}")
+        say(f"  {hit.table}: {hit.snippet.strip()}  ({url(hit)})")
 
 
 @cli.command(name="diff")
@@ -342,12 +347,12 @@ def diff_command(run_a: str, run_b: str, db_path: str, as_json: bool, graphs: bo
         if time_change:
             phases = ", ".join(f"{name} {a_s:.2f} -> {b_s:.2f}" for name, (a_s, b_s) in time_change["phases"].items())
             extra = f" ({time_change['a_s']:.2f} s -> {time_change['b_s']:.2f} s" + (f"; {phases}" if phases else "") + ")"
-        click.echo(f"  [{side['compile_id']}]{rank} {side['co_name'] or ''}: {where}{extra}")
+        say(f"  [{side['compile_id']}]{rank} {side['co_name'] or ''}: {where}{extra}")
         guards = entry.get("detail", {}).get("guards")
         if guards:
             click.echo(f"      guards: {len(guards['added'])} added, {len(guards['removed'])} removed")
         for reason in entry.get("detail", {}).get("graph_breaks", {}).get("added", []):
-            click.echo(f"      new graph break: {' / '.join(line.strip() for line in reason.splitlines() if line.strip())[:200]}")
+            say(f"      new graph break: {' / '.join(line.strip() for line in reason.splitlines() if line.strip())[:200]}")
         for text in unified.get(entry["a"]["id"] if entry["a"] else None, []):
             click.echo(textwrap.indent(text, "      "), nl=False)
 
@@ -395,7 +400,7 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
                 finally:
                     bar.close()
                 for problem in summary.problems:
-                    click.echo(f"error: {problem}", err=True)
+                    say(f"error: {problem}", err=True)
                 failed = bool(summary.problems)
                 runs = runs_of_paths(db, list(paths)) if db.exists() else []
                 if not runs and not run_names and not failed:  # logs read, no record in them: say so in the report
@@ -421,7 +426,7 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
     if show:
         click.echo("", err=True)
     for warning in written.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        say(f"warning: {warning}", err=True)
     for path, what in written.degraded:
         click.echo(f"warning: {out / path} could not be rendered ({what}); the rest of the report was written",
                    err=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import sys
 from typing import Iterable, TextIO
 
@@ -36,9 +37,25 @@ def check_format(output: dict) -> None:
                                    f"one of {', '.join(sorted(tabulate.tabulate_formats))}")
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _shown(char: str) -> str:
+    code = ord(char)
+    if code >= 0x80:  # C1 controls, as cat -v shows them
+        return "M-" + _shown(chr(code - 0x80))
+    return "^?" if code == 0x7f else "^" + chr(code + 64)
+
+
+def terminal_safe(text: str) -> str:
+    """Text for a terminal: control characters other than newline and tab shown as `cat -v` shows
+    them (^[ for ESC), so a log cannot set the window title, the clipboard or links through them."""
+    return _CONTROL.sub(lambda match: _shown(match.group(0)), text)
+
+
 def _cell(value, limit: int | None) -> object:
     if isinstance(value, str) and limit is not None:
-        value = value.replace("\n", "⏎ ")
+        value = terminal_safe(value.replace("\n", "⏎ "))
         if len(value) > limit:
             value = value[:limit - 1] + "…"
     return value

@@ -34,6 +34,7 @@ TRACEBACK_FRAME = re.compile(r'^  File "(?P<file>[^"]*)", line (?P<line>\d+), in
 FX_COMMENT = re.compile(r"# File: (?P<file>.+?):(?P<line>\d+) in (?P<fn>\S+), code: (?P<code>.*)$", re.M)
 DECOMPILE_LIMIT = 5000  # instructions; longer listings are not decompiled (the page stays fast)
 SOURCE_FILE_LIMIT = 5_000_000  # bytes of a user's file read to show its lines
+MIN_KNOWN_LINES = 3  # distinct non-blank lines the trace must know (all matching) before a file is read
 
 
 @dataclass
@@ -227,9 +228,15 @@ def trace_source_lines(conn: sqlite3.Connection, filename: str, compile_rows: li
 
 
 def file_source_lines(filename: str, known: dict[int, str]) -> dict[int, str] | None:
-    """The user's file, if it is a readable .py file here that agrees with every line the trace has
-    (a file edited since the run would put wrong lines next to the bytecode)."""
-    if not filename.endswith(".py") or not known or not os.path.isfile(filename):
+    """The user's file, only when the trace proves it is the file the compile ran: the compile's own
+    co_filename, an absolute path to a regular `.py` file (after links), of which the trace knows at
+    least MIN_KNOWN_LINES distinct non-blank lines, every one equal to the file's line at that number
+    (a file edited since the run would put wrong lines next to the bytecode; a crafted trace that
+    knows only blank lines, or a line or two anyone could guess, must not make a page print a file
+    of the server)."""
+    evidence = {line: code.strip() for line, code in known.items() if code.strip()}
+    if (len(set(evidence.values())) < MIN_KNOWN_LINES or not os.path.isabs(filename)
+            or not os.path.realpath(filename).endswith(".py") or not os.path.isfile(filename)):
         return None
     try:
         if os.path.getsize(filename) > SOURCE_FILE_LIMIT:
