@@ -155,3 +155,34 @@ def test_text_for_a_terminal_shows_control_characters_escaped(tmp_path):
         assert args == ["findings"] or "^[]0;owned^G" in result.output, (args, result.output)
     as_json = CliRunner().invoke(cli, ["query", "select co_name from compiles where co_name like 'f%'", "--db", str(db)])
     assert json_module.loads(as_json.output)[0]["co_name"] == evil  # JSON keeps the bytes as they were
+
+
+def test_the_report_folder_is_swapped_in_whole_and_links_are_refused(fixtures_db, tmp_path, monkeypatch):
+    from conftest import connect, scenario_run
+
+    (run,) = scenario_run(connect(fixtures_db), "graph_breaks")
+    base = ["report", "--db", str(fixtures_db), "--run", str(run), "--silent"]
+    first = tmp_path / "r2"
+    assert CliRunner().invoke(cli, [*base, "-o", str(first)]).exit_code == 0
+    (first / "old-marker.txt").write_text("from the old report")
+    monkeypatch.chdir(first)  # inside the old report: -o . --overwrite
+    result = CliRunner().invoke(cli, [*base, "-o", ".", "--overwrite"])
+    assert result.exit_code == 0, result.output
+    assert (first / "index.html").is_file() and not (first / "old-marker.txt").exists()
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, [*base, "-o", "r2/sub/..", "--overwrite"])
+    assert result.exit_code == 0, result.output
+    assert (first / "index.html").is_file() and not (tmp_path / "r2" / "sub").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".r2.")]  # nothing left beside it
+    assert (first.stat().st_mode & 0o777) == (0o777 & ~_umask())  # as readable as the files in it
+    for link, target in (("link", first), ("dangling", tmp_path / "nowhere")):
+        (tmp_path / link).symlink_to(target)
+        result = CliRunner().invoke(cli, [*base, "-o", link, "--overwrite"])
+        assert result.exit_code == 1 and "a symbolic link" in result.output and "Traceback" not in result.output
+    assert (first / "index.html").is_file()
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -25,7 +25,9 @@ class ReportError(Exception):
 
 
 def check_out_dir(out: Path, overwrite: bool) -> None:
-    """Refuse a non-empty DIR unless overwrite is given and DIR holds a report."""
+    """Refuse a non-empty DIR unless overwrite is given and DIR holds a report; refuse a link."""
+    if out.is_symlink():
+        raise ReportError(f"{out}: a symbolic link (to {os.readlink(out)}); give -o the folder itself")
     if out.exists() and not out.is_dir():
         raise ReportError(f"{out}: exists and is not a directory")
     if not out.exists() or not any(out.iterdir()):
@@ -71,15 +73,13 @@ def write_empty_report(out: Path, overwrite: bool, why: str) -> None:
     import html
     import json
 
+    out = absolute(out)
     check_out_dir(out, overwrite)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    partial = new_partial(out)
     try:
         (partial / "index.html").write_text(EMPTY_INDEX.format(why=html.escape(why)), encoding="utf-8")
         (partial / MARKER).write_text(json.dumps({"runs": [], "pages": 1, "database": None, "degraded": []}) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        partial.rename(out)
+        swap_into_place(partial, out)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
@@ -91,15 +91,46 @@ def write_report(db_path: Path, out: Path, runs: list[int], overwrite: bool, pro
 
     if not runs:
         raise ReportError(f"{db_path}: no run to report")
+    out = absolute(out)
     check_out_dir(out, overwrite)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    partial = new_partial(out)
     try:
         summary = Report(db_path, partial, runs, progress).write(jobs or os.cpu_count() or 1)
-        if out.exists():
-            shutil.rmtree(out)
-        partial.rename(out)
+        swap_into_place(partial, out)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
     return summary
+
+
+def absolute(out: Path) -> Path:
+    """DIR as an absolute path, `.` and `..` resolved as the shell would (`-o .` inside the old report,
+    `-o r2/sub/..`), so that its parent, where the new report is written first, is never inside it."""
+    return Path(os.path.abspath(out))
+
+
+def new_partial(out: Path) -> Path:
+    """A fresh folder beside DIR to write the report into, with the permissions a new folder gets here
+    (mkdtemp's are 0700: a report on a shared file server would be unreadable to others)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    partial.chmod(0o777 & ~umask)
+    return partial
+
+
+def swap_into_place(partial: Path, out: Path) -> None:
+    """The complete report becomes DIR; an old one stays until then, and is removed after."""
+    old = None
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        out.rename(old / "report")
+    try:
+        partial.rename(out)
+    except BaseException:
+        if old is not None:
+            (old / "report").rename(out)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
