@@ -186,3 +186,64 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_a_record_too_long_to_hold_is_counted_not_held(tmp_path, monkeypatch):
+    """HAND-MADE: a real log with a 3 MB line of zeros (no newline) spliced between two records."""
+    from conftest import DATA, connect
+
+    from tlindex import reader
+    from tlindex.ingest import ingest
+
+    monkeypatch.setattr(reader, "MAX_RECORD_BYTES", 1 << 20)  # the real limit is 64 MiB: same code path
+    real = next((DATA / "graph_breaks").iterdir()).read_bytes()
+    cut = real.index(b"\nV", len(real) // 2) + 1
+    spliced = real[:cut] + b"\0" * (3 << 20) + b"\n" + real[cut:]
+    log = tmp_path / "dedicated_log_torch_trace_long.log"
+    log.write_bytes(spliced)
+    summary = ingest(tmp_path / "t.db", [str(log)], jobs=1)
+    conn = connect(tmp_path / "t.db")
+    (kind, lines, size), = conn.execute("SELECT kind, lines, bytes FROM ingest_errors").fetchall()
+    assert (kind, lines, size) == ("too_long", 1, (3 << 20) + 1)
+    (indexed,) = conn.execute("SELECT sum(envelope_bytes + payload_bytes) FROM envelopes").fetchone()
+    assert indexed + size == len(spliced)  # every byte accounted, the records after it landed
+    assert summary.envelopes == real.count(b"\nV") + 1
+
+
+def test_runs_of_blank_lines_are_one_row_and_a_gzip_bomb_streams(tmp_path):
+    """HAND-MADE: a gzip of a million newlines; a gzip of 256 MB of zeros read through the tolerant reader."""
+    import gzip
+
+    from conftest import connect
+
+    from tlindex.ingest import ingest
+    from tlindex.task import TolerantGzip
+
+    newlines = tmp_path / "newlines.log.gz"
+    with gzip.open(newlines, "wb") as out:
+        out.write(b"\n" * 1_000_000)
+    ingest(tmp_path / "n.db", [str(newlines)], jobs=1)
+    rows = connect(tmp_path / "n.db").execute("SELECT kind, lines, bytes FROM ingest_errors").fetchall()
+    assert [tuple(row) for row in rows] == [("blank_line", 1_000_000, 1_000_000)]
+    zeros = tmp_path / "zeros.log.gz"
+    with gzip.open(zeros, "wb", compresslevel=9) as out:
+        for _ in range(16):
+            out.write(b"\0" * (16 << 20))
+    tracemalloc.start()
+    try:
+        with open(zeros, "rb") as disk:
+            stream, total = TolerantGzip(disk), 0
+            buffer = bytearray(1 << 20)
+            while (size := stream.readinto(buffer)):
+                total += size
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert total == 256 << 20 and peak < 8 << 20  # it held each step's whole output (64 MB) before
+
+
+def test_a_file_whose_only_line_is_cut_off_exits_1(tmp_path):
+    log = tmp_path / "dedicated_log_torch_trace_cut.log"  # HAND-MADE
+    log.write_bytes(b'V1123 10:00:00.000000 1 torch/_dynamo/convert_frame.py:1] {"dynamo_start": {"st')
+    result = CliRunner().invoke(cli, ["ingest", str(log), "--db", str(tmp_path / "t.db")])
+    assert result.exit_code == 1 and "no trace record" in result.output

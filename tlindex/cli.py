@@ -121,8 +121,12 @@ def ingest(paths: tuple[str, ...], db_path: str, run_label: str | None, replace:
     for problem in summary.problems:
         say(f"error: {problem}", err=True)
     for path, lines in summary.no_records:
-        say(f"error: {path}: no trace record in {lines:,} line{'s' * (lines != 1)} (is it a TORCH_TRACE "
-                   f"log?); its lines are in ingest_errors", err=True)
+        if lines:
+            say(f"error: {path}: no trace record in {lines:,} line{'s' * (lines != 1)} (is it a TORCH_TRACE "
+                f"log?); its lines are in ingest_errors", err=True)
+        else:
+            say(f"error: {path}: no trace record (an empty file, or one whose only line is cut off: see "
+                f"ingest_errors)", err=True)
     if not silent:
         for note in summary.notes():
             say(f"note: {note}", err=True)

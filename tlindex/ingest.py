@@ -247,7 +247,9 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
             if item.task.resume is not None and not result.resumed:  # grown? no: rewritten in place
                 replace_file = -item.task.resume.file_id
                 summary.rewritten.append(result.path)
-            earlier = None if result.resumed else earlier_copy(conn, result.path, result.sha256, replace_file)
+            # (nothing read, nothing to be a copy of: an empty file, or one whose only line is cut off)
+            earlier = None if result.resumed or not result.offset else \
+                earlier_copy(conn, result.path, result.sha256, replace_file)
             if earlier is not None and earlier[1] == result.path:
                 summary.skipped += 1  # a concurrent ingest took this very file first
             elif earlier is not None and not Path(earlier[1]).exists():
@@ -262,7 +264,7 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
                 if result.resumed:
                     continued_files.append(-item.task.resume.file_id)
                 summary.files += 1
-                if result.envelopes == 0 and result.lines > 0 and not result.resumed:
+                if result.envelopes == 0 and not result.resumed:  # empty, or nothing but a cut-off line
                     summary.no_records.append((result.path, result.lines))
                 summary.continued += int(result.resumed)
                 summary.envelopes += result.envelopes

@@ -12,6 +12,7 @@ SQL: it yields `Record`s and `ReadError`s and tracks how far it has consumed.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 from dataclasses import dataclass, field
@@ -25,6 +26,10 @@ LAUNCHER_PREFIX_RE = re.compile(rb"\[[^\]\t]{1,64}\]:")
 RECORD_START_RE = re.compile(rb"\n(?=[^\t])")  # a line that is not a payload line starts here
 READ_BLOCK = 1 << 20
 EXCERPT_BYTES = 200
+# The most a record (its envelope line and payload lines) may hold. The largest real records are far
+# below it (tlparse's test logs: 40 KB; torch's generated code of big models: a few MB). A longer one
+# is not held: its bytes and lines are counted into one too_long error as they stream by.
+MAX_RECORD_BYTES = 64 << 20
 
 # Every kind of ingest_errors row, with what it means (documented in docs/schema.md).
 ERROR_KINDS = {
@@ -46,6 +51,8 @@ ERROR_KINDS = {
                      "the message names the envelope kind and the error",
     "damaged_gzip": "a .gz file that ends early or is corrupt: what decompressed before the damage is indexed; "
                     "the offset is where the decompressed content stops",
+    "too_long": "a record (envelope line and payload lines) longer than MAX_RECORD_BYTES (64 MiB): not held, not "
+                "indexed; its lines and bytes are counted",
 }
 MAX_INTEGER = (1 << 63) - 1  # SQLite's INTEGER
 
@@ -140,14 +147,15 @@ class _Pending:
     record: Record
     parts: list[bytes] = field(default_factory=list)
     had_cr: bool = False
-    blanks: list[tuple[int, int, int]] = field(default_factory=list)  # (line, offset, bytes)
+    blanks: list[tuple[int, int, int, int]] = field(default_factory=list)  # runs: (line, offset, lines, bytes)
 
     def add(self, raw: bytes, size: int) -> None:
         if self.blanks:
             # Older torch wrote empty payload lines without their TAB.
-            self.parts.extend(b"" for _ in self.blanks)
-            self.record.payload_lines += len(self.blanks)
-            self.record.payload_bytes += sum(blank[2] for blank in self.blanks)
+            count = sum(blank[2] for blank in self.blanks)
+            self.parts.extend(b"" for _ in range(count))
+            self.record.payload_lines += count
+            self.record.payload_bytes += sum(blank[3] for blank in self.blanks)
             self.blanks = []
         body = raw[1:-1] if raw[-1:] == b"\n" else raw[1:]
         if body[-1:] == b"\r":
@@ -158,9 +166,14 @@ class _Pending:
         self.record.payload_bytes += size
 
     def blank_errors(self) -> Iterator[ReadError]:
-        """Blank lines after the payload that no payload line followed."""
-        for line, offset, size in self.blanks:
-            yield ReadError(line, offset, 1, size, "blank_line", "blank line")
+        """Blank lines after the payload that no payload line followed (a run of them is one error)."""
+        for line, offset, lines, size in self.blanks:
+            yield ReadError(line, offset, lines, size, "blank_line", "blank line" if lines == 1 else f"{lines:,} blank lines")
+
+
+class _Run(tuple):
+    """A stretch of input the reader does not hold: (kind, lines, bytes, ends_with_newline, excerpt).
+    `blank`: only newlines (CR allowed); `too_long`: a record past MAX_RECORD_BYTES."""
 
 
 def _without_line_end_cr(payload: bytes, claimed: object) -> tuple[bytes, str]:
@@ -211,6 +224,34 @@ class LogReader:
             offset += len(rest)
             self._consume(line_no, offset)
         for raw in self._pieces():
+            if raw.__class__ is _Run:
+                kind, lines, size, complete, shown = raw
+                start = offset
+                if kind == "blank" and pending is not None:
+                    pending.blanks.append((line_no + 1, start, lines, size))
+                    line_no += lines
+                    offset += size
+                    continue
+                if pending is not None:
+                    self._finish(pending)
+                    yield pending.record
+                    yield from pending.blank_errors()
+                    pending = None
+                if orphan is not None:
+                    yield orphan
+                    orphan = None
+                if kind == "blank":
+                    yield ReadError(line_no + 1, start, lines, size, "blank_line",
+                                    "blank line" if lines == 1 else f"{lines:,} blank lines")
+                else:
+                    yield ReadError(line_no + 1, start, lines, size, "too_long",
+                                    f"a record of {size:,} bytes in {lines:,} line{'s' * (lines != 1)}, longer than "
+                                    f"{MAX_RECORD_BYTES:,}: not indexed", shown)
+                line_no += lines
+                offset += size
+                if complete or self.complete:
+                    self._consume(line_no, offset)
+                continue
             is_record = raw.__class__ is tuple
             if not is_record:
                 line_no += 1
@@ -232,7 +273,7 @@ class LogReader:
                                            excerpt(raw))
                     continue
                 if pending is not None and not raw.strip():
-                    pending.blanks.append((line_no, start, offset - start))
+                    pending.blanks.append((line_no, start, 1, offset - start))
                     continue
             # A new record (or a non-record line) ends the pending one.
             if pending is not None:
@@ -280,34 +321,84 @@ class LogReader:
             yield orphan
         self._consume(line_no, offset)
 
-    def _pieces(self) -> Iterator[bytes | tuple[bytes]]:
-        """The input as whole records, `(record,)`, where they are ordinary, else as lines.
+    def _pieces(self) -> Iterator[bytes | tuple[bytes] | _Run]:
+        """The input as whole records, `(record,)`, where they are ordinary, else as lines; a run of
+        blank lines as one `_Run`, and a record past MAX_RECORD_BYTES as one `_Run` never held.
 
         Reads blocks and splits them where a line does not start with a TAB. A
         record goes whole when it is a plain envelope line with TAB payload
         lines, no CR, and neither the last record nor followed by a blank line
         (older torch wrote blank payload lines without their TAB); anything else
-        goes line by line through the careful path.
+        goes line by line through the careful path. Each block is scanned once
+        (a record that spans blocks is collected in parts): time is linear in the
+        input, memory bounded by MAX_RECORD_BYTES.
         """
-        leftover = b""
+        parts: list[bytes] = []  # the record in progress, in blocks
+        size = 0
+        skipping: list[int] | None = None  # a too-long record being counted: [lines, bytes]
+        excerpt_of_skipped = ""
+        blanks = [0, 0]  # a run of blank lines: [lines, bytes]
+        last = b""  # the byte before the current block (a record may start at its first byte)
         while True:
             block = self.stream.read(READ_BLOCK)
             if not block:
                 break
-            buffer = leftover + block if leftover else block
-            start = 0
-            for match in RECORD_START_RE.finditer(buffer):
-                end = match.end()
-                record = buffer[start:end]
-                following = buffer[end:end + 1]
-                if record[:1] in b"VIWEC" and following not in b"\n\r":
-                    yield (record,)
-                else:
-                    yield from split_lines(record)
-                start = end
-            leftover = buffer[start:]
-        if leftover:
-            yield from split_lines(leftover)
+            starts = (match.end() for match in RECORD_START_RE.finditer(block))
+            if last == b"\n" and block[:1] != b"\t":
+                starts = itertools.chain((0,), starts)
+            last = block[-1:]
+            position = 0
+            for end in starts:
+                piece = block[position:end]
+                position = end
+                if skipping is not None:
+                    skipping[0] += piece.count(b"\n")
+                    skipping[1] += len(piece)
+                    yield _Run(("too_long", skipping[0], skipping[1], True, excerpt_of_skipped))
+                    skipping = None
+                    continue
+                if parts:
+                    parts.append(piece)
+                    piece = b"".join(parts)
+                    parts, size = [], 0
+                if not piece:
+                    continue
+                if piece == b"\n" or piece == b"\r\n":
+                    blanks[0] += 1
+                    blanks[1] += len(piece)
+                    continue
+                if blanks[0]:
+                    yield _Run(("blank", blanks[0], blanks[1], True, ""))
+                    blanks = [0, 0]
+                yield from self._piece(piece, block[end:end + 1])
+            rest = block[position:]
+            if skipping is not None:
+                skipping[0] += rest.count(b"\n")
+                skipping[1] += len(rest)
+            elif rest:  # (a blank run stays open: this may be one more blank line)
+                parts.append(rest)
+                size += len(rest)
+                if size > MAX_RECORD_BYTES:  # too long to hold: count it from here on
+                    skipping = [sum(part.count(b"\n") for part in parts), size]
+                    excerpt_of_skipped = excerpt(parts[0])
+                    parts, size = [], 0
+        if parts and b"".join(parts) in (b"\n", b"\r\n"):  # the last line is one more blank one
+            blanks = [blanks[0] + 1, blanks[1] + size]
+            parts = []
+        if blanks[0]:
+            yield _Run(("blank", blanks[0], blanks[1], True, ""))
+        if skipping is not None:
+            yield _Run(("too_long", skipping[0] + (0 if last == b"\n" else 1), skipping[1], last == b"\n",
+                        excerpt_of_skipped))
+        elif parts:
+            yield from split_lines(b"".join(parts))
+
+    @staticmethod
+    def _piece(record: bytes, following: bytes) -> Iterator[bytes | tuple[bytes]]:
+        if record[:1] in b"VIWEC" and following not in b"\n\r":
+            yield (record,)
+        else:
+            yield from split_lines(record)
 
     def _whole_record(self, record: bytes, line_no: int, start: int) -> Iterator[Record | ReadError]:
         """Parse an ordinary record: envelope line, then TAB payload lines de-tabbed in one go."""

@@ -93,13 +93,15 @@ class TolerantGzip(io.RawIOBase):
     byte at a time). Members follow one another as in gzip; trailing zeros are padding.
     """
 
-    STEP = 1 << 16
+    STEP = 1 << 16  # compressed bytes read from disk at a time
+    OUT_STEP = 1 << 20  # the most a step inflates: a gzip bomb is read as a stream, never held whole
 
     def __init__(self, disk: BinaryIO):
         self.disk = disk
         self.decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
         self.input = b""
         self.output = b""
+        self.position = 0  # of the next byte of output to hand out
         self.in_member = False
         self.done = False
         self.damage: str | None = None
@@ -108,14 +110,15 @@ class TolerantGzip(io.RawIOBase):
         return True
 
     def readinto(self, buffer) -> int:
-        while not self.output and not self.done:
+        while self.position >= len(self.output) and not self.done:
             self._step()
-        size = min(len(buffer), len(self.output))
-        buffer[:size] = self.output[:size]
-        self.output = self.output[size:]
+        size = min(len(buffer), len(self.output) - self.position)
+        buffer[:size] = memoryview(self.output)[self.position:self.position + size]
+        self.position += size
         return size
 
     def _step(self) -> None:
+        self.output, self.position = b"", 0
         if not self.input:
             self.input = self.disk.read(self.STEP)
             if not self.input or (not self.in_member and not self.input.strip(b"\0")):
@@ -137,16 +140,17 @@ class TolerantGzip(io.RawIOBase):
             self.done = True
 
     def _feed(self, data: bytes, replay: bool = False) -> None:
-        self.output += self.decompressor.decompress(data)
+        self.output += self.decompressor.decompress(data, self.OUT_STEP)
         self.in_member = True
         if self.decompressor.eof:  # a member ended: what follows starts the next one
             rest = self.decompressor.unused_data
             self.decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
             self.in_member = False
             if rest.strip(b"\0"):
-                self._feed(rest)
+                self._feed(rest, replay)
+                return
         if not replay:
-            self.input = b""
+            self.input = self.decompressor.unconsumed_tail  # what the step's bound left to inflate
 
 
 def open_content(path: str) -> tuple[BinaryIO, BinaryIO]:
