@@ -55,3 +55,37 @@ def test_four_ingests_started_at_once_into_a_new_database_all_land(tmp_path):
             pytest.fail("\n".join(failures))  # the whole tracebacks
         assert [p.exitcode for p in processes] == [0] * len(SCENARIOS)
         assert counts(db_path) == expected
+
+
+SAME = ["graph_breaks", "ddp_2ranks", "recompiles", "compile_errors"]
+
+
+def _ingest_same_at_once(barrier, db_path: str, errors) -> None:
+    try:
+        barrier.wait(timeout=60)
+        summary = ingest(db_path, [str(DATA / scenario) for scenario in SAME], jobs=2, chunk_bytes=64 << 10)
+        assert not summary.problems, summary.problems
+    except BaseException:
+        errors.put(traceback.format_exc())
+
+
+def test_two_ingests_of_the_same_paths_at_once_ingest_each_path_once(tmp_path):
+    """Each path is claimed before it is planned: the second ingest waits, then finds it ingested
+    (before, both parsed it, and split files were merged twice: 36-38 files rows for 32 paths)."""
+    expected_path = tmp_path / "once.db"
+    ingest(expected_path, [str(DATA / scenario) for scenario in SAME], jobs=2, chunk_bytes=64 << 10)
+    expected = counts(expected_path)
+    context = multiprocessing.get_context("spawn")
+    for attempt in range(2):
+        db_path = tmp_path / f"twice_{attempt}.db"
+        barrier, errors = context.Barrier(2), context.Queue()
+        processes = [context.Process(target=_ingest_same_at_once, args=(barrier, str(db_path), errors))
+                     for _ in range(2)]
+        for process in processes:
+            process.start()
+        for process in processes:
+            process.join(timeout=300)
+        if not errors.empty():
+            pytest.fail(errors.get())
+        assert [p.exitcode for p in processes] == [0, 0]
+        assert counts(db_path) == expected

@@ -9,6 +9,7 @@ writes traces.db.
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
 import shutil
@@ -129,6 +130,31 @@ def hold_staging(staging_dir: Path):
     return handle
 
 
+def claim_paths(db_path: Path, files: list[Path]) -> list:
+    """Hold a lock per path for this ingest (lock files beside the database, one per 256th of the paths'
+    hashes, so an ingest of many files holds at most 256; taken in sorted order, so two ingests never
+    wait for each other in a circle). Two ingests of the same path at once: the second waits for the
+    first, then finds the file ingested. A killed ingest's locks die with it."""
+    try:
+        import fcntl
+    except ImportError:
+        return []
+    folder = db_path.resolve().parent / f".{db_path.name}.claims"
+    folder.mkdir(exist_ok=True)
+    names = sorted({hashlib.sha1(os.fsencode(str(path))).hexdigest()[:2] for path in files})
+    handles = []
+    try:
+        for name in names:
+            handle = open(folder / f"{name}.lock", "a")
+            handles.append(handle)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+    except BaseException:
+        for handle in handles:
+            handle.close()
+        raise
+    return handles
+
+
 def remove_stale_staging(db_path: Path, keep: Path) -> None:
     """Remove the staging folders that killed ingests of this database left (nobody holds their lock)."""
     try:
@@ -210,6 +236,7 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
                                         dir=Path(db_path).resolve().parent))
     lock = hold_staging(staging_dir)
     remove_stale_staging(Path(db_path), keep=staging_dir)
+    claims = claim_paths(Path(db_path), files)  # before planning: another ingest of a path waits here
     try:
         # --replace deletes payloads no longer referenced: then every payload is staged.
         planned = plan(conn, files, staging_dir, replace, summary,
@@ -320,6 +347,8 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
         shutil.rmtree(staging_dir, ignore_errors=True)
         if lock is not None:
             lock.close()
+        for claim in claims:
+            claim.close()
         db.close()
     summary.seconds = time.perf_counter() - started
     return summary
