@@ -247,3 +247,48 @@ def test_a_file_whose_only_line_is_cut_off_exits_1(tmp_path):
     log.write_bytes(b'V1123 10:00:00.000000 1 torch/_dynamo/convert_frame.py:1] {"dynamo_start": {"st')
     result = CliRunner().invoke(cli, ["ingest", str(log), "--db", str(tmp_path / "t.db")])
     assert result.exit_code == 1 and "no trace record" in result.output
+
+
+@pytest.mark.asyncio
+async def test_a_compile_not_yet_grouped_into_a_run_still_has_its_page(fixtures_db, tmp_path):
+    """Between a merge and run grouping (or after an ingest killed there) compiles have no run."""
+    import shutil
+    import sqlite3
+
+    from conftest import connect
+
+    copy = tmp_path / "window.db"
+    source = sqlite3.connect(fixtures_db)
+    source.execute("PRAGMA wal_checkpoint(FULL)")
+    source.close()
+    shutil.copy(fixtures_db, copy)
+    conn = sqlite3.connect(copy)
+    (compile_id,) = conn.execute("SELECT id FROM compiles WHERE compile_id = '0/0' LIMIT 1").fetchone()
+    conn.execute("UPDATE compiles SET run_id = NULL WHERE id = ?", (compile_id,))
+    conn.execute("UPDATE sources SET run_id = NULL WHERE id = (SELECT source_id FROM compiles WHERE id = ?)",
+                 (compile_id,))
+    conn.commit()
+    conn.close()
+    datasette = Datasette([str(copy)])
+    await datasette.invoke_startup()
+    page = await datasette.client.get(f"/window/-/tlindex/compile/{compile_id}")
+    assert page.status_code == 200 and "not grouped into a run yet" in page.text
+    assert connect(copy).execute("SELECT count(*) FROM compiles WHERE run_id IS NULL").fetchone()[0] >= 1
+
+
+def test_a_full_disk_is_one_line_and_the_database_stays_consistent(tmp_path, monkeypatch):
+    import sqlite3
+
+    from conftest import DATA
+
+    from tlindex import ingest as ingest_module
+
+    def full(*args, **kwargs):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(ingest_module, "merge", full)
+    db = tmp_path / "t.db"
+    result = CliRunner().invoke(cli, ["ingest", str(DATA / "graph_breaks"), "--db", str(db), "-j", "1"])
+    assert result.exit_code == 1 and "database or disk is full" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+    assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone() == ("ok",)

@@ -116,6 +116,9 @@ def ingest(paths: tuple[str, ...], db_path: str, run_label: str | None, replace:
                              progress=bar.update)
     except DatabaseError as error:
         raise click.ClickException(str(error))
+    except (sqlite3.OperationalError, OSError) as error:  # a full disk, a read-only folder: the database is intact
+        raise click.ClickException(f"{db_path}: {error}; what was merged before stays, the rest is not ingested "
+                                   f"(run the same command again once it is fixed)")
     finally:
         bar.close()
     for problem in summary.problems:

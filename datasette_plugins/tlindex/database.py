@@ -100,8 +100,10 @@ class Urls:
     def runs(self) -> str:
         return f"{self.base}/-/tlindex"
 
-    def run(self, run_id: int) -> str:
-        return f"{self.base}/-/tlindex/run/{int(run_id)}"
+    def run(self, run_id: int | None) -> str:
+        """The run page; the runs page for a compile not yet grouped into a run (an ingest between its
+        merge and its run grouping, or killed there: the next ingest groups it)."""
+        return f"{self.base}/-/tlindex/run/{int(run_id)}" if run_id is not None else self.runs()
 
     def chromium(self, run_id: int) -> str:
         return f"{self.base}/-/tlindex/run/{int(run_id)}/chromium.json"
