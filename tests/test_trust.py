@@ -14,6 +14,7 @@ import sys
 import time
 import tracemalloc
 import zlib
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -292,3 +293,30 @@ def test_a_full_disk_is_one_line_and_the_database_stays_consistent(tmp_path, mon
     assert result.exit_code == 1 and "database or disk is full" in result.output
     assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
     assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_odd_names_are_one_line_each_and_the_good_log_lands(tmp_path):
+    """HAND-MADE names for real logs: not UTF-8, a rank past 64 bits, a FIFO."""
+    from conftest import DATA, connect
+
+    good = tmp_path / "good.log"
+    good.write_bytes(next((DATA / "graph_breaks").iterdir()).read_bytes())
+    bad = Path(os.fsdecode(bytes(tmp_path) + b"/bad\xff.log"))
+    bad.write_bytes(good.read_bytes())
+    huge = tmp_path / "dedicated_log_torch_trace_rank_99999999999999999999999_x.log"
+    huge.write_bytes(next((DATA / "dynamic").iterdir()).read_bytes())
+    fifo = tmp_path / "fifo.log"
+    os.mkfifo(fifo)
+    db = tmp_path / "t.db"
+    result = CliRunner().invoke(cli, ["ingest", str(good), str(bad), str(huge), str(fifo), "--db", str(db)])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert "bad\\xff.log: the file name is not valid UTF-8" in result.output
+    assert "fifo.log: not a regular file" in result.output
+    conn = connect(db)
+    names = {row[0]: row[1] for row in conn.execute(
+        "SELECT f.name, typeof(s.file_rank) FROM files f JOIN sources s ON s.file_id = f.id")}
+    assert names == {"good.log": "null", huge.name: "null"}  # a rank past 64 bits is no rank (not a REAL)
+    run = conn.execute("SELECT id FROM runs WHERE id = (SELECT run_id FROM sources LIMIT 1)").fetchone()[0]
+    report = CliRunner().invoke(cli, ["report", "--db", str(db), "-o", str(tmp_path / "r"), "--silent"])
+    assert report.exit_code == 0, report.output
+    assert run

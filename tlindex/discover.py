@@ -31,9 +31,24 @@ def discover(paths: list[str]) -> tuple[list[Path], list[str]]:
                 logs = sorted(p for p in path.rglob("*") if p.is_file() and is_log_name(p.name))
                 if not logs:
                     problems.append(f"{path}: directory holds no trace logs")
-                found.update(dict.fromkeys(p.resolve() for p in logs))
+                for log in logs:
+                    _take(log, found, problems)
             elif path.is_file():
-                found[path.resolve()] = None
+                _take(path, found, problems)
+            elif path.exists():
+                problems.append(f"{path}: not a regular file (a FIFO, socket or device): give the log file itself")
             else:
                 problems.append(f"{path}: no such file or directory")
     return list(found), problems
+
+
+def _take(path: Path, found: dict[Path, None], problems: list[str]) -> None:
+    """Take a file, unless its name cannot be stored (not valid UTF-8): that one is a problem of its own."""
+    resolved = path.resolve()
+    try:
+        str(resolved).encode("utf-8")
+    except UnicodeEncodeError:
+        shown = str(resolved).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        problems.append(f"{shown}: the file name is not valid UTF-8 (rename it to ingest it)")
+        return
+    found[resolved] = None

@@ -35,9 +35,10 @@ def to_json(value) -> str:
 
 
 def file_rank(name: str) -> int | None:
-    """The rank torch put in the file name, if any."""
+    """The rank torch put in the file name, if any (none past a 64-bit integer: no real rank is)."""
     match = FILE_RANK_RE.search(name)
-    return int(match.group(1)) if match else None
+    rank = int(match.group(1)) if match and len(match.group(1)) < 20 else None
+    return rank if rank is not None and rank < 1 << 63 else None
 
 
 class FileNormalizer:
