@@ -112,3 +112,39 @@ def ds_plain(traces_db):
     conn = connect(traces_db)
     (run,) = scenario_run(conn, "graph_breaks")
     return Datasette([str(traces_db)]), run
+
+
+def _reads() -> dict[str, list[str]]:
+    from tlindex.queries import load_queries, tables_read
+
+    return {name: sorted(tables_read(query.sql)) for name, query in sorted(load_queries().items())}
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("name,table", [(name, table) for name, tables in _reads().items() for table in tables])
+async def test_a_canned_query_answers_only_who_may_view_every_table_it_reads(traces_db, name, table):
+    """Issue 25: with `compiles` denied (and SQL denied), recompile_reasons.json answered 200 with names."""
+    ds = _datasette([traces_db], {"allow_sql": {"id": "root"},
+                                  "databases": {"traces": {"tables": {table: {"allow": {"id": "root"}}}}}})
+    await ds.invoke_startup()
+    for suffix in ("", ".json", ".csv"):
+        anonymous = await ds.client.get(f"/traces/{name}{suffix}")
+        assert anonymous.status_code == 403, (name, table, suffix)
+        assert table in anonymous.text
+    allowed = await ds.client.get(f"/traces/{name}.json", cookies=_cookies(ds, "root"))
+    assert allowed.status_code == 200, (name, table)
+
+
+@pytest.mark.asyncio
+async def test_views_and_indexes_follow_the_table_they_show(traces_db):
+    ds = _datasette([traces_db], {"allow_sql": {"id": "root"},
+                                  "databases": {"traces": {"tables": {"payload_data": {"allow": {"id": "root"}},
+                                                                      "compiles": {"allow": {"id": "root"}}}}}})
+    await ds.invoke_startup()
+    conn = connect(traces_db)
+    (digest,) = conn.execute("SELECT hash FROM payloads LIMIT 1").fetchone()
+    for path in ("/traces/payloads", "/traces/payloads.json", f"/traces/payloads/{digest}",
+                 "/traces/compiles_fts.json", "/traces/compiles_fts_data"):
+        assert (await ds.client.get(path)).status_code == 403, path
+        assert (await ds.client.get(path, cookies=_cookies(ds, "root"))).status_code in (200, 404), path
+    assert (await ds.client.get("/traces/runs.json")).status_code == 200  # a table of its own stays open

@@ -134,6 +134,35 @@ def guard_functions(conn: sqlite3.Connection) -> sqlite3.Connection:
     return conn
 
 
+_SCHEMA: list[sqlite3.Connection] = []  # an empty database of the current schema, made once
+
+
+def tables_read(sql: str) -> frozenset[str]:
+    """The tables a query reads, as SQLite sees it prepare the query on an empty database of the schema
+    (its authorizer names the tables behind views: a query of `payloads` reads `payload_data`)."""
+    if not _SCHEMA:
+        from .db import apply_schema
+
+        schema = sqlite3.connect(":memory:", check_same_thread=False)
+        apply_schema(schema)
+        _SCHEMA.append(schema)
+    conn = _SCHEMA[0]
+    known = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
+    seen: set[str] = set()
+
+    def record(action: int, arg1, arg2, database, trigger) -> int:
+        if action == sqlite3.SQLITE_READ and arg1 in known:
+            seen.add(arg1)
+        return sqlite3.SQLITE_OK
+
+    conn.set_authorizer(record)
+    try:
+        run_sql(conn, "EXPLAIN " + sql, {}).fetchall()
+    finally:
+        conn.set_authorizer(None)
+    return frozenset(seen)
+
+
 def run_sql(conn: sqlite3.Connection, sql: str, params: dict[str, str] | None = None) -> sqlite3.Cursor:
     """Run a canned query's SQL (or any SQL) with named parameters."""
     return conn.execute(sql, _Params(params or {}))

@@ -16,10 +16,11 @@ import logging
 
 from datasette import hookimpl
 from datasette.utils import tilde_decode
+from datasette.utils.asgi import Response
 from markupsafe import Markup
 
 from .cells import cell_link
-from .database import Urls, denied_to, is_tlindex, known_tlindex
+from .database import Urls, denied, denied_to, is_tlindex, known_tlindex, sources_of
 from .pages import ROUTES
 
 log = logging.getLogger(__name__)
@@ -106,12 +107,56 @@ def _without_facet_suggestions(datasette, scope: dict) -> dict:
     return dict(scope, query_string=query + (b"&" if query else b"") + b"_nosuggest=1")
 
 
+async def _refused(datasette, scope) -> str | None:
+    """Why the request may not see what it asks for, when it asks a tlindex canned query or a table that
+    shows another's rows (the `payloads` view, full-text indexes) and the actor may not view every table
+    behind it. Datasette checks a canned query's own permission and a table's, not the tables behind them."""
+    parts = scope.get("path", "").strip("/").split("/")
+    if len(parts) < 2 or parts[1].startswith("-"):
+        return None
+    database = tilde_decode(parts[0])
+    if not await is_tlindex(datasette, database):
+        return None
+    name = tilde_decode(parts[1]).rsplit(".", 1)[0] if len(parts) == 2 else tilde_decode(parts[1])
+    from tlindex.queries import load_queries, tables_read
+
+    query = load_queries().get(name) if len(parts) == 2 else None
+    if query is not None:
+        behind = {source for table in tables_read(query.sql) for source in sources_of(table)}
+    else:
+        behind = sources_of(name)
+        if behind == {name}:
+            return None  # a table of its own: Datasette's check is the whole check
+    actor = await _actor(datasette, scope)
+    refused = await denied(datasette, actor, database, frozenset(behind))
+    return None if refused is None else (f"{'canned query' if query else 'table'} {name} shows rows of tables "
+                                         f"this actor may not see ({refused})")
+
+
+async def _actor(datasette, scope):
+    """The request's actor, as Datasette's router works it out (the plugins' actor_from_request)."""
+    from datasette.plugins import pm
+    from datasette.utils import await_me_maybe
+    from datasette.utils.asgi import Request
+
+    request = Request(scope, None)
+    for actor in pm.hook.actor_from_request(datasette=datasette, request=request):
+        actor = await await_me_maybe(actor)
+        if actor:
+            return actor
+    return scope.get("actor") or None
+
+
 @hookimpl
 def asgi_wrapper(datasette):
     def wrap(app):
         async def tlindex_tables(scope, receive, send):
             if scope.get("type") == "http":
                 scope = _without_facet_suggestions(datasette, scope)
+                refused = await _refused(datasette, scope)
+                if refused is not None:
+                    await Response.text(f"Forbidden: {refused}", status=403).asgi_send(send)
+                    return
             await app(scope, receive, send)
 
         return tlindex_tables

@@ -48,8 +48,18 @@ def known_tlindex(datasette, name: str) -> bool:
     return name in datasette.__dict__.get("_tlindex_databases", ())
 
 
-async def denied(datasette, actor, database: str) -> str | None:
-    """None when `actor` may see the database and all its tlindex tables; else the permission refused."""
+def sources_of(table: str) -> set[str]:
+    """The tables whose rows `table` shows: a view follows its table, a full-text index (and its shadow
+    tables: they hold the indexed text) the table it indexes."""
+    if table == "payloads" or table.startswith("payloads_fts"):
+        return {table, "payload_data"}
+    base, fts, _ = table.partition("_fts")
+    return {table, base} if fts and base else {table}
+
+
+async def denied(datasette, actor, database: str, tables=TLINDEX_TABLES) -> str | None:
+    """None when `actor` may see the database and all `tables` (default: every tlindex table); else the
+    permission refused."""
     if hasattr(datasette, "allowed"):  # Datasette 1.0a: resources
         from datasette.resources import DatabaseResource, TableResource
 
@@ -62,13 +72,13 @@ async def denied(datasette, actor, database: str) -> str | None:
             async for resource in (await datasette.allowed_resources(
                     "view-table", actor, parent=database, limit=1000)).all():
                 visible.add(resource.child)
-            missing = sorted(TLINDEX_TABLES - visible)
+            missing = sorted(set(tables) - visible)
             return f"view-table {missing[0]}" if missing else None
-        for table in sorted(TLINDEX_TABLES):
+        for table in sorted(tables):
             if not await datasette.allowed(action="view-table", resource=TableResource(database, table), actor=actor):
                 return f"view-table {table}"
         return None
-    for table in sorted(TLINDEX_TABLES):  # Datasette 0.65: the table page's own cascade
+    for table in sorted(tables):  # Datasette 0.65: the table page's own cascade
         try:
             await datasette.ensure_permissions(actor, [("view-table", (database, table)),
                                                        ("view-database", database), "view-instance"])
