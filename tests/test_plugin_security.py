@@ -143,8 +143,11 @@ async def test_views_and_indexes_follow_the_table_they_show(traces_db):
     await ds.invoke_startup()
     conn = connect(traces_db)
     (digest,) = conn.execute("SELECT hash FROM payloads LIMIT 1").fetchone()
+    plain = Datasette([str(traces_db)])  # what Datasette itself answers without any denial
+    await plain.invoke_startup()
     for path in ("/traces/payloads", "/traces/payloads.json", f"/traces/payloads/{digest}",
                  "/traces/compiles_fts.json", "/traces/compiles_fts_data"):
         assert (await ds.client.get(path)).status_code == 403, path
-        assert (await ds.client.get(path, cookies=_cookies(ds, "root"))).status_code in (200, 404), path
+        expected = (await plain.client.get(path)).status_code  # 1.0a hides shadow tables from everyone
+        assert (await ds.client.get(path, cookies=_cookies(ds, "root"))).status_code == expected, path
     assert (await ds.client.get("/traces/runs.json")).status_code == 200  # a table of its own stays open

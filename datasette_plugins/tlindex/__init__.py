@@ -122,10 +122,10 @@ async def _refused(datasette, scope) -> str | None:
 
     query = load_queries().get(name) if len(parts) == 2 else None
     if query is not None:
-        behind = {source for table in tables_read(query.sql) for source in sources_of(table)}
+        behind = {source for table in tables_read(query.sql) for source in {table, *sources_of(table)}}
     else:
-        behind = sources_of(name)
-        if behind == {name}:
+        behind = sources_of(name)  # (Datasette checks the table itself)
+        if not behind:
             return None  # a table of its own: Datasette's check is the whole check
     actor = await _actor(datasette, scope)
     refused = await denied(datasette, actor, database, frozenset(behind))

@@ -49,12 +49,12 @@ def known_tlindex(datasette, name: str) -> bool:
 
 
 def sources_of(table: str) -> set[str]:
-    """The tables whose rows `table` shows: a view follows its table, a full-text index (and its shadow
-    tables: they hold the indexed text) the table it indexes."""
+    """The other tables whose rows `table` shows: a view follows its table, a full-text index (and its
+    shadow tables: they hold the indexed text) the table it indexes. Empty for a table of its own."""
     if table == "payloads" or table.startswith("payloads_fts"):
-        return {table, "payload_data"}
+        return {"payload_data"}
     base, fts, _ = table.partition("_fts")
-    return {table, base} if fts and base else {table}
+    return {base} if fts and base else set()
 
 
 async def denied(datasette, actor, database: str, tables=TLINDEX_TABLES) -> str | None:
