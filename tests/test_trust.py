@@ -35,13 +35,15 @@ def bomb_sql() -> str:
             f"as n")
 
 
+# The command's own peak (VmHWM starts afresh at exec; ru_maxrss would count the forked pytest process).
 MEASURED = """
-import resource, sys
+import re, sys
 from tlindex.cli import cli
 try:
     cli.main(sys.argv[1:], prog_name="tlindex")
 except SystemExit as end:
-    print(f"peak_kb={resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}", file=sys.stderr)
+    peak = re.search(r"VmHWM:\\s+(\\d+)", open("/proc/self/status").read()).group(1)
+    print("peak_kb=" + peak, file=sys.stderr)
     raise
 """
 
