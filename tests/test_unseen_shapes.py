@@ -332,3 +332,16 @@ async def test_a_crawl_of_every_served_tlindex_page_finds_no_error(ds, traces_db
                 queue.append(path)
     assert not errors
     assert len(seen) > 1000 and any("/bytecode" in url for url in seen) and any("/provenance/" in url for url in seen)
+
+
+def test_a_finding_that_cannot_be_computed_degrades_alone(restart_db, monkeypatch):
+    from tlindex import findings as findings_module
+
+    def broken(conn, run_id):
+        raise IndexError("tuple index out of range")
+
+    monkeypatch.setattr(findings_module, "_divergence", broken)
+    found = findings_module.findings(connect(restart_db), 1)
+    kinds = [f.kind for f in found]
+    assert "not_computed" in kinds and "recompiles" in kinds  # the others are still there
+    assert "IndexError" in next(f.text for f in found if f.kind == "not_computed")

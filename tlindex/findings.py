@@ -90,7 +90,12 @@ def findings(conn: sqlite3.Connection, run_id: int, divergence: bool = True) -> 
                              f"first reason: “{_short(recompiles[2]) or 'not logged'}”.", "recompile_reasons", run))
 
     if divergence:
-        found += _divergence(conn, run_id)
+        try:
+            found += _divergence(conn, run_id)
+        except Exception as error:  # one finding that cannot be computed degrades alone, and says so
+            found.append(Finding("warning", "not_computed", 0,
+                                 f"The comparison of the ranks could not be computed ({type(error).__name__}: "
+                                 f"{_short(str(error), 120)}); the other findings are complete.", None, {}))
 
     exports = export_issue_count(conn, run_id)
     if exports:
