@@ -13,6 +13,7 @@ import sqlite3
 from dataclasses import asdict, dataclass
 
 from .compression import register
+from .routes import path as route_path
 from .search import PAYLOAD_INDEX, has_payload_index
 
 MIN_CHARS = 3          # the trigram index cannot look for less
@@ -72,27 +73,32 @@ BREAK_TEXT = _text("g.reason", "g.user_file")
 GUARD_TEXT = _text("g.text", "g.user_code", "g.source")
 ERROR_TEXT = _text("e.kind", "e.message", "e.excerpt")
 
-# (index, content table, SQL of one matched row: run, compile, compile_id, text to show, path)
+# (index, content table, SQL of one matched row: run, compile, compile_id, text to show, page id; the page's
+# route in tlindex.routes, or None for a Datasette row page)
 ROW_SOURCES = [
     ("compiles_fts", "compiles",
-     f"SELECT c.run_id, c.id, c.compile_id, {COMPILE_TEXT}, '/-/tlindex/compile/' || c.id "
-     "FROM compiles c WHERE c.rowid = ?"),
+     f"SELECT c.run_id, c.id, c.compile_id, {COMPILE_TEXT}, c.id FROM compiles c WHERE c.rowid = ?", "compile"),
     ("failed_guards_fts", "failed_guards",
-     "SELECT c.run_id, c.id, c.compile_id, r.reason, '/-/tlindex/compile/' || c.id FROM failed_guards r "
-     "JOIN compiles c ON c.id = r.compile WHERE r.rowid = ?"),
+     "SELECT c.run_id, c.id, c.compile_id, r.reason, c.id FROM failed_guards r "
+     "JOIN compiles c ON c.id = r.compile WHERE r.rowid = ?", "compile"),
     ("graph_break_events_fts", "graph_break_events",
-     f"SELECT c.run_id, c.id, c.compile_id, {BREAK_TEXT}, '/-/tlindex/compile/' || c.id "
-     "FROM graph_break_events g JOIN compiles c ON c.id = g.compile WHERE g.rowid = ?"),
+     f"SELECT c.run_id, c.id, c.compile_id, {BREAK_TEXT}, c.id "
+     "FROM graph_break_events g JOIN compiles c ON c.id = g.compile WHERE g.rowid = ?", "compile"),
     ("guards_fts", "guards",
-     f"SELECT c.run_id, c.id, c.compile_id, {GUARD_TEXT}, '/-/tlindex/compile/' || c.id "
-     "FROM guards g JOIN compiles c ON c.id = g.compile WHERE g.rowid = ?"),
+     f"SELECT c.run_id, c.id, c.compile_id, {GUARD_TEXT}, c.id "
+     "FROM guards g JOIN compiles c ON c.id = g.compile WHERE g.rowid = ?", "compile"),
     ("artifacts_fts", "artifacts",
-     "SELECT c.run_id, c.id, c.compile_id, a.name, '/-/tlindex/artifact/' || a.id FROM artifacts a "
-     "LEFT JOIN compiles c ON c.id = a.compile WHERE a.rowid = ?"),
+     "SELECT c.run_id, c.id, c.compile_id, a.name, a.id FROM artifacts a "
+     "LEFT JOIN compiles c ON c.id = a.compile WHERE a.rowid = ?", "artifact"),
     ("ingest_errors_fts", "ingest_errors",
-     f"SELECT s.run_id, NULL, NULL, {ERROR_TEXT}, '/ingest_errors/' || e.id "
-     "FROM ingest_errors e LEFT JOIN sources s ON s.id = e.source_id WHERE e.rowid = ?"),
+     f"SELECT s.run_id, NULL, NULL, {ERROR_TEXT}, e.id "
+     "FROM ingest_errors e LEFT JOIN sources s ON s.id = e.source_id WHERE e.rowid = ?", None),
 ]
+
+
+def _page_path(route: str | None, row_id: int, table: str) -> str:
+    """Where a hit is shown: its tlindex page (routes named after the id they take), or Datasette's row page."""
+    return f"/{table}/{int(row_id)}" if route is None else route_path(route, **{route: row_id})
 
 
 def search(conn: sqlite3.Connection, term: str, run: int | None = None, limit: int = 200) -> list[Hit]:
@@ -100,7 +106,7 @@ def search(conn: sqlite3.Connection, term: str, run: int | None = None, limit: i
     register(conn)  # payload hits read the payloads view
     match = phrase(term)
     hits: list[Hit] = []
-    for index, table, sql in ROW_SOURCES:
+    for index, table, sql, route in ROW_SOURCES:
         if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (index,)).fetchone():
             continue
         try:
@@ -113,7 +119,7 @@ def search(conn: sqlite3.Connection, term: str, run: int | None = None, limit: i
             if row is None or (run is not None and row[0] != run):
                 continue
             snippet, _, marked = _snippet(row[3] or "", term)
-            hits.append(Hit(row[0], row[1], row[2], table, snippet, row[4], None, marked))
+            hits.append(Hit(row[0], row[1], row[2], table, snippet, _page_path(route, row[4], table), None, marked))
     if has_payload_index(conn):
         hits += _payload_hits(conn, match, term, run, limit)
     groups: dict[tuple, list[Hit]] = {}
@@ -135,7 +141,7 @@ def _payload_hits(conn: sqlite3.Connection, match: str, term: str, run: int | No
                 "JOIN sources s ON s.id = e.source_id LEFT JOIN compiles c ON c.id = a.compile "
                 "WHERE a.payload = ? AND (? IS NULL OR s.run_id = ?) ORDER BY a.id", (hash_, run, run)):
             hits.append(Hit(run_id, compile_row, compile_id, "payloads", snippet,
-                            f"/-/tlindex/artifact/{artifact}" + (f"#L-{line}" if line else ""), line, marked))
+                            route_path("artifact", artifact=artifact) + (f"#L-{line}" if line else ""), line, marked))
     return hits
 
 

@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 from datasette.utils import tilde_decode
 from datasette.utils.asgi import BadRequest, Forbidden, NotFound, Response
 
+from tlindex.routes import path as route_path
 from tlindex.tables import COLUMNS
 
 # The tables the tlindex pages read: the schema's own.
@@ -107,50 +108,52 @@ class Urls:
         self.database = database
         self.base = datasette.urls.database(database)  # encoded as Datasette encodes it
 
+    def _page(self, name: str, **values) -> str:
+        return self.base + route_path(name, **values)
+
     def runs(self) -> str:
-        return f"{self.base}/-/tlindex"
+        return self._page("runs")
 
     def run(self, run_id: int | None) -> str:
         """The run page; the runs page for a compile not yet grouped into a run (an ingest between its
         merge and its run grouping, or killed there: the next ingest groups it)."""
-        return f"{self.base}/-/tlindex/run/{int(run_id)}" if run_id is not None else self.runs()
+        return self._page("run", run=run_id) if run_id is not None else self.runs()
 
     def chromium(self, run_id: int) -> str:
-        return f"{self.base}/-/tlindex/run/{int(run_id)}/chromium.json"
+        return self._page("chromium", run=run_id)
 
     def provenance(self, artifact_id: int) -> str:
-        return f"{self.base}/-/tlindex/provenance/{int(artifact_id)}"
+        return self._page("provenance", artifact=artifact_id)
 
     def trie(self, run_id: int, rank: int | None = None) -> str:
-        return f"{self.base}/-/tlindex/trie/{int(run_id)}" + (f"?rank={int(rank)}" if rank is not None else "")
+        return self._page("trie", run=run_id) + (f"?rank={int(rank)}" if rank is not None else "")
 
     def trie_node(self, run_id: int, rank: int | None, node: int) -> str:
-        return f"{self.base}/-/tlindex/trie/{int(run_id)}/node/{int(node)}" + (
-            f"?rank={int(rank)}" if rank is not None else "")
+        return self._page("trie_node", run=run_id, node=node) + (f"?rank={int(rank)}" if rank is not None else "")
 
     def compile(self, compile_row: int) -> str:
-        return f"{self.base}/-/tlindex/compile/{int(compile_row)}"
+        return self._page("compile", compile=compile_row)
 
     def bytecode(self, compile_row: int) -> str:
-        return f"{self.base}/-/tlindex/compile/{int(compile_row)}/bytecode"
+        return self._page("bytecode", compile=compile_row)
 
     def artifact(self, artifact_id: int) -> str:
-        return f"{self.base}/-/tlindex/artifact/{int(artifact_id)}"
+        return self._page("artifact", artifact=artifact_id)
 
     def payload(self, digest: str, raw: bool = False) -> str:
-        return f"{self.base}/-/tlindex/payload/{digest}" + (".txt" if raw else "")
+        return self._page("payload", hash=digest, ext=".txt" if raw else "")
 
     def diff(self, run_a: int | None = None, run_b: int | None = None) -> str:
         """The diff of two runs; without them, the form's target."""
         if run_a is None or run_b is None:
-            return f"{self.base}/-/tlindex/diff"
-        return f"{self.base}/-/tlindex/diff/{int(run_a)}/{int(run_b)}"
+            return self._page("diff_pick")
+        return self._page("diff", a=run_a, b=run_b)
 
     def diff_compiles(self, compile_a: int, compile_b: int) -> str:
-        return f"{self.base}/-/tlindex/diff/compiles/{int(compile_a)}/{int(compile_b)}"
+        return self._page("diff_compiles", ca=compile_a, cb=compile_b)
 
     def search(self, term: str | None = None, run: int | None = None) -> str:
-        return self._with(f"{self.base}/-/tlindex/search", {"q": term or None, "run": run})
+        return self._with(self._page("search"), {"q": term or None, "run": run})
 
     def query(self, name: str, **params) -> str:
         return self._with(self.datasette.urls.query(self.database, name), params)

@@ -38,6 +38,7 @@ from datasette.utils.asgi import Request
 
 from tlindex.db import connect_read_only
 from tlindex.queries import guard_functions, load_queries, read_only, run_sql
+from tlindex.routes import match as route_match
 from tlindex.tlparse_files import Links, compile_directory, raw_jsonl
 
 from .cells import cell_link
@@ -95,11 +96,11 @@ class Report:
         if not path.startswith(self.base + "/"):
             return None
         rest = path[len(self.base):]
+        found = route_match(rest)
+        if found is not None:
+            route, values = found
+            return None if route.server_only else FILES[route.name](self, values, dict(args))
         route = rest.split("/")
-        if rest == "/-/tlindex":
-            return "index.html"
-        if rest.startswith("/-/tlindex/"):
-            return self._page_target(route[3:], dict(args))
         if len(route) == 2 and route[1] in self.queries:
             params = dict(args)
             run = params.pop("run", None)
@@ -111,29 +112,21 @@ class Report:
             return f"{self.run_dir(int(run))}queries/{route[1]}{extra}.html"
         return None
 
-    def _page_target(self, route: list[str], args: dict) -> str | None:
-        kind, ident = route[0], route[1] if len(route) > 1 else ""
-        if not ident.lstrip("-").isdigit():
-            if kind == "payload" and re.fullmatch(r"[0-9a-f]{32}(\.txt)?", ident):
-                return f"payloads/{ident}" if ident.endswith(".txt") else f"payloads/{ident}.html"
+    def _run_file(self, run: int, name: str) -> str | None:
+        return f"{self.run_dir(run)}{name}" if run in self.runs else None
+
+    def _compile_file(self, compile_row: int, suffix: str) -> str | None:
+        run = self.compile_runs.get(compile_row)
+        return None if run not in self.runs else f"{self.run_dir(run)}compiles/{compile_row}{suffix}.html"
+
+    def _artifact_file(self, artifact: int, kind: str) -> str | None:
+        run = self.artifact_runs.get(artifact)
+        if run not in self.runs:
             return None
-        number = int(ident)
-        if kind == "run" and number in self.runs:
-            if route[2:] == ["chromium.json"]:
-                return f"{self.run_dir(number)}chromium.json"
-            return f"{self.run_dir(number)}index.html" if len(route) == 2 else None
-        if kind == "trie" and number in self.runs and len(route) == 2:
-            rank = args.get("rank")
-            return f"{self.run_dir(number)}trie" + (f"-rank-{int(rank)}" if rank and rank.isdigit() else "") + ".html"
-        if kind == "compile" and self.compile_runs.get(number) in self.runs:
-            page = {(): "", ("bytecode",): "-bytecode"}.get(tuple(route[2:]))
-            return None if page is None else f"{self.run_dir(self.compile_runs[number])}compiles/{number}{page}.html"
-        if kind in ("artifact", "provenance") and self.artifact_runs.get(number) in self.runs:
-            payload = self.artifact_payloads.get(number)
-            if kind == "artifact" and payload:
-                return f"payloads/{payload}.html"
-            return f"{self.run_dir(self.artifact_runs[number])}{kind}/{number}.html"
-        return None
+        payload = self.artifact_payloads.get(artifact)
+        if kind == "artifact" and payload:
+            return f"payloads/{payload}.html"
+        return f"{self.run_dir(run)}{kind}/{artifact}.html"
 
     # --- building ------------------------------------------------------------------------------
 
@@ -459,6 +452,26 @@ class Report:
     def _payload_text(conn: sqlite3.Connection, digest: str) -> bytes:
         row = conn.execute("SELECT text FROM payloads WHERE hash = ?", (digest,)).fetchone()
         return (row[0] if row else "").encode("utf-8")
+
+
+def _trie_file(report: Report, values: dict, args: dict) -> str | None:
+    rank = args.get("rank")
+    suffix = f"-rank-{int(rank)}" if rank and rank.isdigit() else ""
+    return report._run_file(int(values["run"]), f"trie{suffix}.html")
+
+
+# Where the report writes each page of tlindex.routes that it writes (route name: file of the URL's values).
+FILES: dict[str, Callable[[Report, dict, dict], str | None]] = {
+    "runs": lambda report, values, args: "index.html",
+    "run": lambda report, values, args: report._run_file(int(values["run"]), "index.html"),
+    "chromium": lambda report, values, args: report._run_file(int(values["run"]), "chromium.json"),
+    "trie": _trie_file,
+    "compile": lambda report, values, args: report._compile_file(int(values["compile"]), ""),
+    "bytecode": lambda report, values, args: report._compile_file(int(values["compile"]), "-bytecode"),
+    "provenance": lambda report, values, args: report._artifact_file(int(values["artifact"]), "provenance"),
+    "artifact": lambda report, values, args: report._artifact_file(int(values["artifact"]), "artifact"),
+    "payload": lambda report, values, args: f"payloads/{values['hash']}{values['ext'] or '.html'}",
+}
 
 
 def log_folders(conn: sqlite3.Connection, run: int) -> dict[int, str]:

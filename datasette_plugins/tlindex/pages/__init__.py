@@ -14,6 +14,9 @@ import logging
 
 from datasette.utils.asgi import Base400, Response
 
+from tlindex.routes import BY_NAME
+from tlindex.routes import ROUTES as TABLE
+
 from . import artifact, bytecode, compile, diff, provenance, run, runs, search, trie
 
 log = logging.getLogger(__name__)
@@ -47,23 +50,24 @@ def isolated(handler, fallback=None):
     return page
 
 _DB = r"(?P<database>[^/]+)"
-_ID = r"(?P<{}>-?\d+)"  # ids: anything else is not a route (404)
 
-_PAGES = [
-    (rf"^/{_DB}/-/tlindex$", runs.runs_page),
-    (rf"^/{_DB}/-/tlindex/search$", search.search_page),
-    (rf"^/{_DB}/-/tlindex/diff$", diff.diff_pick),
-    (rf"^/{_DB}/-/tlindex/diff/{_ID.format('a')}/{_ID.format('b')}$", diff.diff_page),
-    (rf"^/{_DB}/-/tlindex/diff/compiles/{_ID.format('ca')}/{_ID.format('cb')}$", diff.pair_page),
-    (rf"^/{_DB}/-/tlindex/run/{_ID.format('run')}$", run.run_page),
-    (rf"^/{_DB}/-/tlindex/run/{_ID.format('run')}/chromium\.json$", run.chromium_trace),
-    (rf"^/{_DB}/-/tlindex/trie/{_ID.format('run')}$", trie.trie_page),
-    (rf"^/{_DB}/-/tlindex/trie/{_ID.format('run')}/node/{_ID.format('node')}$", trie.trie_fragment),
-    (rf"^/{_DB}/-/tlindex/compile/{_ID.format('compile')}$", compile.compile_page),
-    (rf"^/{_DB}/-/tlindex/compile/{_ID.format('compile')}/bytecode$", bytecode.bytecode_page, bytecode.listings_as_text),
-    (rf"^/{_DB}/-/tlindex/provenance/{_ID.format('artifact')}$", provenance.provenance_page),
-    (rf"^/{_DB}/-/tlindex/artifact/{_ID.format('artifact')}$", artifact.artifact_page),
-    (rf"^/{_DB}/-/tlindex/payload/(?P<hash>[0-9a-f]{{32}})(?P<ext>\.txt)?$", artifact.payload_page),
-]
+# Each route of tlindex.routes: its handler (and what it shows when it fails: see isolated).
+HANDLERS = {
+    "runs": (runs.runs_page,),
+    "search": (search.search_page,),
+    "diff_pick": (diff.diff_pick,),
+    "diff": (diff.diff_page,),
+    "diff_compiles": (diff.pair_page,),
+    "run": (run.run_page,),
+    "chromium": (run.chromium_trace,),
+    "trie": (trie.trie_page,),
+    "trie_node": (trie.trie_fragment,),
+    "compile": (compile.compile_page,),
+    "bytecode": (bytecode.bytecode_page, bytecode.listings_as_text),
+    "provenance": (provenance.provenance_page,),
+    "artifact": (artifact.artifact_page,),
+    "payload": (artifact.payload_page,),
+}
+assert set(HANDLERS) == set(BY_NAME), "every route of tlindex.routes has a handler here, and only those"
 
-ROUTES = [(pattern, isolated(*handlers)) for pattern, *handlers in _PAGES]
+ROUTES = [(rf"^/{_DB}{route.pattern}$", isolated(*HANDLERS[route.name])) for route in TABLE]

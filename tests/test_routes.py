@@ -1,0 +1,34 @@
+"""One route table (tlindex.routes): the plugin's routes, its URLs, the report's files and the search
+links all come from it, and every route is either written by the report or says why it is server-only."""
+
+from __future__ import annotations
+
+import re
+
+from datasette_plugins.tlindex.pages import HANDLERS, ROUTES
+from datasette_plugins.tlindex.report import FILES
+from tlindex import routes
+
+
+def test_every_route_is_written_by_the_report_or_listed_as_server_only():
+    for route in routes.ROUTES:
+        assert bool(route.server_only) != (route.name in FILES), route.name
+    assert set(FILES) <= set(routes.BY_NAME)  # no report file for a page that does not exist
+
+
+def test_the_plugin_serves_exactly_the_table():
+    assert set(HANDLERS) == set(routes.BY_NAME)
+    assert len(ROUTES) == len(routes.ROUTES)
+
+
+def test_paths_and_matching_agree():
+    examples = {"a": 1, "b": 2, "ca": 3, "cb": 4, "run": 5, "node": 6, "compile": 7, "artifact": 8,
+                "hash": "0123456789abcdef0123456789abcdef", "ext": ".txt"}
+    for route in routes.ROUTES:
+        names = re.findall(r"\{(\w+)\}", route.path)
+        built = routes.path(route.name, **{name: examples[name] for name in names})
+        found = routes.match(built)
+        assert found is not None and found[0] == route, (route.name, built)
+        assert found[1] == {name: str(examples[name]) for name in names}
+    assert routes.match("/-/tlindex/compile/abc") is None  # ids only
+    assert routes.path("payload", hash="0" * 32, ext="") == "/-/tlindex/payload/" + "0" * 32
