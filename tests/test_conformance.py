@@ -67,7 +67,7 @@ def test_provenance_finds_every_node_and_kernel_of_tlparse_provenance_logs(tmp_p
     import json
     import re
 
-    from datasette_plugins.tlindex.pages.provenance import provenance_data
+    from tlindex.provenance import provenance_data
 
     db_path = tmp_path / "t.db"
     ingest(db_path, [str(SHARED_CORPUS / name)], jobs=1)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import connect, scenario_run
 
-from datasette_plugins.tlindex.trie import Node, build_trie
 from tlindex.diff import _load_contents, _sides, diff
 from tlindex.ingest import ingest
+from tlindex.trie import Node, build_trie
 
 
 @pytest.fixture(scope="module")

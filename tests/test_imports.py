@@ -49,3 +49,14 @@ def test_no_module_imports_itself_through_others():
         return False
 
     assert [name for name in graph if reaches(name)] == []
+
+
+def test_the_library_never_imports_the_plugin():
+    """Layers: tlindex (reading, storing, answering) below datasette_plugins (hooks, pages, templates)."""
+    graph = import_graph()
+    upward = sorted((name, target) for name, targets in graph.items() if name.startswith("tlindex")
+                    for target in targets if target.startswith("datasette_plugins"))
+    assert upward == []
+    lazy = [path for path in (ROOT / "tlindex").rglob("*.py") if "datasette_plugins" in
+            "".join(line for line in path.read_text().splitlines(True) if "import" in line)]
+    assert lazy == []  # no import inside a function either

@@ -190,7 +190,7 @@ def test_a_folder_per_log_even_when_logs_share_a_rank(restart_db, tmp_path):
 # --- provenance, spans ---------------------------------------------------------------------------------
 
 def test_each_provenance_mapping_is_shown_with_its_own_half(fixtures_db):
-    from datasette_plugins.tlindex.pages.provenance import provenance_data
+    from tlindex.provenance import provenance_data
 
     conn = connect(fixtures_db)
     (run,) = scenario_run(conn, "train_provenance")

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from .counters import content_key
 from .guard_keys import guard_identity
+from .kinds import GRAPH_KINDS
 from .runs import resolve_run
 
 TIME_NOISE_S = 0.05
@@ -40,9 +41,6 @@ BYTES_NOISE_RATIO = 0.1
 # Chromium spans that time a compile's phases (torch's dynamo_timed names), as the diff names them.
 PHASES = {"dynamo": "dynamo", "bytecode_tracing": "tracing", "backend_compile": "backend",
           "create_aot_dispatcher_function": "aot", "inductor_compile": "inductor", "code_gen": "codegen"}
-# The FX graphs and generated code compared.
-GRAPH_KINDS = ("dynamo_output_graph", "aot_forward_graph", "aot_backward_graph", "aot_inference_graph",
-               "aot_joint_graph", "inductor_post_grad_graph", "inductor_output_code")
 
 
 @dataclass(slots=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 
-from .diff import GRAPH_KINDS
+from .kinds import GRAPH_KINDS
 
 _GRAPHS = ", ".join(f"'{kind}'" for kind in GRAPH_KINDS)
 

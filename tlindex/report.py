@@ -87,8 +87,7 @@ def write_empty_report(out: Path, overwrite: bool, why: str) -> None:
 
 def write_report(db_path: Path, out: Path, runs: list[int], overwrite: bool, progress=None, jobs: int | None = None):
     """Write the report of `runs` to `out` (checked with check_out_dir first), with `jobs` processes; its summary."""
-    from datasette_plugins.tlindex.report import Report
-
+    Report = renderer()
     if not runs:
         raise ReportError(f"{db_path}: no run to report")
     out = absolute(out)
@@ -101,6 +100,18 @@ def write_report(db_path: Path, out: Path, runs: list[int], overwrite: bool, pro
         shutil.rmtree(partial, ignore_errors=True)
         raise
     return summary
+
+
+def renderer():
+    """The report renderer: the tlindex Datasette plugin's (the pages are the plugin's), found as Datasette
+    finds the plugin, by its entry point; the library never imports the plugin."""
+    import importlib
+    from importlib.metadata import entry_points
+
+    for point in entry_points(group="datasette"):
+        if point.name == "tlindex":
+            return importlib.import_module(f"{point.value}.report").Report
+    raise ReportError("the tlindex Datasette plugin is not installed (pip install tlindex), and it renders the report")
 
 
 def absolute(out: Path) -> Path:

@@ -9,11 +9,11 @@ from itertools import zip_longest
 
 from datasette.utils.asgi import NotFound
 
+from tlindex.provenance import MAPPINGS
 from tlindex.resume_functions import has_bytecode, resumes_created
+from tlindex.trie import short_path
 
 from ..database import dicts, int_var, one, open_database, render
-from ..provenance import MAPPINGS
-from ..trie import short_path
 
 TIME_FIRST = ("entire_frame_compile_time_s", "backend_compile_time_s", "inductor_compile_time_s",
               "code_gen_time_s", "dynamo_time_before_restart_s", "duration_us", "start_time")
