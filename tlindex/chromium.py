@@ -86,13 +86,32 @@ def encode(events: list[dict], first: bool) -> bytes:
     return (b"" if first else b",\n") + b",\n".join(orjson.dumps(e, default=str) for e in events)
 
 
+class TraceEncoder:
+    """The pieces of one run's trace JSON ({"traceEvents": [...]}) as its batches of events come: for
+    the CLI, the report (one connection) and the served page (a batch per database call) alike."""
+
+    def __init__(self, pids: dict):
+        self.pids = pids
+        self.written = bool(pids)  # the metadata events come first when there are processes
+
+    def head(self) -> bytes:
+        return HEAD + encode(metadata_events(self.pids), first=True)
+
+    def batch(self, events: list[dict]) -> bytes:
+        piece = encode(events, first=not self.written)
+        self.written = self.written or bool(events)
+        return piece
+
+    tail = TAIL
+
+
 def trace_chunks(conn: sqlite3.Connection, run_id: int) -> Iterator[bytes]:
     """The whole trace of a run as JSON ({"traceEvents": [...]}), in pieces of about BATCH events."""
     pids = process_ids(conn, run_id)
-    yield HEAD + encode(metadata_events(pids), first=True)
-    written, after = bool(pids), 0
+    encoder = TraceEncoder(pids)
+    yield encoder.head()
+    after = 0
     while after is not None:
         events, after = event_batch(conn, run_id, pids, after)
-        yield encode(events, first=not written)
-        written = written or bool(events)
-    yield TAIL
+        yield encoder.batch(events)
+    yield encoder.tail

@@ -402,21 +402,15 @@ class Report:
 
     def _write_chromium(self, run: int, path: str) -> None:
         """The run's Perfetto trace, streamed batch by batch to its file (it can be hundreds of MB)."""
-        from tlindex.chromium import HEAD, TAIL, encode, event_batch, metadata_events, process_ids
+        from tlindex.chromium import trace_chunks
 
         file = self.out / path
         file.parent.mkdir(parents=True, exist_ok=True)
         conn = connect_read_only(self.db_path)
         try:
             with open(file, "wb") as out:
-                pids = process_ids(conn, run)
-                out.write(HEAD + encode(metadata_events(pids), first=True))
-                written, after = bool(pids), 0
-                while after is not None:
-                    events, after = event_batch(conn, run, pids, after)
-                    out.write(encode(events, first=not written))
-                    written = written or bool(events)
-                out.write(TAIL)
+                for chunk in trace_chunks(conn, run):
+                    out.write(chunk)
         finally:
             conn.close()
         self.summary.bytes += file.stat().st_size

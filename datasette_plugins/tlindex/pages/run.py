@@ -80,7 +80,7 @@ async def run_page(datasette, request):
 
 async def chromium_trace(datasette, request):
     """The run's chromium events as one Perfetto trace (tlindex.chromium), streamed batch by batch."""
-    from tlindex.chromium import HEAD, TAIL, encode, event_batch, metadata_events, process_ids
+    from tlindex.chromium import TraceEncoder, event_batch, process_ids
 
     db = (await open_database(datasette, request)).db
     run_id = int_var(request, "run")
@@ -89,13 +89,13 @@ async def chromium_trace(datasette, request):
     pids = await db.execute_fn(lambda conn: process_ids(conn, run_id))
 
     async def stream(writer) -> None:
-        await writer.write((HEAD + encode(metadata_events(pids), first=True)).decode())
-        written, after = bool(pids), 0
+        encoder = TraceEncoder(pids)
+        await writer.write(encoder.head().decode())
+        after = 0
         while after is not None:
             events, after = await db.execute_fn(lambda conn: event_batch(conn, run_id, pids, after))
-            await writer.write(encode(events, first=not written).decode())
-            written = written or bool(events)
-        await writer.write(TAIL.decode())
+            await writer.write(encoder.batch(events).decode())
+        await writer.write(encoder.tail.decode())
 
     return AsgiStream(stream, content_type="application/json", headers={
         "content-disposition": f'attachment; filename="run-{run_id}-chromium.json"'})
