@@ -6,9 +6,7 @@
 -- and the exported program that resulted (the next exported_program artifact of the process).
 -- :run  run id (empty: every run)
 WITH issues AS (
-    SELECT e.id, e.source_id, e.line, e.kind, e.metadata FROM envelopes e
-    WHERE e.kind IN ('propagate_real_tensors_provenance', 'missing_fake_kernel', 'mismatched_fake_kernel')
-       OR (e.kind = 'guard_added' AND json_extract(e.metadata, '$.prefix') = 'eval')
+    SELECT id, source_id, line, kind, metadata FROM export_issue_records
 ), user_frames AS (
     SELECT f.envelope_id, f.filename || ':' || f.line || ' in ' || f.name AS frame
     FROM frames f JOIN (SELECT envelope_id, max(depth) AS depth FROM frames

@@ -310,10 +310,8 @@ def _key_dict(key: tuple) -> dict:
 
 
 def _run_summary(conn: sqlite3.Connection, run: dict) -> dict:
-    totals = conn.execute("""
-        SELECT sum(compile_id != '-/-'), sum(status = 'error'), sum(frame_compile_id > 0), sum(graph_breaks),
-               round(sum(duration_s), 3)
-        FROM compiles WHERE run_id = ?""", (run["id"],)).fetchone()
+    totals = conn.execute("SELECT compiles, failures, recompiles, graph_breaks, compile_time_s FROM run_totals "
+                          "WHERE run_id = ?", (run["id"],)).fetchone() or (0, 0, 0, 0, 0.0)
     volume = dict(conn.execute("SELECT v.kind, sum(v.bytes) FROM volume v JOIN sources s ON s.id = v.source_id "
                                "WHERE s.run_id = ? GROUP BY v.kind", (run["id"],)).fetchall())
     ranks = [r[0] for r in conn.execute("SELECT DISTINCT rank FROM sources WHERE run_id = ? ORDER BY rank",

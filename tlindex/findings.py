@@ -137,10 +137,8 @@ def findings(conn: sqlite3.Connection, run_id: int, divergence: bool = True) -> 
 def export_issue_count(conn: sqlite3.Connection, run_id: int) -> int:
     """What draft_export found in a run, as tlparse's export report counts it (queries/export_issues.sql lists them)."""
     return conn.execute("""
-        SELECT count(*) FROM envelopes e CROSS JOIN sources s  -- by kind first (index), not every envelope of the run
-        WHERE s.id = e.source_id AND s.run_id = ?
-        AND e.kind IN ('propagate_real_tensors_provenance', 'missing_fake_kernel', 'mismatched_fake_kernel', 'guard_added')
-        AND (e.kind != 'guard_added' OR json_extract(e.metadata, '$.prefix') = 'eval')""", (run_id,)).fetchone()[0]
+        SELECT count(*) FROM export_issue_records e CROSS JOIN sources s  -- by kind first (index)
+        WHERE s.id = e.source_id AND s.run_id = ?""", (run_id,)).fetchone()[0]
 
 
 def _divergence(conn: sqlite3.Connection, run_id: int) -> list[Finding]:

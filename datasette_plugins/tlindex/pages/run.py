@@ -31,11 +31,7 @@ def run_data(conn: sqlite3.Connection, run_id: int) -> dict | None:
         FROM compiles c JOIN sources s ON s.id = c.source_id WHERE c.run_id = ?
         GROUP BY s.process ORDER BY min(s.rank), min(coalesce(s.restart, 0)), min(s.pid)""", (run_id,)))
     run["rank_decisions"] = rank_decisions(conn, run_id)
-    run["totals"] = one(conn, """
-        SELECT sum(compile_id != '-/-') AS compiles, sum(status = 'error') AS failures,
-               sum(frame_compile_id > 0) AS recompiles,
-               sum(graph_breaks) AS graph_breaks, round(sum(duration_s), 3) AS compile_time_s
-        FROM compiles WHERE run_id = ?""", (run_id,))
+    run["totals"] = one(conn, "SELECT * FROM run_totals WHERE run_id = ?", (run_id,)) or {}
     run["bytes"] = sum(s["bytes"] or 0 for s in run["sources"])
     run["ingest_errors"] = sum(s["errors"] for s in run["sources"])
     run["findings"] = findings(conn, run_id)
