@@ -20,3 +20,18 @@ def test_ingest_option_is_in_readme(option):
 def test_every_command_is_in_readme():
     for name in cli.commands:
         assert f"tlindex {name}" in README
+
+
+def test_the_architecture_names_every_module():
+    root = Path(__file__).resolve().parents[1]
+    doc = (root / "docs" / "architecture.md").read_text()
+    missing = []
+    for top in ("tlindex", "datasette_plugins/tlindex"):
+        for path in sorted((root / top).rglob("*.py")):
+            module = str(path.relative_to(root))
+            # inside a package's own paragraph, a module may be named from the package: `core.py`, `pages/run.py`
+            within = next((f"`{module[len(p):]}`" for p in ("tlindex/normalize/", "datasette_plugins/tlindex/")
+                           if module.startswith(p)), None)
+            if f"`{module}`" not in doc and (within is None or within not in doc):
+                missing.append(module)
+    assert missing == [], f"docs/architecture.md does not name {missing}"
