@@ -29,6 +29,40 @@ def test_paths_and_matching_agree():
         built = routes.path(route.name, **{name: examples[name] for name in names})
         found = routes.match(built)
         assert found is not None and found[0] == route, (route.name, built)
-        assert found[1] == {name: str(examples[name]) for name in names}
+        assert {k: v for k, v in found[1].items() if k != "format"} == {name: str(examples[name]) for name in names}
+        if route.json_twin:  # and its JSON twin
+            twin = routes.match(routes.path(route.name, json=True, **{name: examples[name] for name in names}))
+            assert twin is not None and twin[0] == route and twin[1]["format"] == ".json"
     assert routes.match("/-/tlindex/compile/abc") is None  # ids only
     assert routes.path("payload", hash="0" * 32, ext="") == "/-/tlindex/payload/" + "0" * 32
+
+
+def test_every_page_has_a_json_twin_with_its_data(traces_db):
+    import asyncio
+    import json
+
+    from conftest import connect
+    from datasette.app import Datasette
+    from test_plugin_security import _pages
+
+    async def fetch():
+        ds = Datasette([str(traces_db)])
+        await ds.invoke_startup()
+        found = {}
+        for page in _pages(connect(traces_db)):
+            match = routes.match(page.removeprefix("/traces"))
+            route = match[0]
+            if not route.json_twin:
+                continue
+            path = page.split("?")[0] + ".json" + (("?" + page.split("?")[1]) if "?" in page else "")
+            response = await ds.client.get(path)
+            assert response.status_code == 200, path
+            found[route.name] = json.loads(response.text)
+        search = await ds.client.get("/traces/-/tlindex/search.json?q=aten.mm")
+        assert search.status_code == 200 and "groups" in json.loads(search.text)
+        return found
+
+    found = asyncio.run(fetch())
+    assert set(found) == {route.name for route in routes.ROUTES if route.json_twin} - {"search"}
+    assert found["compile"]["c"]["compile_id"] and found["run"]["run"]["label"]
+    assert "u" not in found["compile"] and isinstance(found["diff"], dict)

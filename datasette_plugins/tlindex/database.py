@@ -219,10 +219,33 @@ def int_value(name: str, text: str) -> int:
 
 
 async def render(datasette, request, template: str, context: dict) -> Response:
+    """The page, or its JSON twin (`….json`): the same context, as data."""
     from .trie import STATUS_LEGEND
 
+    if request.url_vars.get("format") == ".json":
+        return Response.json(as_data(context), default=str)
     context.setdefault("status_legend", STATUS_LEGEND)
     return Response.html(await datasette.render_template(f"tlindex/{template}", context, request=request))
+
+
+def as_data(value, depth: int = 0):
+    """A page's context as JSON data: dicts, lists and dataclasses followed; URLs helpers, functions and
+    renderers (what only the template needs) left out; markup as its text."""
+    import dataclasses
+
+    if depth > 12:
+        return None
+    if isinstance(value, dict):
+        return {str(key): as_data(item, depth + 1) for key, item in value.items()
+                if not callable(item) and not isinstance(item, Urls) and key != "u"}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=str) if isinstance(value, (set, frozenset)) else value
+        return [as_data(item, depth + 1) for item in items]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {field.name: as_data(getattr(value, field.name), depth + 1) for field in dataclasses.fields(value)}
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    return str(value)
 
 
 def dicts(cursor: sqlite3.Cursor) -> list[dict]:

@@ -99,7 +99,9 @@ class Report:
         found = route_match(rest)
         if found is not None:
             route, values = found
-            return None if route.server_only else FILES[route.name](self, values, dict(args))
+            if route.server_only or values.get("format"):  # JSON twins are the server's
+                return None
+            return FILES[route.name](self, values, dict(args))
         route = rest.split("/")
         if len(route) == 2 and route[1] in self.queries:
             params = dict(args)

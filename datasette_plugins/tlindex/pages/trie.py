@@ -7,7 +7,7 @@ from datasette.utils.asgi import NotFound, Response
 from tlindex.resume_functions import run_compiles_with_bytecode
 from tlindex.trie import build_trie, find, size
 
-from ..database import dicts, int_arg, int_var, one, open_database, render
+from ..database import as_data, dicts, int_arg, int_var, one, open_database, render
 from ..trie import TrieRenderer
 
 TRIE_BUDGET = 2000  # nodes rendered before the rest of the trie is loaded on demand
@@ -76,6 +76,8 @@ async def trie_fragment(datasette, request):
     node = find(trie, node_id)
     if node is None:
         raise NotFound("No such trie node")
+    if request.url_vars.get("format") == ".json":
+        return Response.json(as_data({"run": run_id, "rank": rank, "node": node}), default=str)
     renderer = TrieRenderer(urls.compile, lambda n: urls.trie_node(run_id, rank, n), TRIE_BUDGET,
                             open_all=False, bytecode_url=_bytecode_urls(urls, with_bytecode))
     return Response.html(str(renderer.children(node)))
