@@ -15,5 +15,11 @@ fi
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e '.[test,spark]'
+# tlindex run's tests run real torch programs: with TLINDEX_TORCH_TESTS=1 (CI sets it) a Python with
+# torch 2.13.0 goes into .venv-torch (pinned: pip takes the CPU build these machines hold); else they skip.
+if [ "${TLINDEX_TORCH_TESTS:-}" = 1 ] && [ ! -x .venv-torch/bin/python ]; then
+  python3 -m venv .venv-torch
+  .venv-torch/bin/python -m pip install -q torch==2.13.0 numpy
+fi
 .venv/bin/ruff check .
 exec .venv/bin/python -m pytest "$@"

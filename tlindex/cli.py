@@ -532,6 +532,107 @@ def spark_ingest(paths: tuple[str, ...], out_dir: str, master: str, run_label: s
                f"{spark['ingest_errors']:,} ingest errors -> {out_dir}", err=True)
 
 
+@cli.command(name="runs")
+@db_option
+@click.option("--json", "as_json", is_flag=True, help="Print the runs as a JSON list")
+def runs_command(db_path: str, as_json: bool) -> None:
+    """List the runs, newest first: id, label, start, ranks, compiles, failures, worst finding."""
+    import json
+
+    from .findings import findings as run_findings
+    from .findings import problems
+
+    conn = read_db(db_path)
+    try:
+        listed = []
+        for run_id, label, start, ranks, processes in conn.execute(
+                "SELECT id, label, start_time, world_size, source_count FROM runs ORDER BY start_time DESC, id DESC"):
+            totals = conn.execute("SELECT compiles, failures FROM run_totals WHERE run_id = ?", (run_id,)).fetchone()
+            found = problems(run_findings(conn, run_id))
+            listed.append({"id": run_id, "label": label, "start": start, "ranks": ranks, "processes": processes,
+                           "compiles": totals[0] if totals else 0, "failures": totals[1] if totals else 0,
+                           "worst_finding": found[0].text if found else None})
+    finally:
+        conn.close()
+    if as_json:
+        click.echo(json.dumps(listed, indent=2))
+        return
+    for run in listed:
+        ranks = f"{run['ranks']} ranks" if run["ranks"] else "1 process" if run["processes"] == 1 else \
+            f"{run['processes']} processes"
+        say(f"{run['id']:>4}  {run['label']}  {(run['start'] or '')[:19]}  {ranks}, {run['compiles']} compiles, "
+            f"{run['failures']} failed  {run['worst_finding'] or 'nothing to report'}")
+
+
+def _writable(db_path: str):
+    from .db import DatabaseError, open_db
+
+    try:
+        db = open_db(existing_db(db_path))
+    except DatabaseError as error:
+        raise click.ClickException(str(error))
+    db.conn.isolation_level = None
+    return db
+
+
+@cli.command(name="rm")
+@click.argument("runs", nargs=-1, required=True)
+@db_option
+def rm_command(runs: tuple[str, ...], db_path: str) -> None:
+    """Delete runs (ids, labels or unique label prefixes) and every row that is only theirs, in one transaction."""
+    from .runs import remove_runs
+
+    db = _writable(db_path)
+    try:
+        ids = [run_id_of(db.conn, name) for name in runs]
+        removed = remove_runs(db.conn, ids)
+    except sqlite3.Error as error:
+        raise click.ClickException(f"{db_path}: {error}")
+    finally:
+        db.close()
+    click.echo(f"removed {removed['runs']} run{'s' * (removed['runs'] != 1)}: {removed['sources']} processes, "
+               f"{removed['files']} log files", err=True)
+
+
+@cli.command(name="label")
+@click.argument("run")
+@click.argument("new_label")
+@db_option
+def label_command(run: str, new_label: str, db_path: str) -> None:
+    """Rename a run (an id, label or unique label prefix) to NEW_LABEL."""
+    from .runs import rename_run
+
+    db = _writable(db_path)
+    try:
+        rename_run(db.conn, run_id_of(db.conn, run), new_label)
+    except ValueError as error:
+        raise click.ClickException(str(error))
+    finally:
+        db.close()
+
+
+@cli.command(name="run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@db_option
+@click.option("--label", help="The run's label (default: the command line)")
+@click.option("--trace-dir", type=click.Path(file_okay=False), help="Where TORCH_TRACE writes (default: a new "
+              "folder beside the database, named by time and command)")
+@click.option("--keep-trace/--no-keep-trace", default=True, show_default=True,
+              help="Keep the trace folder once it is ingested")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run_command(db_path: str, label: str | None, trace_dir: str | None, keep_trace: bool,
+                command: tuple[str, ...]) -> None:
+    """Run COMMAND with TORCH_TRACE set, then ingest what it wrote as one run and say what is wrong.
+
+    `tlindex run -- python train.py` or `tlindex run -- torchrun --nproc-per-node 2 train.py`. Exits
+    with COMMAND's exit code (128 + the signal when it was killed); Ctrl-C goes to COMMAND.
+    """
+    from .run import run_traced
+
+    sys.exit(run_traced(Path(db_path), list(command), label=label,
+                        trace_dir=Path(trace_dir) if trace_dir else None, keep_trace=keep_trace,
+                        echo=lambda text: say(text, err=True)))
+
+
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.argument("db", required=False)
 @click.pass_context

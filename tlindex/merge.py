@@ -56,6 +56,13 @@ def merge_statements(conn: sqlite3.Connection) -> tuple[list[str], dict[str, int
     return statements, offsets
 
 
+# The payloads no record refers to any more (envelopes, and the config payloads of metrics).
+UNUSED_PAYLOADS = ("SELECT rowid FROM main.payload_data WHERE hash NOT IN (SELECT payload FROM main.envelopes "
+                   "WHERE payload IS NOT NULL) AND hash NOT IN (SELECT value FROM main.metrics, json_each("
+                   "json_array(dynamo_config, inductor_config, functorch_config, compiler_config)) "
+                   "WHERE value IS NOT NULL)")
+
+
 def delete_file_rows(conn: sqlite3.Connection, file_id: int, after_line: int | None = None) -> None:
     """Delete every row that came from a file (--replace), or from its lines after after_line.
 
@@ -83,10 +90,7 @@ def delete_file_rows(conn: sqlite3.Connection, file_id: int, after_line: int | N
         conn.execute(f"DELETE FROM main.{table} WHERE source_id IN ({sources})", params)
     conn.execute("DELETE FROM main.sources WHERE file_id = :file", params)
     conn.execute("DELETE FROM main.files WHERE id = :file", params)
-    conn.execute("DELETE FROM main.payload_data WHERE hash NOT IN (SELECT payload FROM main.envelopes "
-                 "WHERE payload IS NOT NULL) AND hash NOT IN (SELECT value FROM main.metrics, json_each("
-                 "json_array(dynamo_config, inductor_config, functorch_config, compiler_config)) "
-                 "WHERE value IS NOT NULL)")
+    conn.execute(f"DELETE FROM main.payload_data WHERE rowid IN ({UNUSED_PAYLOADS})")
 
 
 def refresh_volume(conn: sqlite3.Connection, file_id: int) -> None:

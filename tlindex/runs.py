@@ -242,3 +242,70 @@ def resolve_run(conn: sqlite3.Connection, name: str) -> dict:
         shown = "; ".join(f"{run_id} {label}" for run_id, label in found[:10]) + ("; …" if len(found) > 10 else "")
         raise UnknownRun(f"{len(found)} runs match {name!r}: {shown}. Give a run id or a longer label prefix")
     return dict(zip(("id", "label"), found[0]))
+
+
+def remove_runs(conn: sqlite3.Connection, run_ids: list[int]) -> dict[str, int]:
+    """Delete runs and every row that belongs only to them, in one transaction: their processes' rows,
+    their files (when no other run has a process in them), payloads no other record uses, and their
+    entries in the full-text indexes (external content: told to forget each row before it goes).
+    Returns how many runs, files and processes went."""
+    from .db import immediate
+    from .merge import UNUSED_PAYLOADS, foreign_keys
+    from .search import FTS_COLUMNS, PAYLOAD_INDEX
+
+    ids = sorted(set(run_ids))
+    if not ids:
+        return {"runs": 0, "files": 0, "sources": 0}
+    marks = ",".join("?" * len(ids))
+    sources = f"SELECT id FROM main.sources WHERE run_id IN ({marks})"
+    envelopes = f"SELECT id FROM main.envelopes WHERE source_id IN ({sources})"
+    files = (f"SELECT id FROM main.files WHERE id IN (SELECT file_id FROM main.sources WHERE run_id IN ({marks})) "
+             f"AND NOT EXISTS (SELECT 1 FROM main.sources o WHERE o.file_id = files.id AND "
+             f"(o.run_id IS NULL OR o.run_id NOT IN ({marks})))")
+    rows_of = {  # the rows of each searchable table that go, given the runs twice over (sources, files)
+        "compiles": (f"source_id IN ({sources})", ids),
+        "ingest_errors": (f"source_id IN ({sources}) OR file_id IN ({files})", ids + ids + ids),
+    }
+    with immediate(conn):
+        counts = {"runs": conn.execute(f"SELECT count(*) FROM main.runs WHERE id IN ({marks})", ids).fetchone()[0],
+                  "files": conn.execute(f"SELECT count(*) FROM ({files})", ids + ids).fetchone()[0],
+                  "sources": conn.execute(f"SELECT count(*) FROM ({sources})", ids).fetchone()[0]}
+        for table, columns in FTS_COLUMNS.items():
+            if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (f"{table}_fts",)).fetchone():
+                continue
+            where, params = rows_of.get(table, (f"envelope_id IN ({envelopes})", ids))
+            names = ", ".join(f"[{c}]" for c in columns)
+            conn.execute(f"INSERT INTO [{table}_fts] ([{table}_fts], rowid, {names}) "
+                         f"SELECT 'delete', rowid, {names} FROM main.[{table}] WHERE {where}", params)
+        for table, links in foreign_keys(conn).items():
+            if table in ("files", "sources", "envelopes", "payload_data"):
+                continue
+            if table == "ingest_errors":
+                conn.execute(f"DELETE FROM main.ingest_errors WHERE source_id IN ({sources}) OR file_id IN ({files})",
+                             ids + ids + ids)
+            elif "envelope_id" in links:
+                conn.execute(f"DELETE FROM main.{table} WHERE envelope_id IN ({envelopes})", ids)
+            elif "source_id" in links:
+                conn.execute(f"DELETE FROM main.{table} WHERE source_id IN ({sources})", ids)
+        conn.execute(f"DELETE FROM main.envelopes WHERE source_id IN ({sources})", ids)
+        doomed_files = [row[0] for row in conn.execute(files, ids + ids)]
+        conn.execute(f"DELETE FROM main.sources WHERE run_id IN ({marks})", ids)
+        conn.executemany("DELETE FROM main.files WHERE id = ?", [(file_id,) for file_id in doomed_files])
+        conn.execute(f"DELETE FROM main.runs WHERE id IN ({marks})", ids)
+        unused = UNUSED_PAYLOADS
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (PAYLOAD_INDEX,)).fetchone():
+            conn.execute(f"INSERT INTO {PAYLOAD_INDEX} ({PAYLOAD_INDEX}, rowid, text) "
+                         f"SELECT 'delete', id, text FROM payloads WHERE id IN ({unused})")
+        conn.execute(f"DELETE FROM main.payload_data WHERE rowid IN ({unused})")
+    return counts
+
+
+def rename_run(conn: sqlite3.Connection, run_id: int, label: str) -> None:
+    """Give a run a new label (labels are unique: another run's label is refused)."""
+    from .db import immediate
+
+    with immediate(conn):
+        taken = conn.execute("SELECT id FROM runs WHERE label = ? AND id != ?", (label, run_id)).fetchone()
+        if taken:
+            raise ValueError(f"run {taken[0]} is already labelled {label!r}")
+        conn.execute("UPDATE runs SET label = ? WHERE id = ?", (label, run_id))

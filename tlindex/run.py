@@ -1,0 +1,179 @@
+"""`tlindex run -- COMMAND`: one command from a script to answers.
+
+COMMAND runs with TORCH_TRACE set to a fresh folder and the user's terminal (it is the terminal's
+foreground job, so Ctrl-C reaches it and its workers; a SIGINT or SIGTERM sent to tlindex is passed
+on to its whole process group). Whatever it wrote is then ingested as one run, whose summary,
+findings and page are printed. The exit code is COMMAND's (128 + the signal when one ended it;
+127 when it cannot be started), so `tlindex run` drops into scripts and CI.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+
+SERVE_PORT = 8001  # where `tlindex serve` (Datasette) answers by default
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def default_trace_dir(db_path: Path, command: list[str]) -> Path:
+    """A new folder beside the database, named by time and command: <db>.traces/<time>-<command>."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    words = [Path(word).name for word in command[:3] if not word.startswith("-")]
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(words))[:60] or "command"
+    base = db_path.resolve().parent / f"{db_path.stem}.traces"
+    folder, n = base / f"{stamp}-{name}", 1
+    while folder.exists():
+        n += 1
+        folder = base / f"{stamp}-{name}-{n}"
+    return folder
+
+
+def run_command(command: list[str], trace_dir: Path) -> int:
+    """Run COMMAND with TORCH_TRACE=trace_dir as the terminal's foreground job; its exit code (128 + signal
+    when killed). Raises OSError when it cannot be started."""
+    env = dict(os.environ, TORCH_TRACE=str(trace_dir))
+    terminal = _terminal()
+    proc = subprocess.Popen(command, env=env, process_group=0)
+    previous = {sig: signal.signal(sig, _forward_to(proc)) for sig in FORWARDED}
+    if terminal is not None:
+        _hand_terminal(terminal, proc.pid)
+    try:
+        code = proc.wait()
+    finally:
+        if terminal is not None:
+            _hand_terminal(terminal, os.getpgrp())
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return code if code >= 0 else 128 - code
+
+
+def _terminal() -> int | None:
+    try:
+        fd = sys.stdin.fileno()
+        return fd if os.isatty(fd) and os.tcgetpgrp(fd) == os.getpgrp() else None
+    except (OSError, ValueError):
+        return None
+
+
+def _hand_terminal(fd: int, group: int) -> None:
+    """Make `group` the terminal's foreground process group (as a shell does for a job)."""
+    previous = signal.signal(signal.SIGTTOU, signal.SIG_IGN)  # a background group may take the terminal back
+    try:
+        os.tcsetpgrp(fd, group)
+    except OSError:
+        pass
+    finally:
+        signal.signal(signal.SIGTTOU, previous)
+
+
+def _forward_to(proc: subprocess.Popen):
+    def forward(signum, frame) -> None:
+        try:
+            os.killpg(proc.pid, signum)
+        except ProcessLookupError:
+            pass
+    return forward
+
+
+def served_url(db_path: Path, run_id: int, port: int = SERVE_PORT) -> str | None:
+    """The run page's URL when a `tlindex serve` of this database answers on localhost, else None."""
+    from datasette.utils import tilde_encode
+
+    url = f"http://127.0.0.1:{port}/{tilde_encode(db_path.stem)}/-/tlindex/run/{run_id}"
+    try:
+        with urllib.request.urlopen(url, timeout=0.5) as response:
+            return url if response.status == 200 else None
+    except (OSError, ValueError):
+        return None
+
+
+def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: Path | None, keep_trace: bool,
+               echo: Callable[[str], None]) -> int:
+    """The whole of `tlindex run`; returns the exit code to leave with."""
+    from .cli import existing_db
+    from .findings import findings, problems
+    from .ingest import ingest
+    from .runs import resolve_run
+
+    if db_path.exists():
+        existing_db(db_path)  # refuse a file that is not a tlindex database before the command runs
+    folder = trace_dir or default_trace_dir(db_path, command)
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        code = run_command(command, folder)
+    except OSError as error:
+        echo(f"tlindex run: cannot start {command[0]!r}: {error.strerror or error}")
+        if not any(folder.iterdir()) and trace_dir is None:
+            folder.rmdir()
+        return 127
+    logs = sorted(p for p in folder.rglob("*") if p.is_file())
+    if not logs:
+        echo(f"tlindex run: {command[0]} exited with {code} and wrote no trace in {folder} (did it call "
+             f"torch.compile or torch.export?)")
+        if not keep_trace or trace_dir is None:
+            shutil.rmtree(folder, ignore_errors=True)
+        return code
+    summary = ingest(db_path, [str(folder)], run_label=_unique_label(db_path, label or " ".join(command)))
+    for problem in summary.problems:
+        echo(f"error: {problem}")
+    for note in summary.notes():
+        echo(f"note: {note}")
+    echo(summary.line())
+    from .db import connect_read_only
+
+    conn = connect_read_only(db_path)
+    try:
+        (path,) = (str(logs[0].resolve()),)
+        row = conn.execute("SELECT s.run_id FROM sources s JOIN files f ON f.id = s.file_id WHERE f.path = ? "
+                           "AND s.run_id IS NOT NULL LIMIT 1", (path,)).fetchone()
+        if row is None:
+            return code
+        run = resolve_run(conn, str(row[0]))
+        found = findings(conn, run["id"])
+    finally:
+        conn.close()
+    echo(f"run {run['id']} {run['label']}: " + ("nothing to report" if not problems(found) else
+                                                  f"{len(problems(found))} problem(s)"))
+    for finding in found:
+        echo(f"  {finding.severity}: {finding.text}")
+    url = served_url(db_path, run["id"])
+    if url:
+        echo(f"open {url}")
+    else:
+        echo(f"see it: tlindex serve {db_path}  (then http://127.0.0.1:{SERVE_PORT}/{db_path.stem}/-/tlindex/run/"
+             f"{run['id']})")
+    if not keep_trace:
+        shutil.rmtree(folder, ignore_errors=True)
+    return code
+
+
+def _unique_label(db_path: Path, wanted: str) -> str:
+    """The label, made unique among the database's runs (a command run twice makes two runs)."""
+    import sqlite3
+
+    from .db import connect_read_only
+
+    wanted = wanted[:200]
+    if not db_path.exists():
+        return wanted
+    conn = connect_read_only(db_path)
+    try:
+        taken = {row[0] for row in conn.execute("SELECT label FROM runs")}
+    except sqlite3.Error:
+        taken = set()
+    finally:
+        conn.close()
+    label, n = wanted, 1
+    while label in taken:
+        n += 1
+        label = f"{wanted} ({n})"
+    return label
