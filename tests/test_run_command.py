@@ -186,3 +186,28 @@ def test_runs_are_listed_newest_first_and_renamed(fixtures_db, tmp_path):
     assert clash.exit_code == 1 and "already labelled 'baseline'" in clash.output
     text = CliRunner().invoke(cli, ["runs", "--db", str(db)]).output
     assert "baseline" in text and len(text.strip().splitlines()) == len(listed)
+
+
+def test_the_run_page_url_is_printed_only_when_a_server_answers(tmp_path):
+    import http.server
+    import threading
+
+    from tlindex.run import served_url
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # a stand-in for `tlindex serve`: only run 1 of t.db exists
+            self.send_response(200 if self.path == "/t/-/tlindex/run/1" else 404)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        port = server.server_address[1]
+        assert served_url(tmp_path / "t.db", 1, port) == f"http://127.0.0.1:{port}/t/-/tlindex/run/1"
+        assert served_url(tmp_path / "t.db", 2, port) is None
+    finally:
+        server.shutdown()
+    assert served_url(tmp_path / "t.db", 1, port) is None  # nobody answers
