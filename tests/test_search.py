@@ -96,3 +96,28 @@ def test_ingests_after_the_index_is_built_are_searchable(tmp_path):
     ingest(db_path, [str(DATA / "train_step")], jobs=1)
     conn = sqlite3.connect(db_path)
     assert {h.compile for h in search(conn, "aten.mm") if h.table == "payloads"} == compiles_containing(conn, "aten.mm")
+
+
+@pytest.mark.asyncio
+async def test_the_search_page_finds_payload_text_on_a_fresh_database(tmp_path):
+    """No `tlindex search` ran: the page reads the payload text itself, and finds what the index finds."""
+    import sqlite3
+
+    from datasette.app import Datasette
+
+    from tlindex.ingest import ingest
+    from tlindex.search import ensure_payload_index, has_payload_index
+
+    db = tmp_path / "fresh.db"
+    ingest(db, [str(DATA / "train_step")], jobs=1)
+    assert not has_payload_index(sqlite3.connect(db))
+    datasette = Datasette([str(db)])
+    await datasette.invoke_startup()
+    page = await datasette.client.get("/fresh/-/tlindex/search.json?q=cpp_fused")
+    scanned = {(g["compile"], h["table"]) for g in page.json()["groups"] for h in g["hits"]}
+    assert ("payloads" in {table for _, table in scanned}) and "not indexed yet" not in str(page.json()["notes"])
+    conn = sqlite3.connect(db)
+    ensure_payload_index(conn)
+    conn.close()
+    indexed = await Datasette([str(db)]).client.get("/fresh/-/tlindex/search.json?q=cpp_fused")
+    assert {(g["compile"], h["table"]) for g in indexed.json()["groups"] for h in g["hits"]} == scanned

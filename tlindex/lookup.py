@@ -10,6 +10,7 @@ and compile, the groups with the most hits first.
 from __future__ import annotations
 
 import sqlite3
+import time
 from dataclasses import asdict, dataclass
 
 from .compression import register
@@ -101,8 +102,12 @@ def _page_path(route: str | None, row_id: int, table: str) -> str:
     return f"/{table}/{int(row_id)}" if route is None else route_path(route, **{route: row_id})
 
 
-def search(conn: sqlite3.Connection, term: str, run: int | None = None, limit: int = 200) -> list[Hit]:
-    """Every place `term` occurs (up to `limit` per table), grouped by run and compile, biggest groups first."""
+def search(conn: sqlite3.Connection, term: str, run: int | None = None, limit: int = 200,
+           scan_seconds: float = 0, notes: list[str] | None = None) -> list[Hit]:
+    """Every place `term` occurs (up to `limit` per table), grouped by run and compile, biggest groups first.
+
+    Without the payload index, `scan_seconds` > 0 searches the payload text by reading it, for at most
+    that long (a served page on a database nobody indexed yet); `notes` is told when time ran out."""
     register(conn)  # payload hits read the payloads view
     match = phrase(term)
     hits: list[Hit] = []
@@ -122,6 +127,11 @@ def search(conn: sqlite3.Connection, term: str, run: int | None = None, limit: i
             hits.append(Hit(row[0], row[1], row[2], table, snippet, _page_path(route, row[4], table), None, marked))
     if has_payload_index(conn):
         hits += _payload_hits(conn, match, term, run, limit)
+    elif scan_seconds:
+        found, complete = _payload_scan(conn, term, run, limit, scan_seconds)
+        hits += found
+        if not complete and notes is not None:
+            notes.append(f"the payload text was read for {scan_seconds:g} s without finishing")
     groups: dict[tuple, list[Hit]] = {}
     for hit in hits:
         groups.setdefault((hit.run, hit.compile), []).append(hit)
@@ -129,20 +139,45 @@ def search(conn: sqlite3.Connection, term: str, run: int | None = None, limit: i
     return [hit for group in ordered for hit in group]
 
 
-def _payload_hits(conn: sqlite3.Connection, match: str, term: str, run: int | None, limit: int) -> list[Hit]:
-    """Artifacts whose payload text contains the term, each at the line it first occurs."""
-    hits = []
-    for hash_, text in conn.execute(
-            f"SELECT p.hash, p.text FROM {PAYLOAD_INDEX} f JOIN payloads p ON p.id = f.rowid "
-            f"WHERE {PAYLOAD_INDEX} MATCH ? ORDER BY f.rank LIMIT ?", (match, limit)).fetchall():
-        snippet, line, marked = _snippet(text, term)
-        for artifact, compile_row, compile_id, run_id in conn.execute(
+def _payload_scan(conn: sqlite3.Connection, term: str, run: int | None, limit: int,
+                  seconds: float) -> tuple[list[Hit], bool]:
+    """Payloads containing the term (case-insensitive, as the trigram index matches), found by reading
+    them (no index) for at most `seconds`: (hits, whether the whole text was read)."""
+    deadline = time.monotonic() + seconds
+    conn.set_progress_handler(lambda: time.monotonic() > deadline, 20_000)
+    found: list[tuple[str, str]] = []
+    try:
+        cursor = conn.execute("SELECT hash, text FROM payloads WHERE instr(lower(text), lower(?)) > 0 LIMIT ?",
+                              (term, limit))
+        for row in cursor:
+            found.append(row)
+        stopped = False
+    except sqlite3.OperationalError as error:
+        if "interrupted" not in str(error):
+            raise
+        stopped = True
+    finally:
+        conn.set_progress_handler(None, 0)
+    return [hit for hash_, text in found for hit in _artifact_hits(conn, hash_, text, term, run)], not stopped
+
+
+def _artifact_hits(conn: sqlite3.Connection, hash_: str, text: str, term: str, run: int | None) -> list[Hit]:
+    """A payload containing the term, as hits: one per artifact carrying it, at the line it first occurs."""
+    snippet, line, marked = _snippet(text, term)
+    return [Hit(run_id, compile_row, compile_id, "payloads", snippet,
+                route_path("artifact", artifact=artifact) + (f"#L-{line}" if line else ""), line, marked)
+            for artifact, compile_row, compile_id, run_id in conn.execute(
                 "SELECT a.id, c.id, c.compile_id, s.run_id FROM artifacts a JOIN envelopes e ON e.id = a.envelope_id "
                 "JOIN sources s ON s.id = e.source_id LEFT JOIN compiles c ON c.id = a.compile "
-                "WHERE a.payload = ? AND (? IS NULL OR s.run_id = ?) ORDER BY a.id", (hash_, run, run)):
-            hits.append(Hit(run_id, compile_row, compile_id, "payloads", snippet,
-                            route_path("artifact", artifact=artifact) + (f"#L-{line}" if line else ""), line, marked))
-    return hits
+                "WHERE a.payload = ? AND (? IS NULL OR s.run_id = ?) ORDER BY a.id", (hash_, run, run))]
+
+
+def _payload_hits(conn: sqlite3.Connection, match: str, term: str, run: int | None, limit: int) -> list[Hit]:
+    """Artifacts whose payload text contains the term, each at the line it first occurs."""
+    return [hit for hash_, text in conn.execute(
+                f"SELECT p.hash, p.text FROM {PAYLOAD_INDEX} f JOIN payloads p ON p.id = f.rowid "
+                f"WHERE {PAYLOAD_INDEX} MATCH ? ORDER BY f.rank LIMIT ?", (match, limit)).fetchall()
+            for hit in _artifact_hits(conn, hash_, text, term, run)]
 
 
 def marked_html(hit: Hit):

@@ -10,6 +10,7 @@ from tlindex.search import has_payload_index
 from ..database import int_arg, open_database, render
 
 SHOWN = 300  # hits on one page; `tlindex search --json` gives them all
+SCAN_SECONDS = 3.0  # without the payload index, how long the page reads payload text itself
 
 
 async def search_page(datasette, request):
@@ -18,13 +19,15 @@ async def search_page(datasette, request):
     term = (request.args.get("q") or "").strip()
     run = int_arg(request, "run", None)
 
+    notes: list[str] = []
+
     def data(conn):
         labels = dict(conn.execute("SELECT id, label FROM runs").fetchall())
         indexed = has_payload_index(conn)
         if not term:
             return labels, indexed, [], None
         try:
-            hits = search(conn, term, run)
+            hits = search(conn, term, run, scan_seconds=SCAN_SECONDS, notes=notes)
         except SearchError as error:
             return labels, indexed, [], str(error)
         return labels, indexed, hits, None
@@ -38,5 +41,5 @@ async def search_page(datasette, request):
         groups[-1]["hits"].append({"table": hit.table, "snippet": marked_html(hit), "href": urls.base + hit.path})
     return await render(datasette, request, "search.html", {
         "database": db.name, "u": urls, "q": term, "run": run, "groups": groups, "count": len(hits),
-        "shown": min(len(hits), SHOWN), "problem": problem, "indexed": indexed,
+        "shown": min(len(hits), SHOWN), "problem": problem, "indexed": indexed, "notes": notes,
         "db_file": Path(db.path).name if db.path else opened.name})
