@@ -33,6 +33,9 @@ def cell_link(urls: Urls, row, column: str, value, table: str | None = None) -> 
         return Markup('<a href="{}">{}</a>').format(urls.compile(raw), label)
     if column == "compile_id" and isinstance(_value(_row_get(row, "compile")), int):
         return Markup('<a href="{}">{}</a>').format(urls.compile(_value(_row_get(row, "compile"))), raw)
+    if table == "compiles" and column in ("id", "compile_id") and isinstance(_value(_row_get(row, "id")), int):
+        # Datasette's own compiles table: the row's id and compile id lead to tlindex's compile page
+        return Markup('<a href="{}">{}</a>').format(urls.compile(_value(_row_get(row, "id"))), raw)
     if (column in HASH_COLUMNS or (table == "payloads" and column == "hash")) and \
             isinstance(raw, str) and HASH_RE.match(raw):
         return Markup('<a href="{}" title="{}">{}…</a>').format(urls.payload(raw), raw, raw[:10])

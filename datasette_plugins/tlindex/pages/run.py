@@ -25,8 +25,8 @@ def run_data(conn: sqlite3.Connection, run_id: int) -> dict | None:
     run["by_rank"] = dicts(conn.execute("""
         SELECT s.process AS rank, sum(compile_id != '-/-') AS compiles, sum(status = 'ok') AS ok,
                sum(status = 'break') AS break, sum(status = 'empty') AS empty, sum(status = 'error') AS error,
-               sum(status = 'missing') AS missing, sum(frame_compile_id > 0) AS recompiles,
-               sum(graph_breaks) AS graph_breaks, round(sum(duration_s), 3) AS compile_time_s,
+               sum(status = 'missing') AS missing, coalesce(sum(frame_compile_id > 0), 0) AS recompiles,
+               sum(graph_breaks) AS graph_breaks, coalesce(round(sum(duration_s), 3), 0) AS compile_time_s,
                sum(c.envelope_bytes + c.payload_bytes) AS bytes
         FROM compiles c JOIN sources s ON s.id = c.source_id WHERE c.run_id = ?
         GROUP BY s.process ORDER BY min(s.rank), min(coalesce(s.restart, 0)), min(s.pid)""", (run_id,)))
