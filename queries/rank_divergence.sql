@@ -43,7 +43,7 @@ WITH candidates AS (
            CASE WHEN count(result) = 0 THEN 'no cache lookups'
                 ELSE sum(result = 'hit') || ' hits, ' || sum(result = 'miss') || ' misses'
                      || CASE WHEN count(result) > sum(result IN ('hit', 'miss'))
-                             THEN ', ' || (count(result) - sum(result IN ('hit', 'miss'))) || ' other' ELSE '' END
+                             THEN ', ' || (count(result) - sum(result IN ('hit', 'miss'))) || ' other (bypass or no result)' ELSE '' END
            END AS shown
     FROM (SELECT p.run_id, p.rank, p.place, e.result
           FROM procs p JOIN runs_ r ON r.id = p.run_id

@@ -71,13 +71,16 @@ def findings(conn: sqlite3.Connection, run_id: int, divergence: bool = True) -> 
                              f"({_plural(limit[0], 'time')}): Dynamo gave up compiling it.", "recompile_reasons", run))
 
     breaks = conn.execute("""
-        SELECT g.reason, count(*) FROM graph_break_events g JOIN compiles c ON c.id = g.compile
-        WHERE c.run_id = ? GROUP BY g.reason ORDER BY 2 DESC, 1""", (run_id,)).fetchall()
+        SELECT g.reason, count(*), min(g.user_file || ':' || g.user_line) FROM graph_break_events g
+        JOIN compiles c ON c.id = g.compile WHERE c.run_id = ? GROUP BY g.reason ORDER BY 2 DESC, 1""",
+                          (run_id,)).fetchall()
     if breaks:
-        total = sum(n for _, n in breaks)
+        total = sum(n for _, n, _ in breaks)
+        where = f" at {short_location(breaks[0][2])}" if breaks[0][2] else ""
         found.append(Finding("warning", "graph_breaks", total,
                              f"{_plural(total, 'graph break')} ({_plural(len(breaks), 'distinct reason')}); most "
-                             f"frequent: “{_short(breaks[0][0])}” ×{breaks[0][1]}.", "graph_breaks", run))
+                             f"frequent{where}: “{_short(_reason_line(breaks[0][0]), 160)}” ×{breaks[0][1]}.",
+                             "graph_breaks", run))
 
     recompiles = conn.execute("""
         SELECT count(*), count(DISTINCT coalesce(co_name, '') || '@' || coalesce(frame_id, '')),
@@ -132,6 +135,19 @@ def findings(conn: sqlite3.Connection, run_id: int, divergence: bool = True) -> 
                              f"{_plural(cache[0], 'cache miss', 'cache misses')} and {_plural(cache[1], 'bypass', 'bypasses')} "
                              f"in {_plural(cache[2], 'cache lookup')}.", "cache", run))
     return sorted(found, key=lambda f: SEVERITIES.index(f.severity))
+
+
+def _reason_line(reason: str | None) -> str:
+    """A graph-break reason's first informative line (torch 2.13's start with a generic header)."""
+    lines = [line.strip() for line in (reason or "").splitlines() if line.strip()]
+    useful = [line for line in lines if not line.startswith("Encountered graph break when attempting")]
+    return (useful or lines or [""])[0]
+
+
+def short_location(location: str) -> str:
+    """/a/b/c/train.py:12 -> c/train.py:12"""
+    path, _, line = location.rpartition(":")
+    return "/".join(path.replace("\\", "/").split("/")[-2:]) + ":" + line
 
 
 def export_issue_count(conn: sqlite3.Connection, run_id: int) -> int:

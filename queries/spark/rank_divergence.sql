@@ -37,7 +37,7 @@ WITH candidates AS (
     FROM (SELECT *, CASE WHEN lookups = 0 THEN 'no cache lookups'
                          ELSE CAST(hits AS STRING) || ' hits, ' || CAST(misses AS STRING) || ' misses'
                               || CASE WHEN lookups > hits + misses
-                                      THEN ', ' || CAST(lookups - hits - misses AS STRING) || ' other' ELSE '' END
+                                      THEN ', ' || CAST(lookups - hits - misses AS STRING) || ' other (bypass or no result)' ELSE '' END
                     END AS shown FROM cache_patterns)
     GROUP BY run_id, pattern, shown
 ), graphs AS (
