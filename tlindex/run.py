@@ -99,13 +99,16 @@ def served_url(db_path: Path, run_id: int, port: int = SERVE_PORT) -> str | None
 def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: Path | None, keep_trace: bool,
                echo: Callable[[str], None]) -> int:
     """The whole of `tlindex run`; returns the exit code to leave with."""
-    from .cli import existing_db
+    from .db import DatabaseError, check_database
     from .findings import findings, problems
     from .ingest import ingest
     from .runs import resolve_run
 
-    if db_path.exists():
-        existing_db(db_path)  # refuse a file that is not a tlindex database before the command runs
+    try:
+        check_database(db_path)  # refuse a file that is not a tlindex database before the command runs
+    except DatabaseError as error:
+        echo(f"tlindex run: {error}")
+        return 1
     folder = trace_dir or default_trace_dir(db_path, command)
     folder.mkdir(parents=True, exist_ok=True)
     try:
