@@ -232,14 +232,8 @@ class LogReader:
                     line_no += lines
                     offset += size
                     continue
-                if pending is not None:
-                    self._finish(pending)
-                    yield pending.record
-                    yield from pending.blank_errors()
-                    pending = None
-                if orphan is not None:
-                    yield orphan
-                    orphan = None
+                yield from self._ended(pending, orphan)
+                pending = orphan = None
                 if kind == "blank":
                     yield ReadError(line_no + 1, start, lines, size, "blank_line",
                                     "blank line" if lines == 1 else f"{lines:,} blank lines")
@@ -276,14 +270,9 @@ class LogReader:
                     pending.blanks.append((line_no, start, 1, offset - start))
                     continue
             # A new record (or a non-record line) ends the pending one.
-            if pending is not None:
-                self._finish(pending)
-                yield pending.record
-                yield from pending.blank_errors()
-                pending = None
-            if orphan is not None:
-                yield orphan
-                orphan = None
+            if pending is not None or orphan is not None:  # (rarely: the hot path pays one test)
+                yield from self._ended(pending, orphan)
+                pending = orphan = None
             if is_record:
                 # A whole, ordinary record: no per-line work (the common case).
                 record = raw[0]
@@ -320,6 +309,15 @@ class LogReader:
         elif orphan is not None:
             yield orphan
         self._consume(line_no, offset)
+
+    def _ended(self, pending: _Pending | None, orphan: ReadError | None) -> Iterator[Record | ReadError]:
+        """What a new piece of input ends: the record collecting payload lines, or a run of orphan lines."""
+        if pending is not None:
+            self._finish(pending)
+            yield pending.record
+            yield from pending.blank_errors()
+        if orphan is not None:
+            yield orphan
 
     def _pieces(self) -> Iterator[bytes | tuple[bytes] | _Run]:
         """The input as whole records, `(record,)`, where they are ordinary, else as lines; a run of
