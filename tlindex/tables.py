@@ -10,7 +10,8 @@ from __future__ import annotations
 # The tables rows are emitted for, in the order the normalizer emits them to staging.
 EMITTED = ("files", "sources", "strings", "payload_data", "envelopes", "compiles", "frames", "artifacts", "guards",
            "metrics", "volume", "chromium_events", "failed_guards", "graph_break_events", "cache_events", "symbols",
-           "tensor_descriptions", "collective_ops", "op_estimates", "graph_executions", "ingest_errors")
+           "tensor_descriptions", "collective_ops", "op_estimates", "graph_executions", "ingest_errors",
+           "piece_compiles")
 # Columns of those tables that rows do not fill: written later, when the rows are merged or grouped.
 FILLED_LATER = {
     "files": {"copy_of"},

@@ -504,6 +504,98 @@ x = torch.randn(8)
 finish(body(prepare(x)) * x)
 """
 
+# vLLM's piecewise compilation, imitated (vLLM itself is not installed here): a custom torch.compile
+# backend that logs vLLM's records with trace_structured as vLLM does (vllm_compilation_config,
+# vllm_piecewise_split_graph, then per piece compile vllm_piecewise_compile_start and vllm_submod_N),
+# splits the Dynamo graph at a custom attention op with split_module, and compiles each non-attention
+# piece with Inductor for a dynamic range (1-16) and two sizes (4, 8), with a custom post-grad pass
+# that dumps its graph (vllm_post_grad.0.NoopFusion). One compile id holds every piece compile.
+SCENARIOS["vllm_piecewise"] = """
+import copy, json
+from torch._logging import trace_structured
+from torch.fx.passes.split_module import split_module
+from torch._inductor.compile_fx import compile_fx
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+@torch.library.custom_op("tlindex_vllm::attention", mutates_args=())
+def attention(q: torch.Tensor) -> torch.Tensor:
+    return q.softmax(-1)
+
+@attention.register_fake
+def _(q):
+    return torch.empty_like(q)
+
+class NoopFusion(CustomGraphPass):
+    index = 0
+    def __call__(self, graph):
+        trace_structured("graph_dump", metadata_fn=lambda: {"name": f"vllm_post_grad.{self.index}.NoopFusion"},
+                         payload_fn=lambda: str(graph))
+    def uuid(self):
+        return "noop-fusion"
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1 = torch.nn.Linear(8, 8)
+        self.l2 = torch.nn.Linear(8, 8)
+    def forward(self, x):
+        x = torch.ops.tlindex_vllm.attention(self.l1(x).relu())
+        return torch.ops.tlindex_vllm.attention(self.l2(x) * 2) + 1
+
+RANGES = [(1, 16, False, False), (4, 4, True, True), (8, 8, True, True)]
+
+def vllm_like_backend(gm, example_inputs):
+    config = {"model": "tiny", "mode": 3, "backend": "inductor", "splitting_ops": ["tlindex_vllm::attention"],
+              "cudagraph_mode": "PIECEWISE", "compile_sizes": [4, 8], "compile_ranges_split_points": [16],
+              "use_inductor_graph_partition": False, "inductor_passes": {"post_grad_custom_post_pass": "NoopFusion"}}
+    trace_structured("artifact", metadata_fn=lambda: {"name": "vllm_compilation_config", "encoding": "json"},
+                     payload_fn=lambda: json.dumps(config))
+    part = [0]
+    def split(node):
+        if node.op == "call_function" and "attention" in str(node.target):
+            part[0] += 1
+            keep = part[0]
+            part[0] += 1
+            return keep
+        return part[0]
+    split_gm = split_module(gm, None, split, keep_original_order=True)
+    trace_structured("graph_dump", metadata_fn=lambda: {"name": "vllm_piecewise_split_graph"},
+                     payload_fn=lambda: split_gm.print_readable(print_output=False))
+    # the inputs of each piece, from one run of the split graph
+    inputs = {}
+    def record(name):
+        def hook(module, args):
+            inputs[name] = args
+        return hook
+    pieces = [(name, mod) for name, mod in split_gm.named_children() if name.startswith("submod_")]
+    handles = [mod.register_forward_pre_hook(record(name)) for name, mod in pieces]
+    split_gm(*example_inputs)
+    for h in handles:
+        h.remove()
+    compiled_pieces = [(name, mod) for name, mod in pieces if any(n.op == "call_module" or n.op == "call_function"
+                                                                 and "attention" not in str(n.target)
+                                                                 for n in mod.graph.nodes)]
+    torch._inductor.config.post_grad_custom_post_pass = NoopFusion()
+    for start, end, single, cudagraph in RANGES:
+        for index, (name, mod) in enumerate(compiled_pieces):
+            record_ = {"piecewise_index": index, "submod_name": name, "total_piecewise_compiles": len(compiled_pieces),
+                       "compile_range_start": start, "compile_range_end": end, "is_single_size": single,
+                       "is_cudagraph_capture_size": cudagraph}
+            trace_structured("artifact", metadata_fn=lambda: {"name": "vllm_piecewise_compile_start", "encoding": "json"},
+                             payload_fn=lambda: json.dumps(record_))
+            trace_structured("graph_dump", metadata_fn=lambda: {"name": f"vllm_submod_{index}"},
+                             payload_fn=lambda: mod.print_readable(print_output=False))
+            args = inputs[name]
+            if single:
+                args = tuple(torch.randn(start, *a.shape[1:]) if isinstance(a, torch.Tensor) and a.dim() else a for a in args)
+            compile_fx(copy.deepcopy(mod), list(args))
+    return split_gm
+
+model = Model()
+with torch.no_grad():  # serving: inference graphs only
+    torch.compile(model, backend=vllm_like_backend)(torch.randn(4, 8))
+"""
+
 # Environment a scenario's program runs with, beyond the common one ({trace}: the trace dir).
 EXTRA_ENV = {"collectives_3ranks": {"LOG_TLPARSE": "1"}, "draft_export": {"TORCH_DTRACE": "{trace}"},
              "provenance": {"INDUCTOR_PROVENANCE": "1"}, "train_provenance": {"INDUCTOR_PROVENANCE": "1"},

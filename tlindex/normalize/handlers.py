@@ -259,6 +259,24 @@ def on_cache_event(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -
                                 None if reason is None else str(reason)))
 
 
+PIECE_FIELDS = ("piecewise_index", "submod_name", "total_piecewise_compiles", "compile_range_start",
+                "compile_range_end", "is_single_size", "is_cudagraph_capture_size")
+
+
+def on_piece_compile(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> None:
+    """vLLM's vllm_piecewise_compile_start: a piece of a split graph compiled for one range."""
+    info = orjson.loads(text) if text else None
+    if not isinstance(info, dict):
+        raise ValueError("vllm_piecewise_compile_start payload is not a JSON object")
+    values = []
+    for field in PIECE_FIELDS:
+        value = info.get(field)
+        if isinstance(value, bool):
+            value = int(value)
+        values.append(value if value is None or isinstance(value, (int, str)) else str(value))
+    n.sink.add("piece_compiles", (n.next_id("piece_compiles"), envelope_id, compile.id if compile else None, *values))
+
+
 def on_torch_version(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> None:
     try:
         info = orjson.loads(text) if text else None
@@ -289,6 +307,7 @@ HANDLERS: dict[str, Handler] = {
 }
 
 ARTIFACT_HANDLERS: dict[str, Handler] = {
+    "vllm_piecewise_compile_start": on_piece_compile,
     "recompile_reasons": on_recompile_reasons,
     "dynamo_graph_break_reason": on_graph_break,
     "torch_version": on_torch_version,
