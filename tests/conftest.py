@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 
 from tlindex.db import apply_schema
 from tlindex.ingest import ingest
@@ -159,3 +160,13 @@ def write_hostile_log(path: Path, records: list[tuple[bytes, bytes]] | None = No
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"\n".join(lines) + b"\n")
     return path
+
+
+@pytest_asyncio.fixture
+async def ds(traces_db):
+    """Datasette serving the fixtures database at /traces (a module may define its own `ds`)."""
+    from datasette.app import Datasette
+
+    datasette = Datasette([str(traces_db)])
+    await datasette.invoke_startup()
+    return datasette

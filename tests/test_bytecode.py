@@ -13,7 +13,6 @@ import re
 import sys
 
 import pytest
-import pytest_asyncio
 from conftest import connect, scenario_run, write_hostile_log
 from datasette.app import Datasette
 from test_queries import raw_records
@@ -44,13 +43,6 @@ def raw_listings() -> dict[str, str]:
 
 def text_of(html: str) -> str:
     return htmllib.unescape(re.sub(r"<[^>]+>", "", html))
-
-
-@pytest_asyncio.fixture
-async def ds(traces_db):
-    datasette = Datasette([str(traces_db)])
-    await datasette.invoke_startup()
-    return datasette
 
 
 def resume_compiles(conn, run: int) -> dict[str, int]:

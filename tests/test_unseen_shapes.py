@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from click.testing import CliRunner
 from conftest import connect, scenario_logs, scenario_run
 from datasette.app import Datasette
@@ -26,13 +25,6 @@ from tlindex.queries import load_queries, run_sql
 from tlindex.reassemble import CannotReassemble, reassemble
 
 PY311 = sys.version_info[:2] == (3, 11)
-
-
-@pytest_asyncio.fixture
-async def ds(traces_db):
-    datasette = Datasette([str(traces_db)])
-    await datasette.invoke_startup()
-    return datasette
 
 
 def listings(conn, scenario: str) -> dict[str, str]:
