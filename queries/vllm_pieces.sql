@@ -5,21 +5,38 @@
 -- vllm_subgraph_N) and Inductor's output code (artifact ids; NULL when the piece logged none, e.g. cut
 -- short by a restart), its cache result and compile time (its inductor_compile spans).
 -- :run  run id (empty: every run)
+WITH spans AS MATERIALIZED (
+    SELECT p.id, p.envelope_id, p.compile, p.piecewise_index, p.submod_name, p.total_piecewise_compiles,
+           p.compile_range_start, p.compile_range_end, p.is_single_size, p.is_cudagraph_capture_size,
+           p.source_id, p.attempt, p.compile_call, p.end_envelope
+    FROM piece_compile_spans p JOIN sources s ON s.id = p.source_id
+    WHERE coalesce(:run, '') = '' OR s.run_id = :run
+), records AS (
+    -- the records of each piece compile (its process, between its start and its end)
+    SELECT p.id AS piece, e.id AS envelope_id
+    FROM spans p CROSS JOIN envelopes e
+    WHERE e.id > p.envelope_id AND e.id < p.end_envelope AND e.source_id = p.source_id
+), graphs AS (
+    SELECT r.piece, min(a.id) AS artifact FROM records r JOIN artifacts a ON a.envelope_id = r.envelope_id
+    WHERE substr(a.name, 1, 12) = 'vllm_submod_' OR substr(a.name, 1, 14) = 'vllm_subgraph_' GROUP BY r.piece
+), codes AS (
+    SELECT r.piece, min(a.id) AS artifact FROM records r JOIN artifacts a ON a.envelope_id = r.envelope_id
+    WHERE a.kind = 'inductor_output_code' GROUP BY r.piece
+), caches AS (
+    SELECT piece, group_concat(result, ', ') AS results
+    FROM (SELECT r.piece, x.cache || ' ' || x.result AS result FROM records r
+          JOIN cache_events x ON x.envelope_id = r.envelope_id ORDER BY x.id)
+    GROUP BY piece
+), times AS (
+    SELECT r.piece, round(sum(c.duration_us) / 1e6, 3) AS seconds FROM records r
+    JOIN chromium_events c ON c.begin_envelope = r.envelope_id
+    WHERE c.name = 'inductor_compile' AND c.ph = 'X' GROUP BY r.piece
+)
 SELECT s.run_id, p.compile, c.compile_id, p.compile_call, p.attempt, p.id AS piece_compile,
        p.piecewise_index, p.submod_name, p.total_piecewise_compiles, p.compile_range_start, p.compile_range_end,
-       p.is_single_size, p.is_cudagraph_capture_size,
-       (SELECT min(a.id) FROM envelopes e CROSS JOIN artifacts a WHERE e.source_id = p.source_id
-        AND e.id > p.envelope_id AND e.id < p.end_envelope AND a.envelope_id = e.id
-        AND (a.name LIKE 'vllm\_submod\_%' ESCAPE '\' OR a.name LIKE 'vllm\_subgraph\_%' ESCAPE '\')) AS graph_artifact,
-       (SELECT min(a.id) FROM envelopes e CROSS JOIN artifacts a WHERE e.source_id = p.source_id
-        AND e.id > p.envelope_id AND e.id < p.end_envelope AND a.envelope_id = e.id
-        AND a.kind = 'inductor_output_code') AS output_code_artifact,
-       (SELECT group_concat(x.cache || ' ' || x.result, ', ') FROM envelopes e CROSS JOIN cache_events x
-        WHERE e.source_id = p.source_id AND e.id > p.envelope_id AND e.id < p.end_envelope
-        AND x.envelope_id = e.id) AS cache,
-       (SELECT round(sum(ce.duration_us) / 1e6, 3) FROM chromium_events ce WHERE ce.source_id = p.source_id
-        AND ce.name = 'inductor_compile' AND ce.ph = 'X' AND ce.begin_envelope > p.envelope_id
-        AND ce.begin_envelope < p.end_envelope) AS compile_time_s
-FROM piece_compile_spans p JOIN sources s ON s.id = p.source_id LEFT JOIN compiles c ON c.id = p.compile
-WHERE coalesce(:run, '') = '' OR s.run_id = :run
+       p.is_single_size, p.is_cudagraph_capture_size, g.artifact AS graph_artifact,
+       o.artifact AS output_code_artifact, x.results AS cache, t.seconds AS compile_time_s
+FROM spans p JOIN sources s ON s.id = p.source_id LEFT JOIN compiles c ON c.id = p.compile
+LEFT JOIN graphs g ON g.piece = p.id LEFT JOIN codes o ON o.piece = p.id
+LEFT JOIN caches x ON x.piece = p.id LEFT JOIN times t ON t.piece = p.id
 ORDER BY p.envelope_id
