@@ -99,9 +99,10 @@ def served_url(db_path: Path, run_id: int, port: int = SERVE_PORT) -> str | None
 def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: Path | None, keep_trace: bool,
                echo: Callable[[str], None]) -> int:
     """The whole of `tlindex run`; returns the exit code to leave with."""
-    from .db import DatabaseError, check_database
+    from .db import DatabaseError, check_database, connect_read_only
     from .findings import findings, problems
     from .ingest import ingest
+    from .report import runs_of_paths
     from .runs import resolve_run
 
     try:
@@ -131,16 +132,12 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
     for note in summary.notes():
         echo(f"note: {note}")
     echo(summary.line())
-    from .db import connect_read_only
-
+    runs = runs_of_paths(db_path, [str(folder)])  # one: every file was given the run's label
+    if not runs:
+        return code
     conn = connect_read_only(db_path)
     try:
-        (path,) = (str(logs[0].resolve()),)
-        row = conn.execute("SELECT s.run_id FROM sources s JOIN files f ON f.id = s.file_id WHERE f.path = ? "
-                           "AND s.run_id IS NOT NULL LIMIT 1", (path,)).fetchone()
-        if row is None:
-            return code
-        run = resolve_run(conn, str(row[0]))
+        run = resolve_run(conn, str(runs[0]))
         found = findings(conn, run["id"])
     finally:
         conn.close()
