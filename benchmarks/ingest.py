@@ -272,8 +272,8 @@ def folder_mb(path: Path) -> float:
 # --- queries and pages ------------------------------------------------------------------------
 
 def time_queries(db: Path) -> dict[str, float]:
-    from tlindex.compression import register
-    from tlindex.queries import load_queries, run_sql
+    from tlindex.answers.queries import load_queries, run_sql
+    from tlindex.store.compression import register
 
     conn = register(sqlite3.connect(db))
     timings = {}
@@ -294,8 +294,8 @@ def time_pages(db: Path) -> dict[str, float]:
     name = db.stem
     conn.close()
     # The search page reads the payload index the first `tlindex search` builds: build it (timed).
-    from tlindex.lookup import search
-    from tlindex.search import ensure_payload_index
+    from tlindex.answers.search import search
+    from tlindex.ingest.text_index import ensure_payload_index
 
     index_conn = sqlite3.connect(db, isolation_level=None)
     started = time.perf_counter()
@@ -305,7 +305,7 @@ def time_pages(db: Path) -> dict[str, float]:
     hits = len(search(index_conn, "aten.mm"))
     search_s = round(time.perf_counter() - started, 3)
     # A diff of the biggest run with itself: every compile matched and compared (the most work a diff does).
-    from tlindex.diff import diff
+    from tlindex.answers.diff import diff
 
     started = time.perf_counter()
     matched = diff(index_conn, str(run), str(run))["summary"]["matched"]

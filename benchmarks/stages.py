@@ -32,9 +32,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tlindex.normalize import FileNormalizer  # noqa: E402
-from tlindex.reader import Clock, LogReader  # noqa: E402
-from tlindex.task import Task, run_task  # noqa: E402
+from tlindex.ingest.normalize import FileNormalizer  # noqa: E402
+from tlindex.ingest.reader import Clock, LogReader  # noqa: E402
+from tlindex.ingest.task import Task, run_task  # noqa: E402
 
 BLOCK = 1 << 20
 

@@ -1,7 +1,7 @@
 -- tlindex schema, version 1.
 --
 -- Every table and column carries a comment: docs/schema.md is generated from
--- them (python -m tlindex.schema_doc) and a test keeps the two in step.
+-- them (python -m tlindex.formats.schema_doc) and a test keeps the two in step.
 -- Times are local wall-clock times as the logging machine wrote them, in ISO 8601
 -- without a zone; glog has no year, so it is taken from the file's mtime.
 

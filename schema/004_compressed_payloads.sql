@@ -1,4 +1,4 @@
--- tlindex schema, migration 004: payload text compressed (tlindex/compression.py). The table
+-- tlindex schema, migration 004: payload text compressed (tlindex/store/compression.py). The table
 -- payload_data holds the bytes; the view payloads gives the text as before. The view's function is
 -- the sqlite3 shell's own sqlar_uncompress; tlindex and its Datasette plugin register it for their
 -- connections. Renaming keeps every foreign key (envelopes.payload, the metrics configs) pointing at

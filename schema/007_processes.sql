@@ -1,6 +1,6 @@
 -- tlindex schema, migration 007: a process is the unit of a multi-rank comparison. When several
 -- processes of one run claim the same rank, tlindex decides what they are (at run grouping,
--- tlindex.runs.resolve_processes): distinct ranks when their file names say so (tlparse reads
+-- tlindex.ingest.runs.resolve_processes): distinct ranks when their file names say so (tlparse reads
 -- ranks from file names), restarts when they ran one after another, else concurrent processes
 -- told apart by pid. Two processes are never compared, counted or diffed as one sequence.
 ALTER TABLE sources ADD COLUMN logged_rank INTEGER; -- the rank its envelopes logged (else its file name's); `rank` is this rank as resolved within the run

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from tlindex.db import apply_schema
-from tlindex.ingest import ingest
-from tlindex.tables import COLUMNS
+from tlindex.ingest.pipeline import ingest
+from tlindex.store.db import apply_schema
+from tlindex.store.tables import COLUMNS
 
 DATA = Path(__file__).parent / "data"
 sys.path.insert(0, str(DATA))  # tests read the scenario programs of generate.py
@@ -41,7 +41,7 @@ def raw_envelopes(paths: list[Path]) -> list[dict]:
 
 def connect(path: Path) -> sqlite3.Connection:
     """A connection that reads the payloads view as every tlindex connection does (sqlar functions)."""
-    from tlindex.compression import register
+    from tlindex.store.compression import register
 
     conn = register(sqlite3.connect(path))
     conn.row_factory = sqlite3.Row

@@ -17,11 +17,11 @@ from conftest import connect, scenario_run, write_hostile_log
 from datasette.app import Datasette
 from test_queries import raw_records
 
-from tlindex import decompile as decompile_module
-from tlindex.bytecode import parse_listing, resume_name
-from tlindex.ingest import ingest
-from tlindex.reassemble import CannotReassemble, reassemble
-from tlindex.resume_functions import file_source_lines, user_traceback
+from tlindex.answers import decompile as decompile_module
+from tlindex.answers.bytecode import parse_listing, resume_name
+from tlindex.answers.reassemble import CannotReassemble, reassemble
+from tlindex.answers.resume_functions import file_source_lines, user_traceback
+from tlindex.ingest.pipeline import ingest
 
 PY311 = sys.version_info[:2] == (3, 11)
 

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 from conftest import connect, scenario_logs, scenario_run
 from datasette.app import Datasette
 
-from tlindex.chromium import trace_chunks
 from tlindex.cli import cli
+from tlindex.formats.chromium import trace_chunks
 
 RANK_RE = re.compile(r"_rank_(\d+)_")
 
@@ -57,12 +57,12 @@ def test_a_run_trace_has_every_span_of_every_rank(db):
 
 
 def test_a_trace_longer_than_a_batch_is_valid_json(fixtures_db, monkeypatch):
-    import tlindex.chromium
+    import tlindex.formats.chromium
 
     conn = connect(fixtures_db)
     (run,) = scenario_run(conn, "train_step")
     whole = json.loads(b"".join(trace_chunks(conn, run)))["traceEvents"]
-    monkeypatch.setattr(tlindex.chromium, "BATCH", 7)
+    monkeypatch.setattr(tlindex.formats.chromium, "BATCH", 7)
     chunks = list(trace_chunks(conn, run))
     assert len(chunks) > len(whole) // 7 and json.loads(b"".join(chunks))["traceEvents"] == whole
 

@@ -1,7 +1,7 @@
 """A big file parsed in chunks by several workers gives the database one worker gives.
 
 Chunks are parsed without the state before them and fitted to the file's rows
-when merged (tlindex.resume). Tiny chunks put boundaries everywhere: inside
+when merged (tlindex.ingest.continuation). Tiny chunks put boundaries everywhere: inside
 compilations, between spans' begin and end events, after torch._dynamo.reset(),
 between a string table entry and its uses.
 """
@@ -15,8 +15,8 @@ import sqlite3
 import pytest
 from conftest import DATA, SHARED_CORPUS, canonical, sqlite_tables
 
-from tlindex.chunks import split_points
-from tlindex.ingest import ingest
+from tlindex.ingest.chunks import split_points
+from tlindex.ingest.pipeline import ingest
 
 SCENARIOS = ["train_step", "recompiles", "compile_errors", "graph_breaks", "dynamic", "cache", "ddp_2ranks",
              "compiled_autograd", "export", "ddp_4ranks_diverge", "collectives_3ranks", "draft_export", "provenance"]
@@ -69,7 +69,7 @@ def _merged_in_turns(monkeypatch):
     import concurrent.futures
     import re
 
-    import tlindex.ingest
+    import tlindex.ingest.pipeline
 
     def in_turns(pending, timeout=None, return_when=None):
         finished, _ = concurrent.futures.wait(pending)
@@ -80,16 +80,16 @@ def _merged_in_turns(monkeypatch):
             return (int(index.group(1)) if index else 0, staging)
         return sorted(finished, key=turn), set()
 
-    monkeypatch.setattr(tlindex.ingest, "wait", in_turns)
+    monkeypatch.setattr(tlindex.ingest.pipeline, "wait", in_turns)
 
 
 @pytest.mark.parametrize("in_turns", [False, True])
 def test_an_interrupted_chunked_ingest_reads_as_a_grown_log_and_is_continued(tmp_path, whole, monkeypatch,
                                                                               in_turns):
-    import tlindex.chunks
+    import tlindex.ingest.chunks
 
     calls = []
-    fit = tlindex.chunks.fit_chunk
+    fit = tlindex.ingest.chunks.fit_chunk
 
     def interrupted(*args):
         calls.append(1)
@@ -97,7 +97,7 @@ def test_an_interrupted_chunked_ingest_reads_as_a_grown_log_and_is_continued(tmp
             raise KeyboardInterrupt
         return fit(*args)
 
-    monkeypatch.setattr(tlindex.chunks, "fit_chunk", interrupted)
+    monkeypatch.setattr(tlindex.ingest.chunks, "fit_chunk", interrupted)
     if in_turns:
         _merged_in_turns(monkeypatch)
     db = tmp_path / "t.db"

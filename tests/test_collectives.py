@@ -10,9 +10,9 @@ from collections import defaultdict
 import pytest
 from conftest import SHARED_CORPUS, connect, scenario_logs, scenario_run
 
-from tlindex.ingest import ingest
-from tlindex.normalize.collectives import collective_of
-from tlindex.queries import load_queries, run_sql
+from tlindex.answers.queries import load_queries, run_sql
+from tlindex.ingest.normalize.collectives import collective_of
+from tlindex.ingest.pipeline import ingest
 
 ENVELOPE_RE = re.compile(r"^[VIWEC]\d{4} [\d:.]+ +\d+ .+?:\d+\] (\{.*\})$")
 RANK_RE = re.compile(r"_rank_(\d+)_")

@@ -13,9 +13,9 @@ import pytest
 from conftest import connect, raw_envelopes, scenario_logs
 from datasette.app import Datasette
 
-from tlindex.compression import pack, sqlar_uncompress
-from tlindex.db import apply_schema
-from tlindex.resources import schema_files
+from tlindex.store.compression import pack, sqlar_uncompress
+from tlindex.store.db import apply_schema
+from tlindex.store.resources import schema_files
 
 SQLITE3 = shutil.which("sqlite3")
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import DATA, connect
 
-from tlindex.ingest import ingest
+from tlindex.ingest.pipeline import ingest
 
 SCENARIOS = ["graph_breaks", "recompiles", "export", "ddp_2ranks"]
 TABLES = ["files", "sources", "envelopes", "compiles", "artifacts", "payloads", "strings", "volume"]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import SHARED_CORPUS, connect
 
-from tlindex.discover import discover
-from tlindex.ingest import ingest
+from tlindex.ingest.discover import discover
+from tlindex.ingest.pipeline import ingest
 
 pytestmark = pytest.mark.skipif(not SHARED_CORPUS.is_dir(), reason="../shared/corpus/tlparse is absent")
 
@@ -67,7 +67,7 @@ def test_provenance_finds_every_node_and_kernel_of_tlparse_provenance_logs(tmp_p
     import json
     import re
 
-    from tlindex.provenance import provenance_data
+    from tlindex.answers.provenance import provenance_data
 
     db_path = tmp_path / "t.db"
     ingest(db_path, [str(SHARED_CORPUS / name)], jobs=1)

@@ -7,9 +7,9 @@ import json
 from click.testing import CliRunner
 from conftest import connect, raw_envelopes, scenario_logs, scenario_run
 
+from tlindex.answers.diff import compare, diff, graph_pairs
 from tlindex.cli import cli
-from tlindex.diff import compare, diff, graph_pairs
-from tlindex.guard_keys import PROCESS_ADDRESS
+from tlindex.ingest.guard_keys import PROCESS_ADDRESS
 
 
 def test_a_cold_and_a_warm_cache_run_match_every_compile_and_show_cache_and_time(db):

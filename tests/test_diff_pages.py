@@ -11,7 +11,7 @@ from conftest import connect, write_hostile_log
 from datasette.app import Datasette
 from test_diff import break_added_runs
 
-from tlindex.ingest import ingest
+from tlindex.ingest.pipeline import ingest
 
 
 @pytest_asyncio.fixture

@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import connect
 
+from tlindex.answers.queries import load_queries, run_sql
 from tlindex.cli import cli
-from tlindex.export import ExportError, declared_columns, duckdb_views, export_parquet, schema_tables
-from tlindex.queries import load_queries, run_sql
+from tlindex.formats.parquet import ExportError, declared_columns, duckdb_views, export_parquet, schema_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 LIST_COLUMNS = {"compile_ids", "ranks", "functions"}
@@ -114,10 +114,10 @@ def test_duckdb_over_parquet_answers_like_sqlite(fixtures_db, export_dir, name, 
 
 
 def test_spark_queries_are_the_translation_of_the_duckdb_queries():
-    from tlindex.dialects import duckdb_to_spark
+    from tlindex.formats.dialects import duckdb_to_spark
 
     duckdb_files = sorted((ROOT / "queries" / "duckdb").glob("*.sql"))
     assert [p.stem for p in duckdb_files] == sorted(load_queries())  # every canned query has both
     for path in duckdb_files:
         assert (ROOT / "queries" / "spark" / path.name).read_text() == duckdb_to_spark(path.read_text()), \
-            "run: python -m tlindex.dialects"
+            "run: python -m tlindex.formats.dialects"

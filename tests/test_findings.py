@@ -10,8 +10,8 @@ from click.testing import CliRunner
 from conftest import raw_envelopes, scenario_logs, scenario_run
 from datasette.app import Datasette
 
+from tlindex.answers.findings import findings, problems
 from tlindex.cli import cli
-from tlindex.findings import findings, problems
 
 
 def by_kind(db, scenario: str) -> dict:

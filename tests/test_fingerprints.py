@@ -1,4 +1,4 @@
-"""Compile fingerprints (tlindex.fingerprints): one print is one content, and every reader gives the same
+"""Compile fingerprints (tlindex.ingest.fingerprints): one print is one content, and every reader gives the same
 answer with them as without them (a database written before the columns)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import connect, scenario_run
 
-from tlindex.diff import _load_contents, _sides, diff
-from tlindex.ingest import ingest
-from tlindex.trie import Node, build_trie
+from tlindex.answers.diff import _load_contents, _sides, diff
+from tlindex.answers.trie import Node, build_trie
+from tlindex.ingest.pipeline import ingest
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ Each real fixture log is written in four steps, cut at record boundaries and onc
 of a line (a log still being written), and ingested after each step; the result must equal one
 ingest of the whole log (tests/test_chunks.py does the same for a file split across workers).
 The handlers that keep state across records (string table, span pairing, compile state) are
-exercised on every fixture, and every handler of tlindex.normalize.handlers is exercised by
+exercised on every fixture, and every handler of tlindex.ingest.normalize.handlers is exercised by
 some real log.
 """
 
@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 from conftest import DATA, SHARED_CORPUS, canonical, raw_envelopes, sqlite_tables
 
-from tlindex.discover import discover
-from tlindex.ingest import ingest
-from tlindex.normalize.handlers import ARTIFACT_HANDLERS, CACHE_NAME_RE, HANDLERS
+from tlindex.ingest.discover import discover
+from tlindex.ingest.normalize.handlers import ARTIFACT_HANDLERS, CACHE_NAME_RE, HANDLERS
+from tlindex.ingest.pipeline import ingest
 
 LOGS = discover([str(DATA)])[0]
 

@@ -35,7 +35,7 @@ def import_graph() -> dict[str, set[str]]:
 
 def test_no_module_imports_itself_through_others():
     graph = import_graph()
-    assert "tlindex.normalize.core" in graph and "datasette_plugins.tlindex.pages.compile" in graph
+    assert "tlindex.ingest.normalize.core" in graph and "datasette_plugins.tlindex.pages.compile" in graph
 
     def reaches(start: str) -> bool:
         seen, todo = set(), list(graph[start])
@@ -60,3 +60,31 @@ def test_the_library_never_imports_the_plugin():
     lazy = [path for path in (ROOT / "tlindex").rglob("*.py") if "datasette_plugins" in
             "".join(line for line in path.read_text().splitlines(True) if "import" in line)]
     assert lazy == []  # no import inside a function either
+
+
+LAYERS = {  # lowest first: a module imports only from its own layer or below
+    "tlindex": 0, "tlindex.routes": 0, "tlindex.store": 0,
+    "tlindex.ingest": 1,
+    "tlindex.answers": 2,
+    "tlindex.formats": 3,
+    "tlindex.cli": 4, "tlindex.output": 4, "tlindex.run": 4, "tlindex.__main__": 4,
+    "datasette_plugins": 5,
+}
+
+
+def layer_of(module: str) -> int:
+    parts = module.split(".")
+    for length in range(len(parts), 0, -1):
+        if ".".join(parts[:length]) in LAYERS:
+            return LAYERS[".".join(parts[:length])]
+    raise AssertionError(f"{module} belongs to no layer: add its folder to LAYERS and to docs/architecture.md")
+
+
+def test_folders_are_layers_and_imports_only_go_down():
+    """store (and the route table) < ingest < answers < formats < the command line < the plugin."""
+    graph = import_graph()
+    upward = sorted((name, target) for name, targets in graph.items() for target in targets
+                    if layer_of(target) > layer_of(name))
+    assert upward == []
+    top_level = sorted(path.name for path in (ROOT / "tlindex").glob("*.py"))
+    assert top_level == ["__init__.py", "__main__.py", "cli.py", "output.py", "routes.py", "run.py"]

@@ -152,7 +152,7 @@ def test_training_step_has_forward_backward_and_paired_spans(db):
 
 
 def test_every_metrics_key_is_kept(db):
-    from tlindex.tables import METRICS_CONFIGS, METRICS_TYPED
+    from tlindex.store.tables import METRICS_CONFIGS, METRICS_TYPED
 
     envelopes = [e for e in raw_envelopes(scenario_logs("train_step")) if "compilation_metrics" in e]
     (run,) = scenario_run(db, "train_step")
@@ -252,7 +252,7 @@ def test_text_people_search_is_full_text_indexed(db):
 def test_full_text_index_follows_later_ingests(tmp_path):
     import sqlite3
 
-    from tlindex.ingest import ingest
+    from tlindex.ingest.pipeline import ingest
 
     db_path = tmp_path / "t.db"
 

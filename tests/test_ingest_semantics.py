@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import DATA, connect, scenario_logs
 
-import tlindex.merge
+import tlindex.ingest.merge
 from tlindex.cli import cli
-from tlindex.ingest import ingest
+from tlindex.ingest.pipeline import ingest
 
 TABLES = ("files", "sources", "envelopes", "payloads", "compiles", "frames", "artifacts", "guards",
           "metrics", "chromium_events", "failed_guards", "graph_break_events", "cache_events", "symbols",
@@ -133,7 +133,7 @@ def test_a_grown_log_is_continued_not_duplicated(tmp_path):
 def test_an_interrupted_merge_leaves_no_half_source_and_a_rerun_completes(tmp_path, monkeypatch):
     db_path = tmp_path / "t.db"
     calls = {"n": 0}
-    real = tlindex.merge.merge_statements
+    real = tlindex.ingest.merge.merge_statements
 
     def failing(conn):
         statements, offsets = real(conn)
@@ -142,7 +142,7 @@ def test_an_interrupted_merge_leaves_no_half_source_and_a_rerun_completes(tmp_pa
             statements = statements[:len(statements) // 2] + ["INSERT INTO no_such_table VALUES (1)"]
         return statements, offsets
 
-    monkeypatch.setattr(tlindex.merge, "merge_statements", failing)
+    monkeypatch.setattr(tlindex.ingest.merge, "merge_statements", failing)
     with pytest.raises(Exception):
         ingest(db_path, [str(DATA / "cache")], jobs=1)
     partial = counts(db_path)
@@ -151,7 +151,7 @@ def test_an_interrupted_merge_leaves_no_half_source_and_a_rerun_completes(tmp_pa
     assert conn.execute("SELECT count(*) FROM envelopes e LEFT JOIN sources s ON s.id = e.source_id "
                         "WHERE s.id IS NULL").fetchone()[0] == 0
     conn.close()
-    monkeypatch.setattr(tlindex.merge, "merge_statements", real)
+    monkeypatch.setattr(tlindex.ingest.merge, "merge_statements", real)
     ingest(db_path, [str(DATA / "cache")], jobs=1)
     clean = tmp_path / "clean.db"
     ingest(clean, [str(DATA / "cache")], jobs=1)

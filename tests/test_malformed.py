@@ -12,7 +12,7 @@ import os
 import pytest
 from conftest import connect, scenario_logs
 
-from tlindex.ingest import ingest
+from tlindex.ingest.pipeline import ingest
 
 REAL = scenario_logs("export")[0]
 
@@ -191,9 +191,9 @@ def test_string_table_is_per_process_not_per_file(tmp_path):
 @pytest.mark.parametrize("block", [7, 64, 1000, 4096])
 def test_records_split_across_read_blocks_are_read_whole(tmp_path, monkeypatch, block):
     """The reader splits its input in blocks; a record may straddle any block boundary."""
-    import tlindex.reader
+    import tlindex.ingest.reader
 
-    monkeypatch.setattr(tlindex.reader, "READ_BLOCK", block)
+    monkeypatch.setattr(tlindex.ingest.reader, "READ_BLOCK", block)
     summary, conn, errors = ingest_one(tmp_path, str(REAL))
     assert errors == []
     assert conn.execute("SELECT count(*), sum(md5_ok) FROM envelopes").fetchone()[0] == len(records())

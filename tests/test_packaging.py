@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from tlindex.resources import resource_dir
+from tlindex.store.resources import resource_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 
 PROBE = """
 import sqlite3, tlindex
-from tlindex.resources import resource_dir
-from tlindex.db import apply_schema
+from tlindex.store.resources import resource_dir
+from tlindex.store.db import apply_schema
 print(tlindex.__file__)
 print(resource_dir("schema"))
 print(resource_dir("queries"))

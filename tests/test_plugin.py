@@ -10,7 +10,7 @@ import pytest_asyncio
 from conftest import connect, raw_envelopes, scenario_logs, scenario_run, write_hostile_log
 from datasette.app import Datasette
 
-from tlindex.ingest import ingest
+from tlindex.ingest.pipeline import ingest
 
 LINK_RE = re.compile(r'<a class="compile status-(\w+)" href="/traces/-/tlindex/compile/(\d+)">\[([^\]]+)\]</a>')
 # a trie badge of a multi-rank run: one compile id and status, labelled with the ranks that share it
@@ -227,7 +227,7 @@ async def test_provenance_links_follow_the_logged_node_mappings(ds, traces_db):
     (other, other_artifact) = conn.execute("SELECT compile, id FROM artifacts WHERE compile IN (SELECT id FROM "
                                            "compiles WHERE run_id = ?) LIMIT 1", scenario_run(conn, "train_step")).fetchone()
     assert (await ds.client.get(f"/traces/-/tlindex/provenance/{other_artifact}")).status_code == 404
-    assert "tlindex/provenance/" not in (await ds.client.get(f"/traces/-/tlindex/compile/{other}")).text
+    assert "tlindex/answers/provenance/" not in (await ds.client.get(f"/traces/-/tlindex/compile/{other}")).text
 
 
 @pytest.mark.asyncio
@@ -253,7 +253,7 @@ async def test_canned_queries_run_from_the_ui(ds, traces_db):
     page = await ds.client.get("/traces/log_volume?by=compile&limit=1")
     assert page.status_code == 200 and "Log volume" in page.text
     assert (await ds.client.get("/other/recompile_reasons")).status_code == 404
-    from tlindex.queries import load_queries
+    from tlindex.answers.queries import load_queries
 
     run_page = (await ds.client.get(f"/traces/-/tlindex/run/{run}")).text
     for name, query in load_queries().items():

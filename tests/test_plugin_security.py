@@ -34,7 +34,10 @@ def _pages(conn) -> list[str]:
     (breaks,) = scenario_run(conn, "graph_breaks")
     (resume,) = conn.execute("SELECT id FROM compiles WHERE run_id = ? AND co_name LIKE 'torch_dynamo_resume_in%' "
                              "LIMIT 1", (breaks,)).fetchone()
-    return [base, f"{base}/diff/{run}/{run}", f"{base}/diff/compiles/{pair[0]}/{pair[1]}",
+    vllm, piece = conn.execute("SELECT c.run_id, p.id FROM piece_compiles p JOIN compiles c ON c.id = p.compile "
+                               "ORDER BY p.id LIMIT 1").fetchone()
+    return [base, f"{base}/run/{vllm}/vllm", f"{base}/piece/{piece}/passes", f"{base}/compile/{compile_id}/passes",
+            f"{base}/diff/{run}/{run}", f"{base}/diff/compiles/{pair[0]}/{pair[1]}",
             f"{base}/run/{run}", f"{base}/run/{run}/chromium.json", f"{base}/trie/{run}",
             f"{base}/trie/{run}/node/1", f"{base}/compile/{compile_id}", f"{base}/compile/{resume}/bytecode",
             f"{base}/artifact/{artifact}", f"{base}/provenance/{mapping}", f"{base}/payload/{payload}",
@@ -115,7 +118,7 @@ def ds_plain(traces_db):
 
 
 def _reads() -> dict[str, list[str]]:
-    from tlindex.queries import load_queries, tables_read
+    from tlindex.answers.queries import load_queries, tables_read
 
     return {name: sorted(tables_read(query.sql)) for name, query in sorted(load_queries().items())}
 

@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 from conftest import DATA, raw_envelopes, scenario_logs, scenario_run
 
+from tlindex.answers.queries import load_queries, render_docs, run_sql
 from tlindex.cli import cli
-from tlindex.db import apply_schema
-from tlindex.queries import load_queries, render_docs, run_sql
+from tlindex.store.db import apply_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = load_queries()
@@ -54,7 +54,7 @@ def test_every_query_is_valid_sql_on_an_empty_schema_and_documented(name):
 
 def test_docs_queries_md_is_generated_from_the_query_headers():
     assert (ROOT / "docs" / "queries.md").read_text() == render_docs(), \
-        "run: python -m tlindex.queries > docs/queries.md"
+        "run: python -m tlindex.answers.queries > docs/queries.md"
 
 
 def test_recompile_reasons_are_exactly_the_guard_failures_provoked(db):

@@ -15,8 +15,8 @@ from click.testing import CliRunner
 from conftest import DATA, connect, scenario_logs, scenario_run, write_hostile_log
 
 from tlindex.cli import cli
-from tlindex.report import ReportError, write_report
-from tlindex.tlparse_files import EMPTY
+from tlindex.formats.report import ReportError, write_report
+from tlindex.formats.tlparse_files import EMPTY
 
 SCENARIOS = sorted(path.name for path in DATA.iterdir() if path.is_dir())
 LINK_RE = re.compile(r'\b(?:href|src)="([^"]*)"')
@@ -61,7 +61,16 @@ def test_every_link_and_asset_of_every_page_resolves_in_the_folder(fixtures_db, 
         with_bytecode = {row[0] for row in conn.execute(  # resume functions: their bytecode pages too
             "SELECT a.compile FROM artifacts a JOIN compiles c ON c.id = a.compile WHERE c.run_id = ? "
             "AND a.name LIKE '%_MODIFIED_BYTECODE'", (run,))}
-        assert {int(p.removesuffix("-bytecode")) for p in pages if not p.isdigit()} == with_bytecode
+        assert {int(p.removesuffix("-bytecode")) for p in pages if p.endswith("-bytecode")} == with_bytecode
+        with_graphs = {row[0] for row in conn.execute(  # a compile that logged a graph: its pass-by-pass page
+            "SELECT a.compile FROM artifacts a JOIN compiles c ON c.id = a.compile WHERE c.run_id = ? "
+            "AND (a.name LIKE '%_graph' AND a.name NOT IN ('fx_graph_runnable') OR a.kind LIKE '%_graph' "
+            "OR a.kind = 'graph_dump')", (run,))}
+        assert {int(p.removesuffix("-passes")) for p in pages if re.fullmatch(r"\d+-passes", p)} == with_graphs
+        pieces = {row[0] for row in conn.execute(
+            "SELECT p.id FROM piece_compiles p JOIN compiles c ON c.id = p.compile WHERE c.run_id = ?", (run,))}
+        assert {int(p.split("-")[2]) for p in pages if "-piece-" in p} == pieces
+        assert ((folder / "vllm.html").is_file()) == bool(pieces)
         files = conn.execute("SELECT DISTINCT file_id FROM sources WHERE run_id = ?", (run,)).fetchall()
         directories = [folder / "compile_directory.json"] if len(files) == 1 else \
             sorted(folder.glob("*/compile_directory.json"))
@@ -117,7 +126,7 @@ def test_the_folder_is_refused_unless_empty_or_a_report_replaced_with_overwrite(
 
 
 def test_an_interrupted_report_leaves_no_folder(fixtures_db, tmp_path, monkeypatch):
-    from datasette_plugins.tlindex import report
+    from datasette_plugins.tlindex import report_pages as report
 
     (run,) = scenario_run(connect(fixtures_db), "graph_breaks")
 
@@ -164,7 +173,7 @@ def test_open_opens_the_report_s_index_in_a_browser(fixtures_db, tmp_path, monke
 
 
 def test_worker_processes_write_the_same_report_as_one_process(fixtures_db, tmp_path, monkeypatch):
-    from datasette_plugins.tlindex import report
+    from datasette_plugins.tlindex import report_pages as report
 
     (run,) = scenario_run(connect(fixtures_db), "ddp_4ranks_diverge")
     write_report(fixtures_db, tmp_path / "one", [run], overwrite=False, jobs=1)

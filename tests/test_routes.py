@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from datasette_plugins.tlindex.pages import HANDLERS, ROUTES
-from datasette_plugins.tlindex.report import FILES
+from datasette_plugins.tlindex.report_pages import FILES
 from tlindex import routes
 
 
@@ -22,7 +22,7 @@ def test_the_plugin_serves_exactly_the_table():
 
 
 def test_paths_and_matching_agree():
-    examples = {"a": 1, "b": 2, "ca": 3, "cb": 4, "run": 5, "node": 6, "compile": 7, "artifact": 8,
+    examples = {"a": 1, "b": 2, "ca": 3, "cb": 4, "run": 5, "node": 6, "compile": 7, "artifact": 8, "piece": 9,
                 "hash": "0123456789abcdef0123456789abcdef", "ext": ".txt"}
     for route in routes.ROUTES:
         names = re.findall(r"\{(\w+)\}", route.path)

@@ -3,7 +3,7 @@ every place that builds one and checks it against the columns it is inserted int
 
 A row is `sink.add("TABLE", (...))`, `_insert(conn, "TABLE", [(...)])` or the tuple a `row()`
 method returns (Compile -> compiles, Process -> sources). Each must have as many values as
-tlindex.tables.COLUMNS[TABLE] names, and every value whose expression names a column of the table
+tlindex.store.tables.COLUMNS[TABLE] names, and every value whose expression names a column of the table
 (`envelope_id`, `meta.get("symbol")`, `compile.id` -> compile, `n.next_id(...)` -> id) must stand
 at that column's place. A column added in the wrong place of a tuple fails here.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tlindex.tables import COLUMNS
+from tlindex.store.tables import COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1] / "tlindex"
 ROW_METHODS = {"Compile": "compiles", "Process": "sources"}

@@ -20,8 +20,8 @@ from click.testing import CliRunner
 from conftest import DATA, connect, sqlite_tables
 
 from tlindex.cli import cli
-from tlindex.ingest import ingest
-from tlindex.search import ensure_payload_index
+from tlindex.ingest.pipeline import ingest
+from tlindex.ingest.text_index import ensure_payload_index
 
 ROOT = Path(__file__).resolve().parents[1]
 

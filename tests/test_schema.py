@@ -5,10 +5,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from tlindex.db import apply_schema
-from tlindex.reader import ERROR_KINDS
-from tlindex.schema_doc import render, tables
-from tlindex.tables import COLUMNS
+from tlindex.formats.schema_doc import render, tables
+from tlindex.ingest.reader import ERROR_KINDS
+from tlindex.store.db import apply_schema
+from tlindex.store.tables import COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,7 +36,7 @@ def test_every_table_and_column_is_documented():
 
 def test_docs_schema_md_is_generated_from_the_schema():
     assert (ROOT / "docs" / "schema.md").read_text() == render(), \
-        "run: python -m tlindex.schema_doc > docs/schema.md"
+        "run: python -m tlindex.formats.schema_doc > docs/schema.md"
 
 
 def test_every_error_kind_written_is_documented_and_every_documented_kind_is_written():
@@ -70,7 +70,7 @@ def test_applying_the_schema_twice_is_a_no_op():
 
 
 def test_a_database_of_an_older_schema_is_upgraded_in_place_and_keeps_its_rows(tmp_path):
-    from tlindex.db import MIGRATIONS_TABLE
+    from tlindex.store.db import MIGRATIONS_TABLE
 
     old = tmp_path / "old.db"
     conn = sqlite3.connect(old)

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from conftest import DATA, connect
 from datasette.app import Datasette
 
+from tlindex.answers.search import search
 from tlindex.cli import cli
-from tlindex.ingest import ingest
-from tlindex.lookup import search
-from tlindex.search import ensure_payload_index
+from tlindex.ingest.pipeline import ingest
+from tlindex.ingest.text_index import ensure_payload_index
 
 
 @pytest.fixture(scope="module")
@@ -105,8 +105,8 @@ async def test_the_search_page_finds_payload_text_on_a_fresh_database(tmp_path):
 
     from datasette.app import Datasette
 
-    from tlindex.ingest import ingest
-    from tlindex.search import ensure_payload_index, has_payload_index
+    from tlindex.ingest.pipeline import ingest
+    from tlindex.ingest.text_index import ensure_payload_index, has_payload_index
 
     db = tmp_path / "fresh.db"
     ingest(db, [str(DATA / "train_step")], jobs=1)

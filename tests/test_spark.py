@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import DATA, canonical
 
-from tlindex.export import export_parquet
-from tlindex.ingest import ingest
+from tlindex.formats.parquet import export_parquet
+from tlindex.ingest.pipeline import ingest
 
 pytest.importorskip("pyspark")
 pytestmark = pytest.mark.spark
@@ -35,7 +35,7 @@ def load(out: Path) -> dict[str, list[dict]]:
 
 @pytest.fixture(scope="module")
 def spark():
-    from tlindex.spark import session
+    from tlindex.formats.spark import session
 
     spark = session("local[2]")
     yield spark
@@ -43,7 +43,7 @@ def spark():
 
 
 def test_spark_ingest_equals_ingest_and_export(tmp_path, spark):
-    from tlindex.spark import spark_ingest
+    from tlindex.formats.spark import spark_ingest
 
     paths = [str(DATA / name) for name in SCENARIOS]
     db = tmp_path / "traces.db"
@@ -68,8 +68,8 @@ from test_export import engine_cases  # noqa: E402
 def test_spark_sql_over_parquet_answers_like_sqlite(fixtures_db, tmp_path_factory, spark, name, params):
     from test_export import normalize
 
-    from tlindex.queries import load_queries, run_sql
-    from tlindex.spark import spark_views
+    from tlindex.answers.queries import load_queries, run_sql
+    from tlindex.formats.spark import spark_views
 
     out = tmp_path_factory.getbasetemp() / "spark-queries-export"
     if not out.exists():

@@ -120,8 +120,8 @@ def test_ctrl_c_stops_a_runaway_query(traces_db):
 def test_a_payload_larger_than_the_floor_reads_once_it_is_stored(tmp_path):
     import sqlite3
 
-    from tlindex.compression import INFLATE_FLOOR, pack, register
-    from tlindex.db import open_db
+    from tlindex.store.compression import INFLATE_FLOOR, pack, register
+    from tlindex.store.db import open_db
 
     db = open_db(tmp_path / "big.db")
     text = "x = torch.ones(3)\n" * (INFLATE_FLOOR // 10)  # 1.8 MB: past the floor
@@ -198,8 +198,8 @@ def test_a_record_too_long_to_hold_is_counted_not_held(tmp_path, monkeypatch):
     """HAND-MADE: a real log with a 3 MB line of zeros (no newline) spliced between two records."""
     from conftest import DATA, connect
 
-    from tlindex import reader
-    from tlindex.ingest import ingest
+    from tlindex.ingest import reader
+    from tlindex.ingest.pipeline import ingest
 
     monkeypatch.setattr(reader, "MAX_RECORD_BYTES", 1 << 20)  # the real limit is 64 MiB: same code path
     real = next((DATA / "graph_breaks").iterdir()).read_bytes()
@@ -222,8 +222,8 @@ def test_runs_of_blank_lines_are_one_row_and_a_gzip_bomb_streams(tmp_path):
 
     from conftest import connect
 
-    from tlindex.ingest import ingest
-    from tlindex.task import TolerantGzip
+    from tlindex.ingest.pipeline import ingest
+    from tlindex.ingest.task import TolerantGzip
 
     newlines = tmp_path / "newlines.log.gz"
     with gzip.open(newlines, "wb") as out:
@@ -287,7 +287,7 @@ def test_a_full_disk_is_one_line_and_the_database_stays_consistent(tmp_path, mon
 
     from conftest import DATA
 
-    from tlindex import ingest as ingest_module
+    from tlindex.ingest import pipeline as ingest_module
 
     def full(*args, **kwargs):
         raise sqlite3.OperationalError("database or disk is full")

@@ -16,13 +16,13 @@ from click.testing import CliRunner
 from conftest import connect, scenario_logs, scenario_run
 from datasette.app import Datasette
 
-from tlindex.bytecode import parse_listing
+from tlindex.answers.bytecode import parse_listing
+from tlindex.answers.decompile import decompile
+from tlindex.answers.diff import diff
+from tlindex.answers.queries import load_queries, run_sql
+from tlindex.answers.reassemble import CannotReassemble, reassemble
 from tlindex.cli import cli
-from tlindex.decompile import decompile
-from tlindex.diff import diff
-from tlindex.ingest import ingest
-from tlindex.queries import load_queries, run_sql
-from tlindex.reassemble import CannotReassemble, reassemble
+from tlindex.ingest.pipeline import ingest
 
 PY311 = sys.version_info[:2] == (3, 11)
 
@@ -182,7 +182,7 @@ def test_a_folder_per_log_even_when_logs_share_a_rank(restart_db, tmp_path):
 # --- provenance, spans ---------------------------------------------------------------------------------
 
 def test_each_provenance_mapping_is_shown_with_its_own_half(fixtures_db):
-    from tlindex.provenance import provenance_data
+    from tlindex.answers.provenance import provenance_data
 
     conn = connect(fixtures_db)
     (run,) = scenario_run(conn, "train_provenance")
@@ -271,7 +271,7 @@ def test_duckdb_compares_processes_as_sqlite_does(restart_db, tmp_path):
     duckdb = pytest.importorskip("duckdb")
     from test_export import normalize
 
-    from tlindex.export import duckdb_views, export_parquet
+    from tlindex.formats.parquet import duckdb_views, export_parquet
 
     export_parquet(restart_db, tmp_path / "parquet", None, False)
     conn = connect(restart_db)
@@ -327,7 +327,7 @@ async def test_a_crawl_of_every_served_tlindex_page_finds_no_error(ds, traces_db
 
 
 def test_a_finding_that_cannot_be_computed_degrades_alone(restart_db, monkeypatch):
-    from tlindex import findings as findings_module
+    from tlindex.answers import findings as findings_module
 
     def broken(conn, run_id):
         raise IndexError("tuple index out of range")

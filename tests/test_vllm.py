@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import DATA, connect, scenario_logs, scenario_run
 
-from tlindex.ingest import ingest
-from tlindex.queries import load_queries, run_sql
+from tlindex.answers.queries import load_queries, run_sql
+from tlindex.ingest.pipeline import ingest
 
 
 def raw_pieces() -> list[tuple[int, dict, list[str]]]:

@@ -1,3 +1,3 @@
-from .cli import cli
+from tlindex.cli import cli
 
 cli()

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import click
 
-from . import __version__
-from .db import connect_read_only
-from .output import check_format, emit, output_options, terminal_safe
+from tlindex import __version__
+from tlindex.output import check_format, emit, output_options, terminal_safe
+from tlindex.store.db import connect_read_only
 
 DEFAULT_DB = "traces.db"
 
@@ -48,7 +48,7 @@ def say(text: str, **kwargs) -> None:
 
 def existing_db(db_path: str | Path) -> Path:
     """The database a reading command opens: exists, and is a tlindex database, else one line saying why."""
-    from .db import MIGRATIONS_TABLE, DatabaseError, check_database
+    from tlindex.store.db import MIGRATIONS_TABLE, DatabaseError, check_database
 
     path = Path(db_path)
     if not path.exists():
@@ -78,7 +78,7 @@ def read_db(db_path: str | Path) -> sqlite3.Connection:
 
 def run_id_of(conn: sqlite3.Connection, name: str) -> int:
     """A run named as everywhere (id, label, unique label prefix), else one line saying which match."""
-    from .runs import UnknownRun, resolve_run
+    from tlindex.ingest.runs import UnknownRun, resolve_run
 
     try:
         return resolve_run(conn, name)["id"]
@@ -107,8 +107,8 @@ def cli() -> None:
 def ingest(paths: tuple[str, ...], db_path: str, run_label: str | None, replace: bool,
            jobs: int | None, silent: bool) -> None:
     """Ingest log files, TORCH_TRACE directories, globs and .gz files into the database."""
-    from .db import DatabaseError
-    from .ingest import ingest as run_ingest
+    from tlindex.ingest.pipeline import ingest as run_ingest
+    from tlindex.store.db import DatabaseError
 
     bar = ProgressBar(enabled=not silent and sys.stderr.isatty())
     try:
@@ -156,7 +156,7 @@ def query(name_or_sql: str, params: tuple[tuple[str, str], ...], db_path: str, *
     """Run a canned query by name (see `tlindex queries`), or any SQL."""
     import sqlite3
 
-    from .queries import check_params, load_queries, read_only, run_sql
+    from tlindex.answers.queries import check_params, load_queries, read_only, run_sql
 
     canned = load_queries()
     sql = canned[name_or_sql].sql if name_or_sql in canned else name_or_sql
@@ -212,8 +212,8 @@ def findings(run: str | None, db_path: str, as_json: bool) -> None:
     """
     import json
 
-    from .findings import findings as run_findings
-    from .findings import problems
+    from tlindex.answers.findings import findings as run_findings
+    from tlindex.answers.findings import problems
     conn = read_db(db_path)
     try:
         if run is None:
@@ -253,10 +253,10 @@ def search(term: str, db_path: str, run_name: str | None, as_json: bool, limit: 
     import json
     import sqlite3
 
-    from .db import DatabaseError, open_db
-    from .lookup import SearchError
-    from .lookup import search as run_search
-    from .search import ensure_payload_index
+    from tlindex.answers.search import SearchError
+    from tlindex.answers.search import search as run_search
+    from tlindex.ingest.text_index import ensure_payload_index
+    from tlindex.store.db import DatabaseError, open_db
 
     try:
         db = open_db(existing_db(db_path))
@@ -314,7 +314,7 @@ def diff_command(run_a: str, run_b: str, db_path: str, as_json: bool, graphs: bo
     """
     import json
 
-    from .diff import diff, graph_pairs
+    from tlindex.answers.diff import diff, graph_pairs
 
     conn = read_db(db_path)
     try:
@@ -388,10 +388,10 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
     import tempfile
     from pathlib import Path
 
-    from .db import DatabaseError
-    from .ingest import ingest as run_ingest
-    from .report import ReportError, check_out_dir, runs_by_name, runs_of_paths, write_empty_report, write_report
-    from .runs import UnknownRun
+    from tlindex.formats.report import ReportError, check_out_dir, runs_by_name, runs_of_paths, write_empty_report, write_report
+    from tlindex.ingest.pipeline import ingest as run_ingest
+    from tlindex.ingest.runs import UnknownRun
+    from tlindex.store.db import DatabaseError
 
     out = Path(out_dir)
     failed = False
@@ -453,7 +453,7 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
 @output_options
 def queries(**output) -> None:
     """List the canned queries with their titles and parameters."""
-    from .queries import load_queries
+    from tlindex.answers.queries import load_queries
 
     rows = [(q.name, q.title, " ".join(f":{name}" for name, _ in q.params), q.description)
             for q in load_queries().values()]
@@ -474,7 +474,7 @@ def export() -> None:
 @click.option("--replace", is_flag=True, help="Overwrite OUT_DIR when it is not empty")
 def parquet(out_dir: str, db_path: str, tables: tuple[str, ...], replace: bool) -> None:
     """Write every table as a Parquet dataset in OUT_DIR/<table>/, hive-partitioned by run and rank."""
-    from .export import ExportError, export_parquet
+    from tlindex.formats.parquet import ExportError, export_parquet
 
     existing_db(db_path)
     try:
@@ -495,7 +495,7 @@ def chromium(out, db_path: str, run_id: int) -> None:
     Each rank is a process; spans carry the args of their begin and end events.
     """
 
-    from .chromium import trace_chunks
+    from tlindex.formats.chromium import trace_chunks
 
     conn = read_db(db_path)
     try:
@@ -520,8 +520,8 @@ def spark_ingest(paths: tuple[str, ...], out_dir: str, master: str, run_label: s
 
     if importlib.util.find_spec("pyspark") is None:
         raise click.ClickException("spark-ingest needs pyspark: pip install 'tlindex[spark]'")
-    from .export import ExportError
-    from .spark import spark_ingest as run_spark_ingest
+    from tlindex.formats.parquet import ExportError
+    from tlindex.formats.spark import spark_ingest as run_spark_ingest
 
     try:
         manifest = run_spark_ingest(list(paths), out_dir, master=master, replace=replace, run_label=run_label)
@@ -539,8 +539,8 @@ def runs_command(db_path: str, as_json: bool) -> None:
     """List the runs, newest first: id, label, start, ranks, compiles, failures, worst finding."""
     import json
 
-    from .findings import findings as run_findings
-    from .findings import problems
+    from tlindex.answers.findings import findings as run_findings
+    from tlindex.answers.findings import problems
 
     conn = read_db(db_path)
     try:
@@ -565,7 +565,7 @@ def runs_command(db_path: str, as_json: bool) -> None:
 
 
 def _writable(db_path: str):
-    from .db import DatabaseError, open_db
+    from tlindex.store.db import DatabaseError, open_db
 
     try:
         db = open_db(existing_db(db_path))
@@ -580,7 +580,7 @@ def _writable(db_path: str):
 @db_option
 def rm_command(runs: tuple[str, ...], db_path: str) -> None:
     """Delete runs (ids, labels or unique label prefixes) and every row that is only theirs, in one transaction."""
-    from .runs import remove_runs
+    from tlindex.ingest.runs import remove_runs
 
     db = _writable(db_path)
     try:
@@ -600,7 +600,7 @@ def rm_command(runs: tuple[str, ...], db_path: str) -> None:
 @db_option
 def label_command(run: str, new_label: str, db_path: str) -> None:
     """Rename a run (an id, label or unique label prefix) to NEW_LABEL."""
-    from .runs import rename_run
+    from tlindex.ingest.runs import rename_run
 
     db = _writable(db_path)
     try:
@@ -626,7 +626,7 @@ def run_command(db_path: str, label: str | None, trace_dir: str | None, keep_tra
     `tlindex run -- python train.py` or `tlindex run -- torchrun --nproc-per-node 2 train.py`. Exits
     with COMMAND's exit code (128 + the signal when it was killed); Ctrl-C goes to COMMAND.
     """
-    from .run import run_traced
+    from tlindex.run import run_traced
 
     sys.exit(run_traced(Path(db_path), list(command), label=label,
                         trace_dir=Path(trace_dir) if trace_dir else None, keep_trace=keep_trace,

@@ -50,6 +50,9 @@ ROUTES: tuple[Route, ...] = (
     Route("trie_node", "/-/tlindex/trie/{run}/node/{node}", "the report renders each trie whole"),
     Route("compile", "/-/tlindex/compile/{compile}"),
     Route("bytecode", "/-/tlindex/compile/{compile}/bytecode"),
+    Route("passes", "/-/tlindex/compile/{compile}/passes"),
+    Route("piece_passes", "/-/tlindex/piece/{piece}/passes"),
+    Route("vllm", "/-/tlindex/run/{run}/vllm"),
     Route("provenance", "/-/tlindex/provenance/{artifact}"),
     Route("artifact", "/-/tlindex/artifact/{artifact}"),
     Route("payload", "/-/tlindex/payload/{hash}{ext}", json_twin=False),  # its text is the data

@@ -99,11 +99,11 @@ def served_url(db_path: Path, run_id: int, port: int = SERVE_PORT) -> str | None
 def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: Path | None, keep_trace: bool,
                echo: Callable[[str], None]) -> int:
     """The whole of `tlindex run`; returns the exit code to leave with."""
-    from .db import DatabaseError, check_database, connect_read_only
-    from .findings import findings, problems
-    from .ingest import ingest
-    from .report import runs_of_paths
-    from .runs import resolve_run
+    from tlindex.answers.findings import findings, problems
+    from tlindex.formats.report import runs_of_paths
+    from tlindex.ingest.pipeline import ingest
+    from tlindex.ingest.runs import resolve_run
+    from tlindex.store.db import DatabaseError, check_database, connect_read_only
 
     try:
         check_database(db_path)  # refuse a file that is not a tlindex database before the command runs
@@ -160,7 +160,7 @@ def _unique_label(db_path: Path, wanted: str) -> str:
     """The label, made unique among the database's runs (a command run twice makes two runs)."""
     import sqlite3
 
-    from .db import connect_read_only
+    from tlindex.store.db import connect_read_only
 
     wanted = wanted[:200]
     if not db_path.exists():

@@ -29,7 +29,7 @@ log = logging.getLogger(__name__)
 def _canned_queries() -> dict[str, dict]:
     """The queries/*.sql files as Datasette canned queries: results first (the SQL folded), the title and
     its one-line summary above them, the rest of the description and the parameters folded."""
-    from tlindex.queries import load_queries
+    from tlindex.answers.queries import load_queries
 
     def description_html(q) -> str:
         params = Markup("").join(Markup("<li><code>:{}</code> {}</li>").format(p, h) for p, h in q.params)
@@ -44,10 +44,10 @@ def _canned_queries() -> dict[str, dict]:
 @hookimpl
 def prepare_connection(conn):
     """The sqlite3 shell's sqlar functions, which the `payloads` view reads compressed payloads with
-    (bounded: tlindex.compression), and no function that hands out native pointers, loads code or
-    allocates by its argument (tlindex.queries.DENIED_FUNCTIONS), whatever SQL a request sends."""
-    from tlindex.compression import register
-    from tlindex.queries import guard_functions
+    (bounded: tlindex.store.compression), and no function that hands out native pointers, loads code or
+    allocates by its argument (tlindex.answers.queries.DENIED_FUNCTIONS), whatever SQL a request sends."""
+    from tlindex.answers.queries import guard_functions
+    from tlindex.store.compression import register
 
     guard_functions(register(conn))
 
@@ -118,7 +118,7 @@ async def _refused(datasette, scope) -> str | None:
     if not await is_tlindex(datasette, database):
         return None
     name = tilde_decode(parts[1]).rsplit(".", 1)[0] if len(parts) == 2 else tilde_decode(parts[1])
-    from tlindex.queries import load_queries, tables_read
+    from tlindex.answers.queries import load_queries, tables_read
 
     query = load_queries().get(name) if len(parts) == 2 else None
     if query is not None:

@@ -19,7 +19,7 @@ from datasette.utils import tilde_decode
 from datasette.utils.asgi import BadRequest, Forbidden, NotFound, Response
 
 from tlindex.routes import path as route_path
-from tlindex.tables import COLUMNS
+from tlindex.store.tables import COLUMNS
 
 # The tables the tlindex pages read: the schema's own.
 TLINDEX_TABLES = frozenset({*COLUMNS, "runs", "payloads"})  # payloads: the view of payload_data
@@ -137,6 +137,15 @@ class Urls:
     def bytecode(self, compile_row: int) -> str:
         return self._page("bytecode", compile=compile_row)
 
+    def passes(self, compile_row: int) -> str:
+        return self._page("passes", compile=compile_row)
+
+    def piece_passes(self, piece: int) -> str:
+        return self._page("piece_passes", piece=piece)
+
+    def vllm(self, run_id: int) -> str:
+        return self._page("vllm", run=run_id)
+
     def artifact(self, artifact_id: int) -> str:
         return self._page("artifact", artifact=artifact_id)
 
@@ -220,7 +229,7 @@ def int_value(name: str, text: str) -> int:
 
 async def render(datasette, request, template: str, context: dict) -> Response:
     """The page, or its JSON twin (`….json`): the same context, as data."""
-    from .trie import STATUS_LEGEND
+    from .trie_html import STATUS_LEGEND
 
     if request.url_vars.get("format") == ".json":
         return Response.json(as_data(context), default=str)

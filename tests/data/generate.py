@@ -596,6 +596,28 @@ with torch.no_grad():  # serving: inference graphs only
     torch.compile(model, backend=vllm_like_backend)(torch.randn(4, 8))
 """
 
+# vLLM's piecewise compilation of two models in one process (as vLLM compiles a model and its draft
+# model for speculative decoding): the imitation above, then a second model with its own config (model
+# "tiny-draft", one size), so the trace holds two compile calls whose configs differ in two settings.
+# It runs twice on one Inductor cache: the second start is warm, but the draft model's last piece
+# changed (CHANGE_PIECE), so that piece alone misses the cache where the other pieces hit.
+SCENARIOS["vllm_two_models"] = (
+    SCENARIOS["vllm_piecewise"]
+    .replace('config = {"model": "tiny",', 'config = {"model": MODEL,')
+    .replace('"compile_sizes": [4, 8]', '"compile_sizes": [s for s, _, single, _ in RANGES if single]')
+    .replace("RANGES = [", 'MODEL = "tiny"\nRANGES = [')
+    + """
+class Draft(Model):
+    def forward(self, x):
+        x = torch.ops.tlindex_vllm.attention(self.l1(x).sigmoid())
+        x = torch.ops.tlindex_vllm.attention(self.l2(x) * 2)
+        return x - (2 if os.environ.get("CHANGE_PIECE") else 1)
+
+MODEL, RANGES = "tiny-draft", [(1, 16, False, False), (4, 4, True, True)]
+with torch.no_grad():
+    torch.compile(Draft(), backend=vllm_like_backend)(torch.randn(4, 8))
+""")
+
 # Environment a scenario's program runs with, beyond the common one ({trace}: the trace dir).
 EXTRA_ENV = {"collectives_3ranks": {"LOG_TLPARSE": "1"}, "draft_export": {"TORCH_DTRACE": "{trace}"},
              "provenance": {"INDUCTOR_PROVENANCE": "1"}, "train_provenance": {"INDUCTOR_PROVENANCE": "1"},
@@ -636,7 +658,7 @@ finish(body(prepare(x)) * x)
 
 # Scenarios whose program runs more than once into the same trace dir, with the
 # environment of each run.
-RUNS = {"cache": [{}, {}], "break_added": [{}, {"ADD_BREAK": "1"}],
+RUNS = {"cache": [{}, {}], "vllm_two_models": [{}, {"CHANGE_PIECE": "1"}], "break_added": [{}, {"ADD_BREAK": "1"}],
         "inductor_break_added": [{}, {"ADD_BREAK": "1"}]}
 
 

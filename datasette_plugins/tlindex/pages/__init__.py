@@ -17,7 +17,7 @@ from datasette.utils.asgi import Base400, Response
 from tlindex.routes import BY_NAME
 from tlindex.routes import ROUTES as TABLE
 
-from . import artifact, bytecode, compile, diff, provenance, run, runs, search, trie
+from . import artifact, bytecode, compile, diff, passes, provenance, run, runs, search, trie, vllm
 
 log = logging.getLogger(__name__)
 DEGRADED_HEADER = "x-tlindex-degraded"
@@ -64,6 +64,9 @@ HANDLERS = {
     "trie_node": (trie.trie_fragment,),
     "compile": (compile.compile_page,),
     "bytecode": (bytecode.bytecode_page, bytecode.listings_as_text),
+    "passes": (passes.passes_page,),
+    "piece_passes": (passes.piece_passes_page,),
+    "vllm": (vllm.vllm_page,),
     "provenance": (provenance.provenance_page,),
     "artifact": (artifact.artifact_page,),
     "payload": (artifact.payload_page,),

@@ -1,14 +1,14 @@
 """The bytecode page of a resume function's compile: original and modified listings side by side,
 Dynamo's insertions marked and linked, the user's source lines, the graph break that created it,
-and depyf's source where it checks out (tlindex.resume_functions)."""
+and depyf's source where it checks out (tlindex.answers.resume_functions)."""
 
 from __future__ import annotations
 
 from datasette.utils.asgi import NotFound
 from markupsafe import Markup
 
-from tlindex.bytecode import COMPILED_FN, RESUME_AT, Instruction
-from tlindex.resume_functions import bytecode_artifacts, resume_view
+from tlindex.answers.bytecode import COMPILED_FN, RESUME_AT, Instruction
+from tlindex.answers.resume_functions import bytecode_artifacts, resume_view
 
 from ..database import int_var, open_database, render
 from ..highlight import highlighted_lines

@@ -9,9 +9,10 @@ from itertools import zip_longest
 
 from datasette.utils.asgi import NotFound
 
-from tlindex.provenance import MAPPINGS
-from tlindex.resume_functions import has_bytecode, resumes_created
-from tlindex.trie import short_path
+from tlindex.answers.passes import snapshot_counts
+from tlindex.answers.provenance import MAPPINGS
+from tlindex.answers.resume_functions import has_bytecode, resumes_created
+from tlindex.answers.trie import short_path
 
 from ..database import dicts, int_var, one, open_database, render
 
@@ -39,6 +40,8 @@ def compile_data(conn: sqlite3.Connection, compile_row: int) -> dict | None:
     compile["metrics"] = [_metrics_fields(m) for m in metrics_rows]
     compile["guard_headings"] = GUARD_HEADINGS
     compile["has_bytecode"] = has_bytecode(conn, compile_row)
+    compile["snapshots"] = snapshot_counts(conn, compile_row)
+    compile["pieces"] = conn.execute("SELECT count(*) FROM piece_compiles WHERE compile = ?", (compile_row,)).fetchone()[0]
     compile["resumes"] = resumes_created(conn, compile) if compile["graph_breaks"] else []
     compile["failure"] = folded(compile["fail_reason"])
     compile["traceback"] = folded(_traceback(metrics_rows))

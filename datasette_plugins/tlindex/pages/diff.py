@@ -1,4 +1,4 @@
-"""The diff pages: two runs compared (tlindex.diff), and two compiles' graphs and code side by side."""
+"""The diff pages: two runs compared (tlindex.answers.diff), and two compiles' graphs and code side by side."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ import sqlite3
 
 from datasette.utils.asgi import BadRequest, NotFound, Response
 
-from tlindex.diff import compare, diff, graph_pairs
-from tlindex.runs import UnknownRun
+from tlindex.answers.diff import compare, diff, graph_pairs
+from tlindex.ingest.runs import UnknownRun
 
 from ..database import int_arg, int_var, open_database, render
 from ..highlight import language
 from ..sidebyside import hunks
 
-# Run-level rows of the summary table: (label, key of tlindex.diff's run summary).
+# Run-level rows of the summary table: (label, key of tlindex.answers.diff's run summary).
 TOTALS = [("compiles", "compiles"), ("failures", "failures"), ("graph breaks", "graph_breaks"),
           ("recompiles", "recompiles"), ("compile time (s)", "compile_time_s")]
 VOLUME_SHOWN = 12  # log kinds whose volume moved most

@@ -7,7 +7,7 @@ import json
 from datasette.utils.asgi import NotFound
 from markupsafe import Markup
 
-from tlindex.provenance import MAPPINGS, provenance_data
+from tlindex.answers.provenance import MAPPINGS, provenance_data
 
 from ..database import int_var, open_database, render
 

@@ -6,8 +6,9 @@ import sqlite3
 
 from datasette.utils.asgi import AsgiStream, NotFound
 
-from tlindex.findings import export_issue_count, findings, problems
-from tlindex.runs import rank_decisions
+from tlindex.answers.findings import export_issue_count, findings, problems
+from tlindex.answers.vllm import has_vllm
+from tlindex.ingest.runs import rank_decisions
 
 from ..database import dicts, int_var, one, open_database, render
 
@@ -37,6 +38,7 @@ def run_data(conn: sqlite3.Connection, run_id: int) -> dict | None:
     run["findings"] = findings(conn, run_id)
     run["problems"] = problems(run["findings"])
     run["exports"] = export_verdict(conn, run_id)
+    run["vllm"] = has_vllm(conn, run_id)
     run["kinds"] = dicts(conn.execute("""
         SELECT v.kind, sum(v.records) AS records FROM volume v JOIN sources s ON s.id = v.source_id
         WHERE s.run_id = ? AND v.kind != 'str' GROUP BY v.kind ORDER BY records DESC, v.kind LIMIT 12""", (run_id,)))
@@ -66,7 +68,7 @@ async def run_page(datasette, request):
     run = await db.execute_fn(lambda conn: run_data(conn, run_id))
     if run is None:
         raise NotFound(f"No run {run_id}")
-    from tlindex.queries import load_queries
+    from tlindex.answers.queries import load_queries
 
     # Every canned query that takes a run, so a new one appears here without editing this page.
     queries = [query for query in load_queries().values() if any(p == "run" for p, _ in query.params)]
@@ -75,8 +77,8 @@ async def run_page(datasette, request):
 
 
 async def chromium_trace(datasette, request):
-    """The run's chromium events as one Perfetto trace (tlindex.chromium), streamed batch by batch."""
-    from tlindex.chromium import TraceEncoder, event_batch, process_ids
+    """The run's chromium events as one Perfetto trace (tlindex.formats.chromium), streamed batch by batch."""
+    from tlindex.formats.chromium import TraceEncoder, event_batch, process_ids
 
     db = (await open_database(datasette, request)).db
     run_id = int_var(request, "run")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from tlindex.findings import findings, problems
+from tlindex.answers.findings import findings, problems
 
 from ..database import dicts, int_value, one, open_database, render
 

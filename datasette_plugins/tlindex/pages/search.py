@@ -1,11 +1,11 @@
-"""The search page: where a term appears across every ingested log (tlindex.lookup)."""
+"""The search page: where a term appears across every ingested log (tlindex.answers.search)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tlindex.lookup import SearchError, marked_html, search
-from tlindex.search import has_payload_index
+from tlindex.answers.search import SearchError, marked_html, search
+from tlindex.ingest.text_index import has_payload_index
 
 from ..database import int_arg, open_database, render
 

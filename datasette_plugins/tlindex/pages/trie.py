@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from datasette.utils.asgi import NotFound, Response
 
-from tlindex.resume_functions import run_compiles_with_bytecode
-from tlindex.trie import build_trie, find, size
+from tlindex.answers.resume_functions import run_compiles_with_bytecode
+from tlindex.answers.trie import build_trie, find, size
 
 from ..database import as_data, dicts, int_arg, int_var, one, open_database, render
-from ..trie import TrieRenderer
+from ..trie_html import TrieRenderer
 
 TRIE_BUDGET = 2000  # nodes rendered before the rest of the trie is loaded on demand
 ANONYMOUS_SHOWN = 50  # [-/-] compiles listed (one per process and reset); the rest in the compiles table

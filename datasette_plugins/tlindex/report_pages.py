@@ -1,0 +1,528 @@
+"""A static copy of the tlindex pages (`tlindex report`): the plugin's own pages, rendered once, linked relatively.
+
+There is one renderer: every page is produced by the plugin's page handler (pages/), called
+in process as Datasette would call it; then each link to a page of the report is made relative
+to the file that holds it, and every other link (Datasette's table pages, search, diff: they
+need a server) loses its href, and forms are left out. The bulk (every compile page, the page
+and text of every artifact's payload, provenance pages, each run's Perfetto trace, each log's
+tlparse files) is split into tasks that worker processes do; then the run pages, tries and
+query pages are rendered here, and every link met on any page is followed, so nothing a user can
+reach is missing. Layout (one run, DIR is that run's folder; several runs, DIR/index.html lists
+them and each has DIR/run-<id>/):
+
+    index.html            the run page (findings first)
+    trie.html, trie-rank-<R>.html
+    compiles/<id>.html, provenance/<artifact>.html, queries/<name>[--<param>-<value>].html
+    failures_and_restarts.html (the failures query, named as tlparse names it)
+    compile_directory.json, raw.jsonl   tlparse's formats (per log file: rank_<R>/ in multi-log runs, see log_folders)
+    chromium.json         the run's Perfetto trace
+    ../payloads/<md5>.html, .txt   each distinct payload once (artifact links lead here)
+    ../assets/            Datasette's and the plugin's CSS and JS
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import posixpath
+import re
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from datasette.app import Datasette
+from datasette.utils.asgi import Request
+
+from tlindex.answers.queries import guard_functions, load_queries, read_only, run_sql
+from tlindex.formats.tlparse_files import Links, compile_directory, raw_jsonl
+from tlindex.routes import match as route_match
+from tlindex.store.db import connect_read_only
+
+from .cells import cell_link
+from .database import Urls
+from .pages import DEGRADED_HEADER, ROUTES
+
+ATTRIBUTE_RE = re.compile(r'\b(href|src|action|data-src)="([^"]*)"')
+FORM_RE = re.compile(r"<form\b.*?</form>", re.S)  # search and diff forms: they need a server
+QUERY_ROWS = 1000  # rows of a canned query's table in the report (Datasette's max_returned_rows)
+EVERYTHING = str(10**9)  # the trie rendered whole: a static page cannot load the rest on demand
+PARALLEL_FROM = 200  # compiles: below, one process renders faster than starting others
+TASK_PAGES = 200  # pages per task given to a worker
+
+
+@dataclass
+class ReportSummary:
+    pages: int = 0
+    payloads: int = 0
+    bytes: int = 0
+    warnings: list[str] = field(default_factory=list)
+    degraded: list[tuple[str, str]] = field(default_factory=list)  # (report file, what failed): written as a notice
+
+
+DEGRADED_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>tlindex: not rendered</title></head>
+<body><h1>This page could not be rendered</h1><p>{what}</p><p>The rest of the report was written;
+the report's <a href="{index}">index</a> lists every page that was not. Please report this with the log
+that produced it.</p></body></html>
+"""
+
+
+class Report:
+    """Writes the static report of some runs of a tlindex database into an empty folder."""
+
+    def __init__(self, db_path: Path, out: Path, runs: list[int], progress: Callable[[int], None] | None = None):
+        self.db_path, self.out, self.runs = Path(db_path), Path(out), sorted(runs)
+        self.single = len(self.runs) == 1
+        self.progress = progress or (lambda pages: None)
+        self.summary = ReportSummary()
+        self.permissions: dict = {}
+        self.found: dict[str, str] = {}  # links met by the tasks (file: url), for the crawl
+        self.total = ReportSummary()
+        self.relinked: dict[tuple[str, str], str] = {}
+
+    # --- where things go ---------------------------------------------------------------------
+
+    def run_dir(self, run: int) -> str:
+        return "" if self.single else f"run-{run}/"
+
+    def target(self, url: str) -> str | None:
+        """The report file (relative to DIR) of a URL of the served pages, or None if the report has none."""
+        parts = urlsplit(url)
+        path, args = parts.path, parse_qsl(parts.query)
+        if path.startswith(("/-/static/", "/-/static-plugins/tlindex/")):
+            return "assets/" + posixpath.basename(path)
+        if not path.startswith(self.base + "/"):
+            return None
+        rest = path[len(self.base):]
+        found = route_match(rest)
+        if found is not None:
+            route, values = found
+            if route.server_only or values.get("format"):  # JSON twins are the server's
+                return None
+            return FILES[route.name](self, values, dict(args))
+        route = rest.split("/")
+        if len(route) == 2 and route[1] in self.queries:
+            params = dict(args)
+            run = params.pop("run", None)
+            if run is None or not run.isdigit() or int(run) not in self.runs:
+                return None
+            if route[1] == "failures" and not params:
+                return f"{self.run_dir(int(run))}failures_and_restarts.html"
+            extra = "".join(f"--{key}-{re.sub(r'[^A-Za-z0-9_.]', '_', value)}" for key, value in sorted(params.items()))
+            return f"{self.run_dir(int(run))}queries/{route[1]}{extra}.html"
+        return None
+
+    def _run_file(self, run: int, name: str) -> str | None:
+        return f"{self.run_dir(run)}{name}" if run in self.runs else None
+
+    def _compile_file(self, compile_row: int, suffix: str) -> str | None:
+        run = self.compile_runs.get(compile_row)
+        return None if run not in self.runs else f"{self.run_dir(run)}compiles/{compile_row}{suffix}.html"
+
+    def _piece_file(self, piece: int) -> str | None:
+        compile_row = self.piece_compiles.get(piece)
+        return None if compile_row is None else self._compile_file(compile_row, f"-piece-{piece}-passes")
+
+    def _artifact_file(self, artifact: int, kind: str) -> str | None:
+        run = self.artifact_runs.get(artifact)
+        if run not in self.runs:
+            return None
+        payload = self.artifact_payloads.get(artifact)
+        if kind == "artifact" and payload:
+            return f"payloads/{payload}.html"
+        return f"{self.run_dir(run)}{kind}/{artifact}.html"
+
+    # --- building ------------------------------------------------------------------------------
+
+    def write(self, jobs: int = 1) -> ReportSummary:
+        """Write the report; with jobs > 1 the compile and payload pages are rendered by that many processes."""
+        import asyncio
+
+        asyncio.run(self._setup())
+        tasks = self._tasks()
+        self.summary = self.total  # what this process writes counts in the total (a task counts its own, merged)
+        if jobs > 1 and len(self.compile_runs) >= PARALLEL_FROM:
+            from concurrent.futures import ProcessPoolExecutor
+
+            with ProcessPoolExecutor(jobs, mp_context=_spawn_context()) as pool:
+                futures = [pool.submit(_worker_task, (self.db_path, self.out, self.runs, task)) for task in tasks]
+                self.done |= self._task_files(tasks)  # theirs: the crawl below leaves them to the workers
+                asyncio.run(self._crawl(self._seeds()))  # meanwhile, the run pages, tries and queries here
+                for future in futures:
+                    self._merge(*future.result())
+        else:
+            for task in tasks:
+                self._merge(*asyncio.run(self._run_task(task)))
+            self.summary = self.total
+            asyncio.run(self._crawl(self._seeds()))
+        asyncio.run(self._crawl([url for path, url in self.found.items() if path not in self.done]))
+        self._note_degraded()
+        (self.out / "tlindex-report.json").write_text(json.dumps(
+            {"runs": self.runs, "pages": self.total.pages, "database": self.db_path.name,
+             "degraded": [{"file": path, "error": what} for path, what in self.total.degraded]}) + "\n")
+        return self.total
+
+    def _note_degraded(self) -> None:
+        """Name every file that could not be produced at the top of index.html."""
+        index = self.out / "index.html"
+        if not self.total.degraded or not index.exists():
+            return
+        items = "".join(f'<li><a href="{html.escape(path)}">{html.escape(path)}</a>: {html.escape(what)}</li>'
+                        for path, what in sorted(self.total.degraded))
+        notice = (f'<div class="tlindex-degraded" role="alert"><strong>{len(self.total.degraded)} '
+                  f'file{"s" * (len(self.total.degraded) != 1)} of this report could not be rendered</strong> '
+                  f'(each says so where it would be; the rest is complete):<ul>{items}</ul></div>')
+        page = index.read_text(encoding="utf-8")
+        at = page.find("</h1>")
+        at = at + len("</h1>") if at >= 0 else 0
+        index.write_text(page[:at] + notice + page[at:], encoding="utf-8")
+
+    async def _setup(self) -> None:
+        # SQL in this thread (num_sql_threads 0): a batch of pages gains nothing from handing each query to a pool
+        self.datasette = Datasette([str(self.db_path)], settings={"num_sql_threads": 0})
+        await self.datasette.invoke_startup()
+        env = getattr(self.datasette, "jinja_env", None) or getattr(self.datasette, "_jinja_env", None)
+        if env is not None:  # templates do not change during a report: no stat per page (0.65; 1.0a names it _)
+            env.auto_reload = False
+        self.db = self.datasette.get_database(next(iter(self.datasette.databases.keys() - {"_internal"})))
+        self.urls = Urls(self.datasette, self.db.name)
+        self.base = self.urls.base
+        self.queries = load_queries()
+        self.done: set[str] = set()  # report files written (or found to have nothing to write)
+        conn = connect_read_only(self.db_path)
+        try:
+            marks = ",".join("?" * len(self.runs))
+            self.compile_runs = dict(conn.execute(f"SELECT id, run_id FROM compiles WHERE run_id IN ({marks})",
+                                                  self.runs).fetchall())
+            self.piece_compiles = dict(conn.execute(f"""SELECT p.id, p.compile FROM piece_compiles p
+                    JOIN compiles c ON c.id = p.compile WHERE c.run_id IN ({marks})""", self.runs).fetchall())
+            self.artifact_runs, self.artifact_payloads = {}, {}
+            self.provenance = []  # artifacts with a provenance page
+            for artifact, run, payload, mapping in conn.execute(f"""
+                    SELECT a.id, s.run_id, a.payload, a.name = 'inductor_provenance_tracking_node_mappings'
+                    FROM artifacts a JOIN envelopes e ON e.id = a.envelope_id
+                    JOIN sources s ON s.id = e.source_id WHERE s.run_id IN ({marks})""", self.runs):
+                self.artifact_runs[artifact], self.artifact_payloads[artifact] = run, payload
+                if mapping and payload:
+                    self.provenance.append(artifact)
+        finally:
+            conn.close()
+
+    def _tasks(self) -> list[tuple]:
+        """The bulk of the work, in independent pieces: compile pages, payload pages and texts, each run's
+        Perfetto trace, each log's tlparse files."""
+        urls = [self.urls.compile(c) for c in sorted(self.compile_runs)]
+        for digest in sorted({p for p in self.artifact_payloads.values() if p}):
+            urls += [self.urls.payload(digest), self.urls.payload(digest, raw=True)]
+        urls += [self.urls.provenance(artifact) for artifact in self.provenance]
+        tasks: list[tuple] = [("pages", urls[i:i + TASK_PAGES]) for i in range(0, len(urls), TASK_PAGES)]
+        tasks += [("chromium", run) for run in self.runs]
+        conn = connect_read_only(self.db_path)
+        try:
+            for run in self.runs:
+                folders = log_folders(conn, run)
+                tasks += [("tlparse", run, file_id, folder, len(folders)) for file_id, folder in folders.items()]
+        finally:
+            conn.close()
+        return tasks
+
+    async def _run_task(self, task: tuple) -> tuple[set[str], dict[str, str], ReportSummary]:
+        """Do one task; (files written, links met (file: url), counts of this task)."""
+        self.summary, found = ReportSummary(), {}
+        self._enqueue = lambda url: found.setdefault(self.target(url), url)  # once per file, not per link
+        kind = task[0]
+        if kind == "pages":
+            for url in task[1]:
+                path = self.target(url)
+                if path is not None:
+                    self.done.add(path)
+                    await self._render_file(url, path)
+        elif kind == "chromium":
+            path = f"{self.run_dir(task[1])}chromium.json"
+            self.done.add(path)
+            self._isolated(path, lambda: self._write_chromium(task[1], path))
+        else:
+            conn = connect_read_only(self.db_path)
+            try:
+                self._isolated(f"{self.run_dir(task[1])}{task[3]}/", lambda: self._tlparse_file(conn, *task[1:]))
+            finally:
+                conn.close()
+        return self.done, found, self.summary
+
+    def _task_files(self, tasks: list[tuple]) -> set[str]:
+        """The pages and traces the tasks write (which links may lead to)."""
+        files = set()
+        for task in tasks:
+            if task[0] == "pages":
+                files |= {path for path in map(self.target, task[1]) if path is not None}
+            elif task[0] == "chromium":
+                files.add(f"{self.run_dir(task[1])}chromium.json")
+        return files
+
+    def _merge(self, done: set[str], found: dict[str, str], summary: ReportSummary) -> None:
+        self.done |= done
+        self.found.update(found)
+        for counter in ("pages", "payloads", "bytes"):
+            setattr(self.total, counter, getattr(self.total, counter) + getattr(summary, counter))
+        self.total.warnings += summary.warnings
+        self.total.degraded += summary.degraded
+        self.progress(self.total.pages)
+
+    def _seeds(self) -> list[str]:
+        """Where the crawl starts: the run pages (and the runs page), the failures lists."""
+        seeds = [self.urls.run(run) for run in self.runs]
+        if not self.single:
+            seeds.insert(0, self.urls.runs() + "?" + urlencode([("run", run) for run in self.runs]))
+        return seeds + [self.urls.query("failures", run=run) for run in self.runs]
+
+    async def _crawl(self, seeds: list[str]) -> None:
+        """Render every page reachable from `seeds` that is not written yet."""
+        queue: list[tuple[str, str]] = []
+        self._enqueue = lambda url: self._add(queue, url)
+        for url in seeds:
+            self._enqueue(url)
+        while queue:
+            url, path = queue.pop()
+            await self._render_file(url, path)
+            self.progress(self.summary.pages)
+
+    def _add(self, queue: list[tuple[str, str]], url: str) -> None:
+        path = self.target(url)
+        if path is not None and path not in self.done:
+            self.done.add(path)
+            queue.append((url, path))
+
+    async def _render_file(self, url: str, path: str) -> None:
+        if path.endswith("chromium.json"):
+            self._write_chromium(int(urlsplit(url).path.split("/")[-2]), path)
+            return
+        body = await self._render(url, path)
+        if body is None:
+            return
+        if path.endswith(".html"):
+            body = self._relink(body.decode("utf-8"), path).encode("utf-8")
+        self._save(path, body)
+
+    def _save(self, path: str, body: bytes) -> None:
+        file = self.out / path
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_bytes(body)
+        self.summary.pages += path.endswith(".html")
+        self.summary.payloads += path.startswith("payloads/") and path.endswith(".txt")
+        self.summary.bytes += len(body)
+
+    def _relink(self, page: str, path: str) -> str:
+        """Links to report files made relative to `path`; links to anything else, and forms, dropped."""
+        here = posixpath.dirname(path)
+
+        def replace(match: re.Match) -> str:
+            # the same link from the same folder is relinked (and its page queued) once per process
+            key = (match.group(0), here)
+            if key not in self.relinked:
+                self.relinked[key] = relinked(match)
+            return self.relinked[key]
+
+        def relinked(match: re.Match) -> str:
+            attribute, value = match.group(1), html.unescape(match.group(2))
+            if value.startswith(("#", "http://", "https://", "mailto:", "data:")):
+                return match.group(0)
+            url, _, fragment = value.partition("#")
+            target = self.target(url) if url.startswith("/") else None
+            if target is None or attribute == "data-src":
+                return ""  # needs a server: no link
+            self._enqueue(url)
+            relative = posixpath.relpath(target, here or ".")
+            return f'{attribute}="{html.escape(relative + ("#" + fragment if fragment else ""))}"'
+
+        return ATTRIBUTE_RE.sub(replace, FORM_RE.sub("", page))
+
+    async def _render(self, url: str, path: str) -> bytes | None:
+        """The body of one report file, from the plugin (or Datasette, for its assets)."""
+        parts = urlsplit(url)
+        if path.startswith("assets/"):
+            response = await self.datasette.client.get(parts.path)
+            return response.content if response.status_code == 200 else None
+        if not parts.path.startswith(self.base + "/-/tlindex"):
+            try:
+                return await self._query_page(parts.path.rsplit("/", 1)[1], dict(parse_qsl(parts.query)))
+            except Exception as error:
+                return self._degraded(path, f"{url}: {type(error).__name__}: {error}")
+        query = parts.query
+        if "/-/tlindex/trie/" in parts.path:
+            query = urlencode(parse_qsl(query) + [("max_nodes", EVERYTHING)])
+        for pattern, handler in ROUTES:
+            match = re.match(pattern, parts.path)
+            if match:
+                try:
+                    response = await handler(self.datasette, _request(parts.path + (f"?{query}" if query else ""),
+                                                                       match.groupdict(), self.permissions))
+                except Exception as error:  # one page that cannot be rendered degrades alone
+                    return self._degraded(path, f"{url}: {type(error).__name__}: {error}")
+                body = response.body
+                body = body.encode("utf-8") if isinstance(body, str) else body
+                degraded = response.headers.get(DEGRADED_HEADER)
+                if degraded:  # the page says what failed; the report names it too
+                    self.summary.degraded.append((path, f"{url}: {degraded}"))
+                    return body
+                if response.status != 200:
+                    self.summary.warnings.append(f"{url}: HTTP {response.status}")
+                    return None
+                return body
+        return None
+
+    def _degraded(self, path: str, what: str) -> bytes:
+        """The notice written in place of a page that failed (links to it still lead somewhere)."""
+        self.summary.degraded.append((path, what))
+        index = posixpath.relpath("index.html", posixpath.dirname(path) or ".")
+        return DEGRADED_PAGE.format(what=html.escape(what), index=html.escape(index)).encode("utf-8")
+
+    def _isolated(self, path: str, work: Callable[[], None]) -> None:
+        """Run one piece of non-page work (a trace, tlparse's files of a log); a failure is recorded, not raised."""
+        try:
+            work()
+        except Exception as error:
+            self.summary.degraded.append((path, f"{type(error).__name__}: {error}"))
+
+    async def _query_page(self, name: str, params: dict[str, str]) -> bytes:
+        """A canned query's result as a table (the first QUERY_ROWS rows), its cells linked as in Datasette."""
+        query = self.queries[name]
+
+        def data(conn):
+            try:
+                cursor = run_sql(read_only(conn), query.sql, params)
+                return [d[0] for d in cursor.description], cursor.fetchmany(QUERY_ROWS + 1)
+            finally:
+                guard_functions(conn)  # Datasette's own connection: back to what the plugin gives every one
+
+        columns, rows = await self.db.execute_fn(data)
+        shown = []
+        for row in rows[:QUERY_ROWS]:
+            record = dict(zip(columns, row))
+            shown.append([cell_link(self.urls, record, column, value) or ("" if value is None else value)
+                          for column, value in record.items()])
+        page = await self.datasette.render_template("tlindex/report_query.html", {
+            "database": self.db.name, "u": self.urls, "q": query, "params": params, "columns": columns,
+            "rows": shown, "more": len(rows) > QUERY_ROWS, "limit": QUERY_ROWS},
+            request=_request(self.base, {}, self.permissions))
+        return page.encode("utf-8")
+
+    def _write_chromium(self, run: int, path: str) -> None:
+        """The run's Perfetto trace, streamed batch by batch to its file (it can be hundreds of MB)."""
+        from tlindex.formats.chromium import trace_chunks
+
+        file = self.out / path
+        file.parent.mkdir(parents=True, exist_ok=True)
+        conn = connect_read_only(self.db_path)
+        try:
+            with open(file, "wb") as out:
+                for chunk in trace_chunks(conn, run):
+                    out.write(chunk)
+        finally:
+            conn.close()
+        self.summary.bytes += file.stat().st_size
+
+    def _tlparse_file(self, conn: sqlite3.Connection, run: int, file_id: int, name: str, files: int) -> None:
+        """compile_directory.json and raw.jsonl of one log of the run, in tlparse's formats."""
+        folder = self.run_dir(run) + ("" if files == 1 else f"{name}/")
+
+        def rel(target: str) -> str:
+            return posixpath.relpath(target, folder or ".")
+
+        def text(digest: str) -> str:
+            target = f"payloads/{digest}.txt"
+            if target not in self.done and not (self.out / target).exists():
+                self.done.add(target)
+                self._save(target, self._payload_text(conn, digest))
+            return rel(target)
+
+        links = Links(text, lambda digest: rel(f"payloads/{digest}.html"),
+                      lambda compile: rel(f"{self.run_dir(run)}compiles/{compile}.html"))
+        directory = compile_directory(conn, file_id, links)
+        (self.out / folder).mkdir(parents=True, exist_ok=True)
+        self._save(f"{folder}compile_directory.json", json.dumps(directory, indent=2, ensure_ascii=False).encode())
+        try:
+            with open(self.out / folder / "raw.jsonl", "w", encoding="utf-8") as out:
+                for line in raw_jsonl(conn, file_id, text):
+                    out.write(line + "\n")
+        except OSError as error:
+            self.summary.warnings.append(f"raw.jsonl of {folder or 'the run'}: the log is not readable ({error})")
+            os.remove(self.out / folder / "raw.jsonl")
+
+    @staticmethod
+    def _payload_text(conn: sqlite3.Connection, digest: str) -> bytes:
+        row = conn.execute("SELECT text FROM payloads WHERE hash = ?", (digest,)).fetchone()
+        return (row[0] if row else "").encode("utf-8")
+
+
+def _trie_file(report: Report, values: dict, args: dict) -> str | None:
+    rank = args.get("rank")
+    suffix = f"-rank-{int(rank)}" if rank and rank.isdigit() else ""
+    return report._run_file(int(values["run"]), f"trie{suffix}.html")
+
+
+# Where the report writes each page of tlindex.routes that it writes (route name: file of the URL's values).
+FILES: dict[str, Callable[[Report, dict, dict], str | None]] = {
+    "runs": lambda report, values, args: "index.html",
+    "run": lambda report, values, args: report._run_file(int(values["run"]), "index.html"),
+    "chromium": lambda report, values, args: report._run_file(int(values["run"]), "chromium.json"),
+    "trie": _trie_file,
+    "compile": lambda report, values, args: report._compile_file(int(values["compile"]), ""),
+    "bytecode": lambda report, values, args: report._compile_file(int(values["compile"]), "-bytecode"),
+    "passes": lambda report, values, args: report._compile_file(int(values["compile"]), "-passes"),
+    "piece_passes": lambda report, values, args: report._piece_file(int(values["piece"])),
+    "vllm": lambda report, values, args: report._run_file(int(values["run"]), "vllm.html"),
+    "provenance": lambda report, values, args: report._artifact_file(int(values["artifact"]), "provenance"),
+    "artifact": lambda report, values, args: report._artifact_file(int(values["artifact"]), "artifact"),
+    "payload": lambda report, values, args: f"payloads/{values['hash']}{values['ext'] or '.html'}",
+}
+
+
+def log_folders(conn: sqlite3.Connection, run: int) -> dict[int, str]:
+    """One folder name per log file of a run (tlparse's rank_<R>), never two files in one: a restarted
+    rank's later process is rank_<R>_restart_<N>, processes sharing a rank add their pid, and a file
+    whose name is still taken, or that has no rank, is named by its file id."""
+    folders: dict[int, str] = {}
+    for file_id, process in conn.execute("""
+            SELECT file_id, min(process) FROM sources WHERE run_id = ? GROUP BY file_id
+            ORDER BY min(rank), min(coalesce(restart, 0)), file_id""", (run,)):
+        name = "rank_" + re.sub(r"[^0-9A-Za-z]+", "_", process).strip("_") if process is not None else f"file_{file_id}"
+        folders[file_id] = name if name not in folders.values() else f"{name}_file_{file_id}"
+    return folders
+
+
+def _request(path: str, url_vars: dict, permissions: dict) -> Request:
+    """A request as Datasette's router would pass it (no actor: the report is the database owner's).
+
+    `permissions` is denied_to's memo, shared by all requests of one report (one actor, one database).
+    """
+    request = Request.fake(path, url_vars=url_vars)
+    request.scope["csrftoken"] = lambda: ""
+    request.scope["tlindex_denied"] = permissions
+    return request
+
+
+def _spawn_context():
+    """Fresh worker processes (the parent holds Datasette's threads, which a fork would copy mid-flight)."""
+    import multiprocessing
+
+    return multiprocessing.get_context("spawn")
+
+
+_WORKER: dict[tuple, Report] = {}  # in a worker process: its Report, set up once
+
+
+def _worker_task(arguments: tuple) -> tuple[set[str], dict[str, str], ReportSummary]:
+    """In a worker process: one task of Report._tasks; only this task's files are reported back."""
+    import asyncio
+
+    db_path, out, runs, task = arguments
+    key = (str(db_path), str(out), tuple(runs))
+    if key not in _WORKER:
+        _WORKER.clear()
+        _WORKER[key] = Report(db_path, out, runs)
+        asyncio.run(_WORKER[key]._setup())
+    report = _WORKER[key]
+    report.done = set()
+    return asyncio.run(report._run_task(task))

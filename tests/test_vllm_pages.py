@@ -1,0 +1,176 @@
+"""The vLLM page, the pass-by-pass pages and vLLM's findings, on real traces of a backend that logs what vLLM
+logs (tests/data/vllm_two_models: two models compiled in one process, started cold then warm with one
+piece changed). Expected values come from the raw log, read here without tlindex."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import ENVELOPE_RE, connect, scenario_logs, scenario_run
+
+from tlindex.answers.findings import findings
+from tlindex.cli import cli
+
+SNAPSHOT_NAMES = {"before_pre_grad_graph", "after_pre_grad_graph", "before_joint_graph", "after_joint_graph",
+                  "before_post_grad_graph", "inductor_post_grad_graph"}
+SNAPSHOT_KINDS = ("aot_inference_graph", "graph_dump", "inductor_post_grad_graph")
+DYNAMO_OWN = ("dynamo_guards", "dynamo_cpp_guards_str", "compilation_metrics", "dynamo_start")
+
+
+def raw_records(log: Path) -> list[tuple[str, str | None, str]]:
+    """(kind, name, payload text) of every envelope of a log, in order."""
+    records: list[list] = []
+    for line in log.read_text().split("\n"):
+        if line.startswith("\t"):
+            records[-1][2].append(line[1:])
+            continue
+        match = ENVELOPE_RE.match(line.encode())
+        if match:
+            envelope = json.loads(match.group(1))
+            kind = next(k for k in envelope if k not in ("rank", "frame_id", "frame_compile_id", "attempt",
+                                                         "compiled_autograd_id", "has_payload", "stack"))
+            name = envelope[kind].get("name") if isinstance(envelope[kind], dict) else None
+            records.append([kind, name, []])
+    return [(kind, name, "\n".join(lines)) for kind, name, lines in records]
+
+
+def raw_pieces(log: Path) -> list[dict]:
+    """Each piece compile of a log: its start record, compile call, snapshots and cache results."""
+    pieces, calls, current = [], 0, None
+    for kind, name, text in raw_records(log):
+        if name == "vllm_compilation_config":
+            calls, current = calls + 1, None
+        elif name == "vllm_piecewise_compile_start":
+            current = {**json.loads(text), "call": calls, "snapshots": [], "cache": [], "output_code": False}
+            pieces.append(current)
+        elif kind in DYNAMO_OWN:
+            current = None
+        elif current is not None:
+            if (kind == "artifact" and name in SNAPSHOT_NAMES) or kind in SNAPSHOT_KINDS:
+                current["snapshots"].append((name or kind, text))
+            current["output_code"] |= kind == "inductor_output_code"
+            if name and re.fullmatch(r"(fx_graph|aotautograd)_cache_(hit|miss)", name):
+                current["cache"].append(name.rsplit("_", 1)[1])
+    return pieces
+
+
+@pytest.fixture(scope="module")
+def runs(fixtures_db) -> dict[str, int]:
+    """The cold and the warm run of vllm_two_models, by their log."""
+    conn = connect(fixtures_db)
+    found = {}
+    for run in scenario_run(conn, "vllm_two_models"):
+        (name,) = conn.execute("SELECT f.name FROM files f JOIN sources s ON s.file_id = f.id WHERE s.run_id = ?",
+                               (run,)).fetchone()
+        found[name] = run
+    logs = scenario_logs("vllm_two_models")
+    assert sorted(found) == sorted(log.name for log in logs)
+    return found
+
+
+def test_two_compile_calls_share_their_common_settings_once(ds, runs):
+    import asyncio
+
+    for log in scenario_logs("vllm_two_models"):
+        configs = [json.loads(text) for kind, name, text in raw_records(log) if name == "vllm_compilation_config"]
+        assert len(configs) == 2
+        shared = {k: v for k, v in configs[0].items() if configs[1].get(k, object()) == v}
+        assert shared and set(configs[0]) - set(shared) == {"model", "compile_sizes"}
+        response = asyncio.run(ds.client.get(f"/traces/-/tlindex/run/{runs[log.name]}/vllm.json"))
+        assert response.status_code == 200
+        page = response.json()
+        assert page["shared"] == shared
+        assert [set(call["own"]) for call in page["calls"]] == [{"model", "compile_sizes"}] * 2
+        assert [call["own"]["model"] for call in page["calls"]] == [c["model"] for c in configs]
+        # every piece compile of the log, in its call and range (dynamic range first, then sizes)
+        raw = raw_pieces(log)
+        shown = [(call["number"], piece["submod_name"], piece["compile_range_start"], piece["compile_range_end"])
+                 for call in page["calls"] for r in call["ranges"] for piece in r["pieces"]]
+        expected = sorted(((p["call"], p["submod_name"], p["compile_range_start"], p["compile_range_end"]) for p in raw),
+                          key=lambda t: (t[0], t[2] == t[3], t[2], t[3]))
+        assert sorted(shown, key=lambda t: (t[0], t[2] == t[3], t[2], t[3])) == expected
+        assert len(shown) == len(raw) == 15
+
+
+def test_the_warm_start_names_the_changed_piece_and_the_cold_start_none(fixtures_db, runs):
+    conn = connect(fixtures_db)
+    for log in scenario_logs("vllm_two_models"):
+        raw = raw_pieces(log)
+        expected = []
+        for piece in raw:  # missed where every other piece of its call and range hit
+            others = [p for p in raw if p is not piece and p["call"] == piece["call"]
+                      and (p["compile_range_start"], p["compile_range_end"]) ==
+                      (piece["compile_range_start"], piece["compile_range_end"])]
+            if "miss" in piece["cache"] and others and all("miss" not in p["cache"] and p["cache"] for p in others):
+                expected.append(piece)
+        found = {f.kind: f for f in findings(conn, runs[log.name])}
+        if expected:
+            finding = found["vllm_cache_miss"]
+            assert finding.count == len(expected) and finding.severity == "warning"
+            assert expected[0]["submod_name"] in finding.text and f"compile call {expected[0]['call']}" in finding.text
+        else:
+            assert "vllm_cache_miss" not in found
+        assert "vllm_slowest_range" in found
+    # the warm start (CHANGE_PIECE) is the one with the finding
+    warm = max(scenario_logs("vllm_two_models"), key=lambda log: sum("hit" in p["cache"] for p in raw_pieces(log)))
+    assert "vllm_cache_miss" in {f.kind for f in findings(conn, runs[warm.name])}
+
+
+def test_each_piece_shows_its_graphs_in_order_against_the_one_before(ds, fixtures_db, runs):
+    import asyncio
+
+    conn = connect(fixtures_db)
+    log = scenario_logs("vllm_two_models")[0]
+    raw = raw_pieces(log)
+    pieces = [row[0] for row in conn.execute(
+        "SELECT p.id FROM piece_compiles p JOIN compiles c ON c.id = p.compile WHERE c.run_id = ? ORDER BY p.id",
+        (runs[log.name],))]
+    assert len(pieces) == len(raw)
+    for piece, expected in zip(pieces, raw):
+        response = asyncio.run(ds.client.get(f"/traces/-/tlindex/piece/{piece}/passes.json"))
+        assert response.status_code == 200
+        (way,) = response.json()["ways"]
+        snapshots = [s for s in way if s["step"]["kind"] != "inductor_output_code"]
+        assert [s["step"]["name"] for s in snapshots] == [name for name, _ in expected["snapshots"]]
+        assert (way[-1]["step"]["kind"] == "inductor_output_code") == expected["output_code"]
+        for (name, text), (_, before), shown in zip(expected["snapshots"][1:], expected["snapshots"], snapshots[1:]):
+            assert shown["step"]["compared"]
+            assert (shown["changed"] == 0) == (text == before), name
+        html = asyncio.run(ds.client.get(f"/traces/-/tlindex/piece/{piece}/passes")).text
+        assert ("vllm_post_grad.0.NoopFusion" in html) == any(n.startswith("vllm_post_grad.") for n, _ in expected["snapshots"])
+        assert ('class="sidebyside' in html) == any(s["changed"] for s in snapshots)
+
+
+def test_the_run_and_compile_pages_lead_to_the_vllm_and_passes_pages(ds, runs):
+    import asyncio
+
+    run = next(iter(runs.values()))
+    page = asyncio.run(ds.client.get(f"/traces/-/tlindex/run/{run}")).text
+    assert f'href="/traces/-/tlindex/run/{run}/vllm"' in page
+    vllm = asyncio.run(ds.client.get(f"/traces/-/tlindex/run/{run}/vllm")).text
+    compile_row = int(re.search(r'href="/traces/-/tlindex/compile/(\d+)"', vllm).group(1))
+    compile_page = asyncio.run(ds.client.get(f"/traces/-/tlindex/compile/{compile_row}")).text
+    assert f'/traces/-/tlindex/compile/{compile_row}/passes"' in compile_page
+    assert f'/traces/-/tlindex/run/{run}/vllm"' in compile_page
+    passes = asyncio.run(ds.client.get(f"/traces/-/tlindex/compile/{compile_row}/passes")).text
+    assert "vllm_piecewise_split_graph" in passes and "/-/tlindex/piece/" in passes
+    # a run without vLLM records has no vLLM page
+    assert asyncio.run(ds.client.get(f"/traces/-/tlindex/run/{max(runs.values()) + 1000}/vllm")).status_code == 404
+
+
+def test_the_report_writes_the_vllm_and_passes_pages(fixtures_db, runs, tmp_path):
+    run = next(iter(runs.values()))
+    out = tmp_path / "report"
+    result = CliRunner().invoke(cli, ["report", "--db", str(fixtures_db), "--run", str(run), "-o", str(out), "--silent"])
+    assert result.exit_code == 0, result.output
+    assert 'href="vllm.html"' in (out / "index.html").read_text()
+    vllm = (out / "vllm.html").read_text()
+    piece_links = re.findall(r'href="(compiles/\d+-piece-\d+-passes\.html)"', vllm)
+    assert len(set(piece_links)) == 15 and all((out / link).is_file() for link in piece_links)
+    passes = re.findall(r'href="(compiles/\d+-passes\.html)"', vllm)
+    assert passes and all((out / link).is_file() for link in passes)
+    assert "/-/tlindex/" not in vllm

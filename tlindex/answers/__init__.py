@@ -1,0 +1,1 @@
+"""Answers computed from the database: queries, findings, search, diff, trie, provenance, bytecode."""

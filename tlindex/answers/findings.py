@@ -1,0 +1,236 @@
+"""What is wrong with a run, in a few sentences: findings computed in SQL from the tables.
+
+Each finding is one sentence with a count, a severity and where to look (a canned query and its
+parameters, or a compile). Errors and warnings are problems (`tlindex findings` exits 1 on
+them); information (the slowest compile, cache misses of a cold start) is context. The run page
+shows them at the top, the runs page the worst one of each run.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import asdict, dataclass, field
+
+from tlindex.answers.queries import load_queries, run_sql
+from tlindex.answers.vllm import compile_calls, has_vllm, lone_misses, slowest_range
+
+SEVERITIES = ("error", "warning", "info")
+# rank_divergence findings -> (severity, what diverges); `time` (compile-time gaps) is noise here.
+DIVERGENCE = {
+    "missing_compile": ("error", "compile ids"),
+    "collective_schedule": ("error", "collective schedules"),
+    "execution_order": ("error", "the order compiled graphs ran in"),
+    "cache_pattern": ("warning", "cache hit/miss patterns"),
+    "cache": ("warning", "cache results of a compile id"),
+    "graph": ("warning", "graphs of a compile id"),
+    "tensor_meta": ("warning", "ops and output shapes"),
+    "estimated_runtime": ("warning", "estimated runtimes"),
+}
+
+
+@dataclass
+class Finding:
+    severity: str                 # error, warning or info
+    kind: str                     # failures, recompile_limit, graph_breaks, divergence:<what>, ...
+    count: int
+    text: str                     # one sentence
+    query: str | None = None      # the canned query that shows the detail (with run=)
+    params: dict = field(default_factory=dict)
+    compile: int | None = None    # or the compile that shows it
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _plural(n: int, word: str, plural: str | None = None) -> str:
+    return f"{n:,} {word if n == 1 else plural or word + 's'}"
+
+
+def _short(text: str | None, limit: int = 140) -> str:
+    text = " ".join((text or "").split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def findings(conn: sqlite3.Connection, run_id: int, divergence: bool = True) -> list[Finding]:
+    """The findings of one run, most severe first (divergence=False skips the multi-rank comparison)."""
+    found: list[Finding] = []
+    run = {"run": str(run_id)}
+
+    failures = conn.execute("SELECT fail_type, count(*) FROM compiles WHERE run_id = ? AND status = 'error' "
+                            "GROUP BY fail_type ORDER BY 2 DESC, 1", (run_id,)).fetchall()
+    if failures:
+        total = sum(n for _, n in failures)
+        kinds = ", ".join(f"{kind} ×{n}" for kind, n in failures)
+        found.append(Finding("error", "failures", total, f"{_plural(total, 'compile')} failed: {kinds}.",
+                             "failures", run))
+
+    limit = conn.execute("SELECT count(*), group_concat(DISTINCT co_name) FROM compiles WHERE run_id = ? "
+                         "AND fail_reason LIKE 'Dynamo recompile limit exceeded%'", (run_id,)).fetchone()
+    if limit[0]:
+        found.append(Finding("warning", "recompile_limit", limit[0],
+                             f"{_short(limit[1], 60) or 'a function'} hit the recompile limit "
+                             f"({_plural(limit[0], 'time')}): Dynamo gave up compiling it.", "recompile_reasons", run))
+
+    breaks = conn.execute("""
+        SELECT g.reason, count(*), min(g.user_file || ':' || g.user_line) FROM graph_break_events g
+        JOIN compiles c ON c.id = g.compile WHERE c.run_id = ? GROUP BY g.reason ORDER BY 2 DESC, 1""",
+                          (run_id,)).fetchall()
+    if breaks:
+        total = sum(n for _, n, _ in breaks)
+        where = f" at {short_location(breaks[0][2])}" if breaks[0][2] else ""
+        found.append(Finding("warning", "graph_breaks", total,
+                             f"{_plural(total, 'graph break')} ({_plural(len(breaks), 'distinct reason')}); most "
+                             f"frequent{where}: “{_short(_reason_line(breaks[0][0]), 160)}” ×{breaks[0][1]}.",
+                             "graph_breaks", run))
+
+    recompiles = conn.execute("""
+        SELECT count(*), count(DISTINCT coalesce(co_name, '') || '@' || coalesce(frame_id, '')),
+               (SELECT recompile_reason FROM compiles WHERE run_id = ? AND frame_compile_id > 0
+                AND recompile_reason IS NOT NULL ORDER BY id LIMIT 1)
+        FROM compiles WHERE run_id = ? AND frame_compile_id > 0""", (run_id, run_id)).fetchone()
+    if recompiles[0]:
+        found.append(Finding("warning", "recompiles", recompiles[0],
+                             f"{_plural(recompiles[0], 'recompile')} of {_plural(recompiles[1], 'function')}; "
+                             f"first reason: “{_short(recompiles[2]) or 'not logged'}”.", "recompile_reasons", run))
+
+    if divergence:
+        try:
+            found += _divergence(conn, run_id)
+        except Exception as error:  # one finding that cannot be computed degrades alone, and says so
+            found.append(Finding("warning", "not_computed", 0,
+                                 f"The comparison of the ranks could not be computed ({type(error).__name__}: "
+                                 f"{_short(str(error), 120)}); the other findings are complete.", None, {}))
+
+    if has_vllm(conn, run_id):
+        try:
+            found += _vllm(conn, run_id)
+        except Exception as error:  # degrades alone, as the rank comparison does
+            found.append(Finding("warning", "not_computed", 0,
+                                 f"vLLM's piece compiles could not be summed up ({type(error).__name__}: "
+                                 f"{_short(str(error), 120)}); the other findings are complete.", None, {}))
+
+    exports = export_issue_count(conn, run_id)
+    if exports:
+        found.append(Finding("warning", "export_issues", exports,
+                             f"{_plural(exports, 'issue')} found during export (data-dependent errors, evaluated "
+                             f"guards, fake kernels).", "export_issues", run))
+
+    errors = conn.execute("""
+        SELECT e.kind, count(*) FROM ingest_errors e JOIN sources s ON s.id = e.source_id
+        WHERE s.run_id = ? GROUP BY e.kind ORDER BY 2 DESC""", (run_id,)).fetchall()
+    if errors:
+        total = sum(n for _, n in errors)
+        kinds = ", ".join(f"{kind} ×{n}" for kind, n in errors)
+        found.append(Finding("warning", "ingest_errors", total,
+                             f"{_plural(total, 'ingest error')} in its logs ({kinds}): the table ingest_errors says "
+                             f"where.", None, {}))
+
+    slowest = conn.execute("""
+        SELECT id, compile_id, co_name, rank, duration_s, (SELECT sum(duration_s) FROM compiles WHERE run_id = ?)
+        FROM compiles WHERE run_id = ? AND duration_s IS NOT NULL ORDER BY duration_s DESC LIMIT 1""",
+                           (run_id, run_id)).fetchone()
+    if slowest:
+        row, compile_id, name, rank, seconds, total = slowest
+        where = f" on rank {rank}" if rank is not None else ""
+        found.append(Finding("info", "slowest_compile", 1,
+                             f"Slowest compile: [{compile_id}] {name or ''}{where}, {seconds:.2f} s of "
+                             f"{total:.2f} s of compile time.", compile=row))
+
+    cache = conn.execute("""
+        SELECT sum(e.result = 'miss'), sum(e.result = 'bypass'), count(*) FROM cache_events e
+        JOIN compiles c ON c.id = e.compile WHERE c.run_id = ?""", (run_id,)).fetchone()
+    if cache[2] and (cache[0] or cache[1]):
+        found.append(Finding("info", "cache", cache[0] + cache[1],
+                             f"{_plural(cache[0], 'cache miss', 'cache misses')} and {_plural(cache[1], 'bypass', 'bypasses')} "
+                             f"in {_plural(cache[2], 'cache lookup')}.", "cache", run))
+    return sorted(found, key=lambda f: SEVERITIES.index(f.severity))
+
+
+def _reason_line(reason: str | None) -> str:
+    """A graph-break reason's first informative line (torch 2.13's start with a generic header)."""
+    lines = [line.strip() for line in (reason or "").splitlines() if line.strip()]
+    useful = [line for line in lines if not line.startswith("Encountered graph break when attempting")]
+    return (useful or lines or [""])[0]
+
+
+def short_location(location: str) -> str:
+    """/a/b/c/train.py:12 -> c/train.py:12"""
+    path, _, line = location.rpartition(":")
+    return "/".join(path.replace("\\", "/").split("/")[-2:]) + ":" + line
+
+
+def export_issue_count(conn: sqlite3.Connection, run_id: int) -> int:
+    """What draft_export found in a run, as tlparse's export report counts it (queries/export_issues.sql lists them)."""
+    return conn.execute("""
+        SELECT count(*) FROM export_issue_records e CROSS JOIN sources s  -- by kind first (index)
+        WHERE s.id = e.source_id AND s.run_id = ?""", (run_id,)).fetchone()[0]
+
+
+def _divergence(conn: sqlite3.Connection, run_id: int) -> list[Finding]:
+    """rank_divergence's findings of a multi-rank run, one sentence per kind, naming the ranks."""
+    rows = _rows(run_sql(conn, load_queries()["rank_divergence"].sql, {"run": str(run_id)}))
+    by_kind: dict[str, list[dict]] = {}
+    for row in rows:
+        if row["finding"] in DIVERGENCE:
+            by_kind.setdefault(row["finding"], []).append(row)
+    found = []
+    for kind, (severity, what) in DIVERGENCE.items():
+        hits = by_kind.get(kind)
+        if not hits:
+            continue
+        first = hits[0]
+        where = f"[{first['compile_id']}] " if first["compile_id"] else ""
+        more = f" (and {_plural(len(hits) - 1, 'more compile id')})" if len(hits) > 1 else ""
+        detail = first["detail"]
+        if kind == "missing_compile":  # name the ranks that compiled it
+            ranks = str(first["ranks"]).split(",")
+            detail = f"only on {'rank' if len(ranks) == 1 else 'ranks'} {', '.join(ranks)} ({detail})"
+        found.append(Finding(severity, f"divergence:{kind}", len(hits),
+                             f"Ranks diverge in {what}: {where}{_short(detail, 200)}{more}.",
+                             "rank_divergence", {"run": str(run_id)}))
+    parity = [r for r in _rows(run_sql(conn, load_queries()["collectives"].sql, {"run": str(run_id)}))
+              if r.get("parity") == "mismatch"]
+    if parity:
+        first = parity[0]
+        found.append(Finding("warning", "collectives_parity", len(parity),
+                             f"{_plural(len(parity), 'graph')} call other collectives than inductor scheduled: "
+                             f"[{first['compile_id']}] on rank {first['rank']} ({first['parity']}).",
+                             "collectives", {"run": str(run_id)}))
+    return found
+
+
+def _vllm(conn: sqlite3.Connection, run_id: int) -> list[Finding]:
+    """vLLM's slowest compile range, and the pieces that missed the cache where the rest of their range hit."""
+    calls, _ = compile_calls(conn, run_id)
+    several = len(calls) > 1
+    found = []
+    misses = lone_misses(calls)
+    if misses:
+        first = misses[0]
+        where = (f"size {first['compile_range_start']}" if first["is_single_size"]
+                 else f"range {first['compile_range_start']}–{first['compile_range_end']}")
+        call = f" of compile call {first['compile_call']}" if several else ""
+        more = f" (and {_plural(len(misses) - 1, 'more piece')})" if len(misses) > 1 else ""
+        found.append(Finding("warning", "vllm_cache_miss", len(misses),
+                             f"vLLM piece {first['submod_name']} missed the cache at {where}{call} where every other "
+                             f"piece of that range hit: its graph changed{more}.", "vllm_pieces", {"run": str(run_id)}))
+    slowest = slowest_range(calls)
+    if slowest:
+        call, found_range = slowest
+        total = round(sum(r.seconds for c in calls for r in c.ranges), 3)
+        of_call = f" of compile call {call.number}" if several else ""
+        found.append(Finding("info", "vllm_slowest_range", len(found_range.pieces),
+                             f"vLLM's slowest compile range: {found_range.label}{of_call}, {found_range.seconds:.2f} s "
+                             f"of {total:.2f} s over {_plural(len(found_range.pieces), 'piece')}.",
+                             "vllm_pieces", {"run": str(run_id)}))
+    return found
+
+
+def _rows(cursor: sqlite3.Cursor) -> list[dict]:
+    columns = [d[0] for d in cursor.description]
+    return [dict(zip(columns, row)) for row in cursor.fetchall()]
+
+
+def problems(found: list[Finding]) -> list[Finding]:
+    """The findings that mean something is wrong (errors and warnings)."""
+    return [f for f in found if f.severity != "info"]

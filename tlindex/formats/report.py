@@ -1,0 +1,147 @@
+"""`tlindex report`: which runs, which database, which folder; the pages come from the plugin's renderer.
+
+The report is written into a fresh folder beside DIR and moved into place when complete, so an
+interrupted report leaves no half-written DIR. An existing DIR is replaced only with
+`overwrite`, and only when it holds a report (tlindex's, or tlparse's compile_directory.json):
+`-o ~ --overwrite` must not delete a home directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from tlindex.ingest.discover import discover
+from tlindex.ingest.runs import resolve_run
+from tlindex.store.db import connect_read_only
+
+MARKER = "tlindex-report.json"
+
+
+class ReportError(Exception):
+    """A report that cannot be written: the message names the folder or database and why."""
+
+
+def check_out_dir(out: Path, overwrite: bool) -> None:
+    """Refuse a non-empty DIR unless overwrite is given and DIR holds a report; refuse a link."""
+    if out.is_symlink():
+        raise ReportError(f"{out}: a symbolic link (to {os.readlink(out)}); give -o the folder itself")
+    if out.exists() and not out.is_dir():
+        raise ReportError(f"{out}: exists and is not a directory")
+    if not out.exists() or not any(out.iterdir()):
+        return
+    if not overwrite:
+        raise ReportError(f"{out}: not empty (give --overwrite to replace it)")
+    if not ((out / MARKER).exists() or (out / "compile_directory.json").exists()):
+        raise ReportError(f"{out}: refusing to replace a directory that holds no report "
+                          f"(no {MARKER} or compile_directory.json in it)")
+
+
+def runs_of_paths(db_path: Path, paths: list[str]) -> list[int]:
+    """The runs holding the logs PATHs name (as discovered by ingest)."""
+    files, _ = discover(paths)
+    conn = connect_read_only(db_path)
+    try:
+        wanted = {str(path.resolve()) for path in files}
+        return sorted({run for (path, run) in conn.execute(
+            "SELECT f.path, s.run_id FROM files f JOIN sources s ON s.file_id = f.id") if path in wanted})
+    finally:
+        conn.close()
+
+
+def runs_by_name(db_path: Path, names: list[str]) -> list[int]:
+    """Runs by id or label prefix; every run when none are named."""
+    conn = connect_read_only(db_path)
+    try:
+        if not names:
+            return [row[0] for row in conn.execute("SELECT id FROM runs ORDER BY id")]
+        return sorted({resolve_run(conn, name)["id"] for name in names})
+    finally:
+        conn.close()
+
+
+EMPTY_INDEX = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>tlindex report: no trace records</title></head>
+<body><h1>No trace records</h1><p>{why}</p><p>A TORCH_TRACE log holds records only once torch.compile (or
+torch.export, or another traced part of torch) ran with <code>TORCH_TRACE</code> set.</p></body></html>
+"""
+
+
+def write_empty_report(out: Path, overwrite: bool, why: str) -> None:
+    """The report of logs without any trace record (tlparse writes one too): an index that says so."""
+    import html
+    import json
+
+    out = absolute(out)
+    check_out_dir(out, overwrite)
+    partial = new_partial(out)
+    try:
+        (partial / "index.html").write_text(EMPTY_INDEX.format(why=html.escape(why)), encoding="utf-8")
+        (partial / MARKER).write_text(json.dumps({"runs": [], "pages": 1, "database": None, "degraded": []}) + "\n")
+        swap_into_place(partial, out)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+
+
+def write_report(db_path: Path, out: Path, runs: list[int], overwrite: bool, progress=None, jobs: int | None = None):
+    """Write the report of `runs` to `out` (checked with check_out_dir first), with `jobs` processes; its summary."""
+    Report = renderer()
+    if not runs:
+        raise ReportError(f"{db_path}: no run to report")
+    out = absolute(out)
+    check_out_dir(out, overwrite)
+    partial = new_partial(out)
+    try:
+        summary = Report(db_path, partial, runs, progress).write(jobs or os.cpu_count() or 1)
+        swap_into_place(partial, out)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return summary
+
+
+def renderer():
+    """The report renderer: the tlindex Datasette plugin's (the pages are the plugin's), found as Datasette
+    finds the plugin, by its entry point; the library never imports the plugin."""
+    import importlib
+    from importlib.metadata import entry_points
+
+    for point in entry_points(group="datasette"):
+        if point.name == "tlindex":
+            return importlib.import_module(f"{point.value}.report_pages").Report
+    raise ReportError("the tlindex Datasette plugin is not installed (pip install tlindex), and it renders the report")
+
+
+def absolute(out: Path) -> Path:
+    """DIR as an absolute path, `.` and `..` resolved as the shell would (`-o .` inside the old report,
+    `-o r2/sub/..`), so that its parent, where the new report is written first, is never inside it."""
+    return Path(os.path.abspath(out))
+
+
+def new_partial(out: Path) -> Path:
+    """A fresh folder beside DIR to write the report into, with the permissions a new folder gets here
+    (mkdtemp's are 0700: a report on a shared file server would be unreadable to others)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    partial.chmod(0o777 & ~umask)
+    return partial
+
+
+def swap_into_place(partial: Path, out: Path) -> None:
+    """The complete report becomes DIR; an old one stays until then, and is removed after."""
+    old = None
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        out.rename(old / "report")
+    try:
+        partial.rename(out)
+    except BaseException:
+        if old is not None:
+            (old / "report").rename(out)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

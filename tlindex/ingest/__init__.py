@@ -1,0 +1,1 @@
+"""Reading logs into the database: discover, read, normalize, stage, merge, index."""

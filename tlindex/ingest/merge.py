@@ -1,0 +1,172 @@
+"""The writer's second half: move a staging database into traces.db in one transaction.
+
+Staging ids start at 1 in every table; the merge offsets them past the main
+database's largest id, table by table, and offsets every foreign key the same
+way (the foreign keys are read from the schema itself). A negative id in a
+staging database names an existing row of the main database (a grown log's
+file, sources and compiles) and is kept, negated, so the row is replaced.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Callable
+
+from tlindex.ingest.fingerprints import write_prints
+from tlindex.store.tables import COLUMNS
+
+# Tables without an id of their own (keyed by content or by other columns): nothing to offset.
+NATURAL_KEYS = {"payload_data", "strings", "volume"}
+# Columns the ingest does not write but later steps fill in, kept when a row is replaced.
+KEPT_ON_REPLACE = {"sources": ("run_id",)}
+
+
+def foreign_keys(conn: sqlite3.Connection) -> dict[str, dict[str, str]]:
+    """{table: {column: referenced table}} for every table the normalizer writes, from the schema."""
+    return {table: {row[3]: row[2] for row in conn.execute(f"PRAGMA main.foreign_key_list({table})")}
+            for table in COLUMNS}
+
+
+def _shift(column: str, offset: int) -> str:
+    return f"CASE WHEN {column} < 0 THEN -{column} ELSE {column} + {offset} END"
+
+
+def merge_statements(conn: sqlite3.Connection) -> tuple[list[str], dict[str, int]]:
+    """The INSERT ... SELECT of every table, and the id offsets (read inside the transaction)."""
+    fks = foreign_keys(conn)
+    offsets = {table: conn.execute(f"SELECT coalesce(max(id), 0) FROM main.{table}").fetchone()[0]
+               for table in fks if table not in NATURAL_KEYS}
+    statements = []
+    for table, table_fks in fks.items():
+        columns = [row[1] for row in conn.execute(f"PRAGMA main.table_info({table})")]
+        select = []
+        for column in columns:
+            if column == "id" and table not in NATURAL_KEYS:
+                select.append(_shift("id", offsets[table]))
+            elif column in KEPT_ON_REPLACE.get(table, ()):
+                select.append(f"CASE WHEN id < 0 THEN (SELECT {column} FROM main.{table} kept "
+                              f"WHERE kept.id = -staging.{table}.id) ELSE {column} END")
+            elif column in table_fks and table_fks[column] in offsets:
+                select.append(_shift(column, offsets[table_fks[column]]))
+            else:
+                select.append(column)
+        verb = "INSERT OR IGNORE" if table == "payload_data" else "INSERT OR REPLACE"
+        statements.append(f"{verb} INTO main.{table} ({', '.join(columns)}) "
+                          f"SELECT {', '.join(select)} FROM staging.{table}")
+    return statements, offsets
+
+
+# The payloads no record refers to any more (envelopes, and the config payloads of metrics).
+UNUSED_PAYLOADS = ("SELECT rowid FROM main.payload_data WHERE hash NOT IN (SELECT payload FROM main.envelopes "
+                   "WHERE payload IS NOT NULL) AND hash NOT IN (SELECT value FROM main.metrics, json_each("
+                   "json_array(dynamo_config, inductor_config, functorch_config, compiler_config)) "
+                   "WHERE value IS NOT NULL)")
+
+
+def delete_file_rows(conn: sqlite3.Connection, file_id: int, after_line: int | None = None) -> None:
+    """Delete every row that came from a file (--replace), or from its lines after after_line.
+
+    The second form drops the provisional tail of a grown log (a record whose
+    payload md5 failed at end of file, an unterminated last line) before the
+    continuation of that log is merged.
+    """
+    params = {"file": file_id, "line": after_line if after_line is not None else -1}
+    sources = "SELECT id FROM main.sources WHERE file_id = :file"
+    envelopes = f"SELECT id FROM main.envelopes WHERE source_id IN ({sources}) AND line > :line"
+    for table, links in foreign_keys(conn).items():
+        if table in ("files", "sources", "envelopes", "compiles", "strings"):
+            continue
+        if "envelope_id" in links:
+            conn.execute(f"DELETE FROM main.{table} WHERE envelope_id IN ({envelopes})", params)
+        elif table == "chromium_events":
+            conn.execute(f"DELETE FROM main.{table} WHERE begin_envelope IN ({envelopes}) "
+                         f"OR end_envelope IN ({envelopes})", params)
+        elif "file_id" in links:
+            conn.execute(f"DELETE FROM main.{table} WHERE file_id = :file AND line > :line", params)
+    conn.execute(f"DELETE FROM main.envelopes WHERE id IN ({envelopes})", params)
+    if after_line is not None:
+        return
+    for table in ("compiles", "strings", "volume"):
+        conn.execute(f"DELETE FROM main.{table} WHERE source_id IN ({sources})", params)
+    conn.execute("DELETE FROM main.sources WHERE file_id = :file", params)
+    conn.execute("DELETE FROM main.files WHERE id = :file", params)
+    conn.execute(f"DELETE FROM main.payload_data WHERE rowid IN ({UNUSED_PAYLOADS})")
+
+
+def refresh_volume(conn: sqlite3.Connection, file_id: int) -> None:
+    """Recompute the volume rows of a file's sources from their envelopes."""
+    sources = "SELECT id FROM main.sources WHERE file_id = ?"
+    conn.execute(f"DELETE FROM main.volume WHERE source_id IN ({sources})", (file_id,))
+    conn.execute(f"""
+        INSERT INTO main.volume (source_id, kind, name, emitter_file, emitter_line, records, bytes)
+        SELECT source_id, kind, name, emitter_file, emitter_line, count(*), sum(envelope_bytes + payload_bytes)
+        FROM main.envelopes WHERE source_id IN ({sources})
+        GROUP BY source_id, kind, name, emitter_file, emitter_line""", (file_id,))
+
+
+def consolidate_volume(conn: sqlite3.Connection, file_id: int) -> None:
+    """One volume row per key again, after a continuation added its rows to a file's."""
+    sources = "SELECT id FROM main.sources WHERE file_id = ?"
+    rows = conn.execute(f"SELECT source_id, kind, name, emitter_file, emitter_line, sum(records), sum(bytes) "
+                        f"FROM main.volume WHERE source_id IN ({sources}) "
+                        f"GROUP BY source_id, kind, name, emitter_file, emitter_line", (file_id,)).fetchall()
+    conn.execute(f"DELETE FROM main.volume WHERE source_id IN ({sources})", (file_id,))
+    conn.executemany("INSERT INTO main.volume (source_id, kind, name, emitter_file, emitter_line, records, bytes) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+
+
+Hook = Callable[[sqlite3.Connection], object]
+
+
+def fingerprint_compiles(conn: sqlite3.Connection, compile_offset: int) -> None:
+    """The prints (tlindex.ingest.fingerprints) of the compiles just merged (new, or continued by this staging database)."""
+    write_prints(conn, f"WHERE id IN (SELECT {_shift('id', compile_offset)} FROM staging.compiles)")
+
+
+def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | None = None,
+          resumed_file: int | None = None, continued_file: int | None = None, prepare: Hook | None = None,
+          complete: Callable[[sqlite3.Connection, int], object] | None = None) -> int:
+    """Merge one staging database into the main one atomically; return the main file id.
+
+    `resumed_file`: the staging rows continue a grown log, whose provisional tail
+    and open spans they replace. `continued_file`: they continue a file from
+    exactly where its rows end (the next chunk of it), replacing its open spans.
+    In the same transaction, `prepare(conn)` may rewrite the attached staging
+    database first, and `complete(conn, file_id)` may add to the merged rows.
+    """
+    conn.execute("ATTACH DATABASE ? AS staging", (staging_path,))
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if prepare is not None:
+                prepare(conn)
+            if replace_file is not None:
+                delete_file_rows(conn, replace_file)
+            if resumed_file is not None:
+                (consumed,) = conn.execute("SELECT lines_ingested FROM main.files WHERE id = ?",
+                                           (resumed_file,)).fetchone()
+                delete_file_rows(conn, resumed_file, after_line=consumed)
+            continuing = resumed_file if resumed_file is not None else continued_file
+            if continuing is not None:
+                # Open spans were handed to the continuation, which writes them again.
+                conn.execute("DELETE FROM main.chromium_events WHERE ph = 'B' AND source_id IN "
+                             "(SELECT id FROM main.sources WHERE file_id = ?)", (continuing,))
+            statements, offsets = merge_statements(conn)
+            for statement in statements:
+                conn.execute(statement)
+            (staged_id,) = conn.execute("SELECT id FROM staging.files").fetchone()
+            file_id = -staged_id if staged_id < 0 else staged_id + offsets["files"]
+            if resumed_file is not None:
+                refresh_volume(conn, file_id)  # the dropped tail's envelopes are no longer counted
+            elif continued_file is not None:
+                consolidate_volume(conn, file_id)
+            fingerprint_compiles(conn, offsets["compiles"])
+            if complete is not None:
+                complete(conn, file_id)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    finally:
+        conn.execute("DETACH DATABASE staging")
+    return file_id

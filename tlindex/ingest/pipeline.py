@@ -1,0 +1,354 @@
+"""Ingest logs into a tlindex database: plan, parse in parallel, merge, group runs.
+
+Workers (one per --jobs) each parse one file at a time into a private staging
+database (tlindex.ingest.task); the main process merges each finished staging
+database in one transaction (tlindex.ingest.merge) while the workers go on, then
+groups the new sources into runs (tlindex.ingest.runs). Only the main process ever
+writes traces.db.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import shutil
+import tempfile
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Callable
+
+from tlindex.ingest.chunks import SplitFile, chunk_size, split_points
+from tlindex.ingest.continuation import restore_state
+from tlindex.ingest.discover import discover
+from tlindex.ingest.merge import delete_file_rows, merge
+from tlindex.ingest.runs import assign_runs, rank_decisions
+from tlindex.ingest.task import Resume, Task, TaskResult, init_worker, run_in_worker, run_task
+from tlindex.ingest.text_index import refresh_fts
+from tlindex.store.db import immediate, open_db
+
+MERGE_CACHE_KB = 4 << 10  # the merges' index updates touch fewer pages on disk than with 2 MB; 8 MB gained little more
+
+
+@dataclass
+class IngestSummary:
+    files: int = 0          # files ingested (new or continued)
+    continued: int = 0      # of which continued from an earlier ingest
+    skipped: int = 0        # already ingested, unchanged
+    envelopes: int = 0
+    compiles: int = 0
+    errors: int = 0
+    md5_failures: int = 0
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)  # paths that could not be read
+    copies: list[tuple[str, str]] = field(default_factory=list)  # (file, the earlier file it equals)
+    moved: list[tuple[str, str]] = field(default_factory=list)   # (new path, old path no longer there)
+    rewritten: list[str] = field(default_factory=list)  # files changed in place: their old rows replaced
+    no_records: list[tuple[str, int]] = field(default_factory=list)  # (file, lines) without any trace record
+    rank_decisions: list[tuple[str, str]] = field(default_factory=list)  # (run label, what was decided of its ranks)
+
+    def line(self) -> str:
+        parts = [f"{self.files} file{'s' * (self.files != 1)} ingested"]
+        if self.continued:
+            parts.append(f"{self.continued} continued")
+        if self.skipped:
+            parts.append(f"{self.skipped} already ingested")
+        return (f"{', '.join(parts)}: {self.envelopes:,} envelopes, {self.compiles:,} compiles, "
+                f"{self.errors:,} ingest errors, {self.md5_failures:,} md5 failures "
+                f"in {self.seconds:.1f} s")
+
+    def notes(self) -> list[str]:
+        """What the summary line does not say: copies kept as their own files, logs moved."""
+        return ([f"{path}: a byte-identical copy of {earlier} (ingested as its own file; files.copy_of)"
+                 for path, earlier in self.copies] +
+                [f"{path}: already ingested as {earlier}, which is gone (the file moved; path updated)"
+                 for path, earlier in self.moved] +
+                [f"{path}: changed in place since it was ingested (not a continuation): re-ingested, "
+                 f"replacing what was read before" for path in self.rewritten] +
+                [f"run {label}: {decision}" for label, decision in self.rank_decisions])
+
+
+@dataclass
+class Planned:
+    task: Task
+    size: int
+    replace_file: int | None = None
+    split: SplitFile | None = None   # the file this task is a chunk of
+    chunk: int = 0
+
+
+def plan(conn, files: list[Path], staging_dir: Path, replace: bool, summary: IngestSummary,
+         main_db: str | None = None) -> list[Planned]:
+    """Decide, per file, to skip it, continue it or ingest it (afresh)."""
+    planned = []
+    for number, path in enumerate(files):
+        try:
+            stat = path.stat()
+        except OSError as error:
+            summary.problems.append(f"{path}: {error.strerror}")
+            continue
+        staging = str(staging_dir / f"{number}.db")
+        known = conn.execute(
+            "SELECT id, size, mtime, bytes_ingested, lines_ingested, sha256, compressed FROM files "
+            "WHERE path = ? ORDER BY id DESC LIMIT 1", (str(path),)).fetchone()
+        if known is None:
+            planned.append(Planned(Task(str(path), staging, main_db=main_db), stat.st_size))
+            continue
+        file_id, size, mtime, consumed, lines, sha256, compressed = known
+        unchanged = stat.st_size == size and mtime == datetime.fromtimestamp(stat.st_mtime).isoformat(
+            timespec="seconds")
+        if replace:
+            planned.append(Planned(Task(str(path), staging), stat.st_size, replace_file=file_id))
+        elif unchanged:
+            summary.skipped += 1
+        elif not compressed and stat.st_size > consumed:
+            resume = Resume(-file_id, lines, consumed, sha256, restore_state(conn, file_id))
+            planned.append(Planned(Task(str(path), staging, resume, main_db), stat.st_size - consumed))
+        else:  # truncated or rewritten in place: what was read of it is gone, replace it
+            summary.rewritten.append(str(path))
+            planned.append(Planned(Task(str(path), staging), stat.st_size, replace_file=file_id))
+    return planned
+
+
+STAGING_LOCK = "ingest.lock"
+STALE_UNLOCKED_S = 600  # a staging folder without its lock (not made by this tlindex) counts as stale after this
+
+
+def hold_staging(staging_dir: Path):
+    """Lock a staging folder for as long as this ingest runs (the lock dies with the process)."""
+    try:
+        import fcntl
+    except ImportError:  # no flock: staging folders of killed ingests stay until removed by hand
+        return None
+    # Locked before it is visible under its name: another ingest never finds it unlocked.
+    handle = open(staging_dir / f"{STAGING_LOCK}.new", "w")
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    os.rename(staging_dir / f"{STAGING_LOCK}.new", staging_dir / STAGING_LOCK)
+    return handle
+
+
+def claim_paths(db_path: Path, files: list[Path]) -> list:
+    """Hold a lock per path for this ingest (lock files beside the database, one per 256th of the paths'
+    hashes, so an ingest of many files holds at most 256; taken in sorted order, so two ingests never
+    wait for each other in a circle). Two ingests of the same path at once: the second waits for the
+    first, then finds the file ingested. A killed ingest's locks die with it."""
+    try:
+        import fcntl
+    except ImportError:
+        return []
+    folder = db_path.resolve().parent / f".{db_path.name}.claims"
+    folder.mkdir(exist_ok=True)
+    names = sorted({hashlib.sha1(os.fsencode(str(path))).hexdigest()[:2] for path in files})
+    handles = []
+    try:
+        for name in names:
+            handle = open(folder / f"{name}.lock", "a")
+            handles.append(handle)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+    except BaseException:
+        for handle in handles:
+            handle.close()
+        raise
+    return handles
+
+
+def remove_stale_staging(db_path: Path, keep: Path) -> None:
+    """Remove the staging folders that killed ingests of this database left (nobody holds their lock)."""
+    try:
+        import fcntl
+    except ImportError:
+        return
+    for folder in db_path.resolve().parent.glob(f".{db_path.name}.staging-*"):
+        if folder == keep or not folder.is_dir():
+            continue
+        lock_path = folder / STAGING_LOCK
+        try:
+            if not lock_path.exists():
+                if time.time() - folder.stat().st_mtime > STALE_UNLOCKED_S:
+                    shutil.rmtree(folder, ignore_errors=True)
+                continue
+            with open(lock_path) as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while its ingest runs
+                shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            continue  # in use, or gone already
+
+
+def earlier_copy(conn, path: str, sha256: str, other_than: int | None) -> tuple[int, str] | None:
+    """(id, path) of the file ingested first with this content, if any (not the file being replaced)."""
+    return conn.execute("SELECT id, path FROM files WHERE sha256 = ? AND id IS NOT ? "
+                        "ORDER BY path != ?, id LIMIT 1", (sha256, other_than, path)).fetchone()
+
+
+def record_move(conn, summary: IngestSummary, path: str, earlier: tuple[int, str]) -> None:
+    """The log ingested as earlier[1] now lives at path (the old path is gone): follow it."""
+    new = Path(path)
+    with immediate(conn):
+        conn.execute("UPDATE files SET path = ?, name = ?, directory = ? WHERE id = ?",
+                     (path, new.name, str(new.parent), earlier[0]))
+    summary.skipped += 1
+    summary.moved.append((path, earlier[1]))
+
+
+def split_big_files(planned: list[Planned], chunk_bytes: int) -> list[Planned]:
+    """Replace each fresh plain file bigger than chunk_bytes by tasks for its chunks."""
+    result = []
+    for item in planned:
+        task = item.task
+        if task.resume is None and not task.path.endswith(".gz") and item.size > chunk_bytes:
+            points = split_points(task.path, item.size, chunk_bytes)
+            if len(points) > 1:
+                split = SplitFile(task.path, points, task.staging.removesuffix(".db"), item.replace_file,
+                                  task.main_db)
+                for index, chunk in enumerate(split.tasks()):
+                    result.append(Planned(chunk, (chunk.end or item.size) - chunk.start, split=split, chunk=index))
+                continue
+        result.append(item)
+    return result
+
+
+def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = None,
+           replace: bool = False, jobs: int | None = None,
+           progress: Callable[[int, int], None] | None = None,
+           chunk_bytes: int | None = None, search_index: bool = True) -> IngestSummary:
+    """Ingest the logs named by `paths` into the database at `db_path`.
+
+    `progress(done_bytes, total_bytes)` is called as work advances. With more
+    than one job, files bigger than `chunk_bytes` (by default about a quarter
+    of the input per worker pair, at least 64 MB) are parsed in chunks. Without
+    `search_index` the full-text indexes are not brought up to date (for a
+    database thrown away after one use, such as a report's).
+    """
+    started = time.perf_counter()
+    summary = IngestSummary()
+    files, summary.problems = discover(paths)
+    if not files:
+        return summary  # nothing to ingest: no database is created either
+    db = open_db(db_path)
+    conn = db.conn
+    conn.isolation_level = None  # transactions are explicit (BEGIN IMMEDIATE ... COMMIT)
+    conn.execute(f"PRAGMA cache_size = -{MERGE_CACHE_KB}")
+    assign_runs(conn, run_label)  # sources left without a run by an interrupted ingest
+    staging_dir = Path(tempfile.mkdtemp(prefix=f".{Path(db_path).name}.staging-",
+                                        dir=Path(db_path).resolve().parent))
+    lock = hold_staging(staging_dir)
+    remove_stale_staging(Path(db_path), keep=staging_dir)
+    claims = claim_paths(Path(db_path), files)  # before planning: another ingest of a path waits here
+    try:
+        # --replace deletes payloads no longer referenced: then every payload is staged.
+        planned = plan(conn, files, staging_dir, replace, summary,
+                       None if replace else str(Path(db_path).resolve()))
+        workers = max(1, jobs or os.cpu_count() or 1)
+        if workers > 1:
+            planned = split_big_files(planned, chunk_bytes or chunk_size(sum(p.size for p in planned), workers))
+        total = sum(p.size for p in planned)
+        by_staging = {p.task.staging: p for p in planned}
+        continued_files: list[int] = []   # grown logs continued: their runs change
+
+        def merge_result(result: TaskResult) -> None:
+            item = by_staging[result.staging]
+            if item.split is not None:
+                split = item.split
+                split.add(conn, item.chunk, result)
+                if split.done:
+                    earlier = earlier_copy(conn, split.path, split.sha256.hexdigest(), split.file_id)
+                    if earlier is not None and not Path(earlier[1]).exists():
+                        with immediate(conn):
+                            delete_file_rows(conn, split.file_id)
+                        record_move(conn, summary, split.path, earlier)
+                        return
+                    if earlier is not None:
+                        with immediate(conn):
+                            conn.execute("UPDATE files SET copy_of = ? WHERE id = ?", (earlier[0], split.file_id))
+                        summary.copies.append((split.path, earlier[1]))
+                    summary.files += 1
+                    summary.envelopes += split.counts.envelopes
+                    summary.compiles += split.counts.compiles
+                    summary.errors += split.counts.errors
+                    summary.md5_failures += split.counts.md5_failures
+                return
+            replace_file = item.replace_file
+            if item.task.resume is not None and not result.resumed:  # grown? no: rewritten in place
+                replace_file = -item.task.resume.file_id
+                summary.rewritten.append(result.path)
+            # (nothing read, nothing to be a copy of: an empty file, or one whose only line is cut off)
+            earlier = None if result.resumed or not result.offset else \
+                earlier_copy(conn, result.path, result.sha256, replace_file)
+            if earlier is not None and earlier[1] == result.path:
+                summary.skipped += 1  # a concurrent ingest took this very file first
+            elif earlier is not None and not Path(earlier[1]).exists():
+                record_move(conn, summary, result.path, earlier)
+            else:
+                copy_of = (lambda c, file_id: c.execute("UPDATE main.files SET copy_of = ? WHERE id = ?",
+                                                        (earlier[0], file_id))) if earlier else None
+                merge(conn, result.staging, replace_file=replace_file,
+                      resumed_file=-item.task.resume.file_id if result.resumed else None, complete=copy_of)
+                if earlier is not None:
+                    summary.copies.append((result.path, earlier[1]))
+                if result.resumed:
+                    continued_files.append(-item.task.resume.file_id)
+                summary.files += 1
+                if result.envelopes == 0 and not result.resumed:  # empty, or nothing but a cut-off line
+                    summary.no_records.append((result.path, result.lines))
+                summary.continued += int(result.resumed)
+                summary.envelopes += result.envelopes
+                summary.compiles += result.compiles
+                summary.errors += result.errors
+                summary.md5_failures += result.md5_failures
+            os.unlink(result.staging)
+
+        jobs = max(1, min(workers, len(planned)))
+        if jobs == 1:
+            done = 0
+            for item in planned:
+                def report(n: int) -> None:
+                    nonlocal done
+                    done += n
+                    if progress:
+                        progress(done, total)
+                try:
+                    result = run_task(item.task, report)
+                except OSError as error:
+                    summary.problems.append(f"{item.task.path}: {error}")
+                    continue
+                merge_result(result)
+        else:
+            counter = multiprocessing.get_context("spawn").Value("q", 0)
+            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                                     initializer=init_worker, initargs=(counter, os.getpid())) as pool:
+                futures: dict[Future, Planned] = {}
+                for item in planned:
+                    if item.split is not None:  # scanned as late as possible: workers start at once
+                        item.task.compile_state = item.split.state_before(item.chunk)
+                    futures[pool.submit(run_in_worker, item.task)] = item
+                pending = set(futures)
+                while pending:
+                    finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                    if progress:
+                        progress(counter.value, total)
+                    for future in finished:
+                        try:
+                            result = future.result()
+                        except OSError as error:
+                            summary.problems.append(f"{futures[future].task.path}: {error}")
+                            continue
+                        merge_result(result)
+        for run_id in assign_runs(conn, run_label, tuple(continued_files)):
+            label = conn.execute("SELECT label FROM runs WHERE id = ?", (run_id,)).fetchone()
+            summary.rank_decisions += [(label[0], said) for said in rank_decisions(conn, run_id)] if label else []
+        if summary.files and search_index:
+            refresh_fts(db, rebuild=replace or summary.continued > 0)
+        if progress:
+            progress(total, total)
+    finally:
+        shutil.rmtree(staging_dir, ignore_errors=True)
+        if lock is not None:
+            lock.close()
+        for claim in claims:
+            claim.close()
+        db.close()
+    summary.seconds = time.perf_counter() - started
+    return summary

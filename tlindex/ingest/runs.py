@@ -1,0 +1,311 @@
+"""Group sources into runs, and keep the run-level columns up to date.
+
+A run is one torch job. Sources in one directory belong to the same run when
+they share a pid (one process writing several files, e.g. draft_export), their
+time spans overlap (the ranks of one distributed job), or they are the rank
+files of the directory and no rank appears twice; a script run twice into the
+same directory gives two runs. `--run LABEL` puts every new
+source in the run of that label instead.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+
+class _Groups:
+    """Union-find over source ids."""
+
+    def __init__(self) -> None:
+        self.parent: dict[int, int] = {}
+
+    def find(self, item: int) -> int:
+        self.parent.setdefault(item, item)
+        while self.parent[item] != item:
+            self.parent[item] = self.parent[self.parent[item]]
+            item = self.parent[item]
+        return item
+
+    def union(self, a: int, b: int) -> None:
+        self.parent[self.find(a)] = self.find(b)
+
+
+def _run_for_label(conn: sqlite3.Connection, label: str) -> int:
+    row = conn.execute("SELECT id FROM runs WHERE label = ?", (label,)).fetchone()
+    if row:
+        return row[0]
+    return conn.execute("INSERT INTO runs (label) VALUES (?)", (label,)).lastrowid
+
+
+def _unique_label(conn: sqlite3.Connection, base: str) -> str:
+    label, n = base, 1
+    while conn.execute("SELECT 1 FROM runs WHERE label = ?", (label,)).fetchone():
+        n += 1
+        label = f"{base} ({n})"
+    return label
+
+
+def assign_runs(conn: sqlite3.Connection, label: str | None = None, changed_files: tuple[int, ...] = ()) -> list[int]:
+    """Give every source without a run its run; return the runs touched. One transaction.
+
+    The runs of `changed_files` (continued logs: their sources keep their run) are refreshed too.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Runs whose sources were all replaced (--replace) give their labels back first.
+        conn.execute("DELETE FROM runs WHERE id NOT IN (SELECT run_id FROM sources WHERE run_id IS NOT NULL)")
+        pending = conn.execute(
+            "SELECT s.id, f.directory FROM sources s JOIN files f ON f.id = s.file_id WHERE s.run_id IS NULL"
+        ).fetchall()
+        touched: set[int] = {run_id for (run_id,) in conn.execute(
+            f"SELECT DISTINCT run_id FROM sources WHERE run_id IS NOT NULL AND file_id IN "
+            f"({', '.join('?' * len(changed_files))})", changed_files)} if changed_files else set()
+        if label is not None and pending:
+            run_id = _run_for_label(conn, label)
+            conn.executemany("UPDATE sources SET run_id = ? WHERE id = ?", [(run_id, s) for s, _ in pending])
+            touched.add(run_id)
+        elif pending:
+            directories = sorted({directory for _, directory in pending})
+            for directory in directories:
+                touched |= _group_directory(conn, directory)
+        conn.execute(
+            "UPDATE compiles SET run_id = (SELECT run_id FROM sources WHERE sources.id = compiles.source_id) "
+            "WHERE run_id IS NULL OR run_id IS NOT (SELECT run_id FROM sources WHERE sources.id = compiles.source_id)")
+        _resolve_cross_file_strings(conn)
+        for run_id in touched:
+            _refresh_run(conn, run_id)
+        conn.execute("DELETE FROM runs WHERE id NOT IN (SELECT run_id FROM sources WHERE run_id IS NOT NULL)")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return sorted(touched)
+
+
+def _group_directory(conn: sqlite3.Connection, directory: str) -> set[int]:
+    rows = conn.execute(
+        "SELECT s.id, s.run_id, s.pid, s.first_time, s.last_time FROM sources s "
+        "JOIN files f ON f.id = s.file_id WHERE f.directory = ? ORDER BY s.first_time, s.id",
+        (directory,)).fetchall()
+    groups = _Groups()
+    # Rank files (dedicated_log_torch_trace_rank_N_*.log) of one directory, each rank once,
+    # are one job however their times fall (tlparse --all-ranks-html reads them so too).
+    rank_files = conn.execute(
+        "SELECT s.id, s.file_rank FROM sources s JOIN files f ON f.id = s.file_id "
+        "WHERE f.directory = ? AND s.file_rank IS NOT NULL", (directory,)).fetchall()
+    if len(rank_files) > 1 and len({rank for _, rank in rank_files}) == len(rank_files):
+        for source_id, _ in rank_files[1:]:
+            groups.union(source_id, rank_files[0][0])
+    by_pid: dict[int, int] = {}
+    # Sweep in start order: a source overlapping the running end of a group joins it.
+    group_end: str | None = None
+    previous: int | None = None
+    for source_id, _, pid, first, last in rows:
+        groups.find(source_id)
+        if pid is not None:
+            if pid in by_pid:
+                groups.union(source_id, by_pid[pid])
+            by_pid[pid] = source_id
+        if previous is not None and first is not None and group_end is not None and first <= group_end:
+            groups.union(source_id, previous)
+            group_end = max(group_end, last or first)
+        else:
+            group_end = last or first
+        previous = source_id
+    members: dict[int, list[tuple]] = {}
+    for row in rows:
+        members.setdefault(groups.find(row[0]), []).append(row)
+    touched = set()
+    for group in members.values():
+        if all(run_id is not None for _, run_id, *_ in group):
+            continue
+        existing = sorted({run_id for _, run_id, *_ in group if run_id is not None})
+        if existing:
+            run_id = existing[0]
+        else:
+            start = min((first for *_, first, _ in group if first), default="")
+            base = f"{Path(directory).name}@{start[:19]}" if start else Path(directory).name
+            run_id = conn.execute("INSERT INTO runs (label) VALUES (?)",
+                                  (_unique_label(conn, base),)).lastrowid
+        conn.executemany("UPDATE sources SET run_id = ? WHERE id = ? AND run_id IS NULL",
+                         [(run_id, source_id) for source_id, *_ in group])
+        touched.add(run_id)
+    return touched
+
+
+def _resolve_cross_file_strings(conn: sqlite3.Connection) -> None:
+    """Resolve frame file names defined in another file of the same process (draft_export)."""
+    conn.execute("""
+        UPDATE frames SET filename = (
+            SELECT st.value FROM envelopes e
+            JOIN sources s ON s.id = e.source_id
+            JOIN sources peer ON peer.run_id = s.run_id AND peer.pid = s.pid
+            JOIN strings st ON st.source_id = peer.id AND st.string_id = frames.filename_id
+            WHERE e.id = frames.envelope_id LIMIT 1)
+        WHERE filename IS NULL AND filename_id IS NOT NULL""")
+
+
+def resolve_processes(conn: sqlite3.Connection, run_id: int) -> None:
+    """Name each ranked process of a run so that no two processes are one participant.
+
+    Processes that logged the same rank are: distinct ranks when their file names give each
+    its own rank (tlparse reads ranks from file names) and no other process of the run has
+    that rank; else restarts when each started after the one before it ended; else concurrent
+    processes of one rank, named by pid. A process that is the same pid as another (one
+    process writing two files) shares its name.
+    """
+    rows = conn.execute("""
+        SELECT id, coalesce(logged_rank, rank), file_rank, pid, first_time, last_time FROM sources
+        WHERE run_id = ? ORDER BY first_time, id""", (run_id,)).fetchall()
+    by_rank: dict[int, list[tuple]] = {}
+    for row in rows:
+        if row[1] is not None:
+            by_rank.setdefault(row[1], []).append(row)
+    taken = set(by_rank)
+    updates = []
+    for rank, group in sorted(by_rank.items()):
+        pids = {row[3] for row in group}
+        file_ranks = [row[2] for row in group]
+        if len(pids) == 1:  # one process (several files of it): one participant
+            updates += [(rank, rank, 0, str(rank), None, row[0]) for row in group]
+        elif (None not in file_ranks and len(set(file_ranks)) == len(group)
+              and not (set(file_ranks) - {rank}) & taken):
+            for row in group:
+                decided = None if row[2] == rank else f"logged rank {rank}; file name says rank {row[2]}"
+                updates.append((row[2], rank, 0, str(row[2]), decided, row[0]))
+            taken |= set(file_ranks)
+        elif all(later[4] is not None and (earlier[5] or earlier[4] or "") < later[4]
+                 for earlier, later in zip(group, group[1:])):
+            for n, row in enumerate(group):
+                decided = (f"rank {rank} ran {len(group)} times one after another (restarts); this is run "
+                           f"{n + 1}") if n else None
+                updates.append((rank, rank, n, f"{rank} (restart {n})" if n else str(rank), decided, row[0]))
+        else:
+            for row in group:
+                updates.append((rank, rank, None, f"{rank} (pid {row[3]})",
+                                f"{len(pids)} processes logged rank {rank} at the same time", row[0]))
+    conn.executemany("UPDATE sources SET rank = ?, logged_rank = ?, restart = ?, process = ?, rank_decision = ? "
+                     "WHERE id = ?", updates)
+    conn.execute("UPDATE compiles SET rank = (SELECT rank FROM sources WHERE sources.id = compiles.source_id) "
+                 "WHERE run_id = ? AND rank IS NOT (SELECT rank FROM sources WHERE sources.id = compiles.source_id)",
+                 (run_id,))
+
+
+def rank_decisions(conn: sqlite3.Connection, run_id: int) -> list[str]:
+    """What resolve_processes decided for a run, one sentence per rank it had to decide for."""
+    rows = conn.execute("""
+        SELECT logged_rank, group_concat(process, ', '), count(*), max(restart), min(rank_decision), count(DISTINCT rank)
+        FROM (SELECT * FROM sources WHERE run_id = ? ORDER BY rank, restart, pid)
+        GROUP BY logged_rank HAVING count(DISTINCT pid) > 1 ORDER BY logged_rank""", (run_id,)).fetchall()
+    said = []
+    for logged, processes, count, restarts, decision, ranks in rows:
+        if ranks > 1:
+            said.append(f"{count} processes logged rank {logged}; their file names give them ranks "
+                        f"{processes} (read as tlparse reads them)")
+        elif restarts:
+            said.append(f"rank {logged} ran {count} times one after another: restarts, compared as processes "
+                        f"{processes}")
+        else:
+            said.append(f"{count} processes logged rank {logged} at the same time: compared as processes {processes}")
+    return said
+
+
+def _refresh_run(conn: sqlite3.Connection, run_id: int) -> None:
+    resolve_processes(conn, run_id)
+    conn.execute("""
+        UPDATE runs SET
+            directory = (SELECT min(f.directory) FROM sources s JOIN files f ON f.id = s.file_id WHERE s.run_id = runs.id),
+            torch_version = (SELECT torch_version FROM sources WHERE run_id = runs.id AND torch_version IS NOT NULL
+                             ORDER BY first_time LIMIT 1),
+            torch_commit = (SELECT torch_commit FROM sources WHERE run_id = runs.id AND torch_commit IS NOT NULL
+                            ORDER BY first_time LIMIT 1),
+            start_time = (SELECT min(first_time) FROM sources WHERE run_id = runs.id),
+            end_time = (SELECT max(last_time) FROM sources WHERE run_id = runs.id),
+            world_size = (SELECT nullif(count(DISTINCT rank), 0) FROM sources WHERE run_id = runs.id),
+            source_count = (SELECT count(*) FROM sources WHERE run_id = runs.id)
+        WHERE id = ?""", (run_id,))
+
+
+class UnknownRun(ValueError):
+    """A run name that names no run, or several."""
+
+
+def resolve_run(conn: sqlite3.Connection, name: str) -> dict:
+    """A run by id, label, or unique label prefix: {"id", "label"}."""
+    rows = conn.execute("SELECT id, label FROM runs").fetchall()
+    found = [r for r in rows if str(r[0]) == name or r[1] == name] or [r for r in rows if r[1].startswith(name)]
+    if not found:
+        raise UnknownRun(f"no run matches {name!r}: give a run id or a unique label prefix (`tlindex query "
+                         f"\"select id, label from runs\"` lists them)")
+    if len(found) > 1:
+        shown = "; ".join(f"{run_id} {label}" for run_id, label in found[:10]) + ("; …" if len(found) > 10 else "")
+        raise UnknownRun(f"{len(found)} runs match {name!r}: {shown}. Give a run id or a longer label prefix")
+    return dict(zip(("id", "label"), found[0]))
+
+
+def remove_runs(conn: sqlite3.Connection, run_ids: list[int]) -> dict[str, int]:
+    """Delete runs and every row that belongs only to them, in one transaction: their processes' rows,
+    their files (when no other run has a process in them), payloads no other record uses, and their
+    entries in the full-text indexes (external content: told to forget each row before it goes).
+    Returns how many runs, files and processes went."""
+    from tlindex.ingest.merge import UNUSED_PAYLOADS, foreign_keys
+    from tlindex.ingest.text_index import FTS_COLUMNS, PAYLOAD_INDEX
+    from tlindex.store.db import immediate
+
+    ids = sorted(set(run_ids))
+    if not ids:
+        return {"runs": 0, "files": 0, "sources": 0}
+    marks = ",".join("?" * len(ids))
+    sources = f"SELECT id FROM main.sources WHERE run_id IN ({marks})"
+    envelopes = f"SELECT id FROM main.envelopes WHERE source_id IN ({sources})"
+    files = (f"SELECT id FROM main.files WHERE id IN (SELECT file_id FROM main.sources WHERE run_id IN ({marks})) "
+             f"AND NOT EXISTS (SELECT 1 FROM main.sources o WHERE o.file_id = files.id AND "
+             f"(o.run_id IS NULL OR o.run_id NOT IN ({marks})))")
+    rows_of = {  # the rows of each searchable table that go, given the runs twice over (sources, files)
+        "compiles": (f"source_id IN ({sources})", ids),
+        "ingest_errors": (f"source_id IN ({sources}) OR file_id IN ({files})", ids + ids + ids),
+    }
+    with immediate(conn):
+        counts = {"runs": conn.execute(f"SELECT count(*) FROM main.runs WHERE id IN ({marks})", ids).fetchone()[0],
+                  "files": conn.execute(f"SELECT count(*) FROM ({files})", ids + ids).fetchone()[0],
+                  "sources": conn.execute(f"SELECT count(*) FROM ({sources})", ids).fetchone()[0]}
+        for table, columns in FTS_COLUMNS.items():
+            if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (f"{table}_fts",)).fetchone():
+                continue
+            where, params = rows_of.get(table, (f"envelope_id IN ({envelopes})", ids))
+            names = ", ".join(f"[{c}]" for c in columns)
+            conn.execute(f"INSERT INTO [{table}_fts] ([{table}_fts], rowid, {names}) "
+                         f"SELECT 'delete', rowid, {names} FROM main.[{table}] WHERE {where}", params)
+        for table, links in foreign_keys(conn).items():
+            if table in ("files", "sources", "envelopes", "payload_data"):
+                continue
+            if table == "ingest_errors":
+                conn.execute(f"DELETE FROM main.ingest_errors WHERE source_id IN ({sources}) OR file_id IN ({files})",
+                             ids + ids + ids)
+            elif "envelope_id" in links:
+                conn.execute(f"DELETE FROM main.{table} WHERE envelope_id IN ({envelopes})", ids)
+            elif "source_id" in links:
+                conn.execute(f"DELETE FROM main.{table} WHERE source_id IN ({sources})", ids)
+        conn.execute(f"DELETE FROM main.envelopes WHERE source_id IN ({sources})", ids)
+        doomed_files = [row[0] for row in conn.execute(files, ids + ids)]
+        conn.execute(f"DELETE FROM main.sources WHERE run_id IN ({marks})", ids)
+        conn.executemany("DELETE FROM main.files WHERE id = ?", [(file_id,) for file_id in doomed_files])
+        conn.execute(f"DELETE FROM main.runs WHERE id IN ({marks})", ids)
+        unused = UNUSED_PAYLOADS
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (PAYLOAD_INDEX,)).fetchone():
+            conn.execute(f"INSERT INTO {PAYLOAD_INDEX} ({PAYLOAD_INDEX}, rowid, text) "
+                         f"SELECT 'delete', id, text FROM payloads WHERE id IN ({unused})")
+        conn.execute(f"DELETE FROM main.payload_data WHERE rowid IN ({unused})")
+    return counts
+
+
+def rename_run(conn: sqlite3.Connection, run_id: int, label: str) -> None:
+    """Give a run a new label (labels are unique: another run's label is refused)."""
+    from tlindex.store.db import immediate
+
+    with immediate(conn):
+        taken = conn.execute("SELECT id FROM runs WHERE label = ? AND id != ?", (label, run_id)).fetchone()
+        if taken:
+            raise ValueError(f"run {taken[0]} is already labelled {label!r}")
+        conn.execute("UPDATE runs SET label = ? WHERE id = ?", (label, run_id))

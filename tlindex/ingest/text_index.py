@@ -1,0 +1,87 @@
+"""Full-text search indexes (SQLite FTS5) on the text people search.
+
+Datasette shows a search box on a table that has one. The indexes are
+external-content tables filled after each ingest rather than kept by triggers,
+which would slow the bulk load: new rows are appended to them, and an ingest
+that replaced or rewrote rows (--replace, a grown log) rebuilds them.
+
+Payload text (graphs, generated code, guards) has an index of its own,
+`payloads_fts`: FTS5's trigram tokenizer, so that a search finds text inside
+identifiers (`fused_add` in `triton_poi_fused_add_0`, `aten.mm`, `::`). It is
+about twice the distinct payload text and is built by the first `tlindex search`
+(ensure_payload_index), not by every ingest; once built, ingests keep it current.
+"""
+
+from __future__ import annotations
+
+import sqlite_utils
+
+from tlindex.store.compression import register
+from tlindex.store.db import immediate
+
+FTS_COLUMNS: dict[str, list[str]] = {
+    "compiles": ["co_name", "co_filename", "fail_type", "fail_reason", "recompile_reason"],
+    "failed_guards": ["reason"],
+    "graph_break_events": ["reason", "user_file"],
+    "guards": ["text", "user_code", "source"],
+    "artifacts": ["name"],
+    "ingest_errors": ["kind", "message", "excerpt"],
+}
+
+
+PAYLOAD_INDEX = "payloads_fts"
+
+
+def has_payload_index(conn) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (PAYLOAD_INDEX,)).fetchone() is not None
+
+
+def ensure_payload_index(conn) -> bool:
+    """Build the payload text index if it is missing; return whether it was built now."""
+    register(conn)  # the index reads the payloads view
+    if has_payload_index(conn):
+        return False
+    with immediate(conn):
+        if not has_payload_index(conn):
+            conn.execute(f"CREATE VIRTUAL TABLE {PAYLOAD_INDEX} USING FTS5 (text, content='payloads', "
+                         f"content_rowid='id', tokenize='trigram')")
+            conn.execute(f"INSERT INTO {PAYLOAD_INDEX} ({PAYLOAD_INDEX}) VALUES ('rebuild')")
+    return True
+
+
+def _refresh_payload_index(conn, rebuild: bool) -> None:
+    """Keep a built payload index current (payloads are keyed by hash; their rowids only grow)."""
+    if not has_payload_index(conn):
+        return
+    register(conn)
+    with immediate(conn):
+        if rebuild:
+            conn.execute(f"INSERT INTO {PAYLOAD_INDEX} ({PAYLOAD_INDEX}) VALUES ('rebuild')")
+        else:
+            conn.execute(f"INSERT INTO {PAYLOAD_INDEX} (rowid, text) SELECT id, text FROM payloads "
+                         f"WHERE id > (SELECT coalesce(max(id), 0) FROM {PAYLOAD_INDEX}_docsize)")
+
+
+def refresh_fts(db: sqlite_utils.Database, rebuild: bool = False) -> None:
+    """Create the FTS indexes if missing and index the rows added since (all rows with rebuild).
+
+    Each table's index is created and filled under a write lock taken first, so ingests
+    running at once wait for each other instead of failing on a lock upgrade. The index is
+    the one sqlite-utils' enable_fts makes (external content, FTS5), so its tools and
+    Datasette's search box see it.
+    """
+    conn = db.conn
+    for table, columns in FTS_COLUMNS.items():
+        names = ", ".join(f"[{c}]" for c in columns)
+        with immediate(conn):
+            exists = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (f"{table}_fts",)).fetchone()
+            if not exists:
+                conn.execute(f"CREATE VIRTUAL TABLE [{table}_fts] USING FTS5 ({names}, content=[{table}])")
+            if rebuild or not exists:
+                conn.execute(f"INSERT INTO [{table}_fts] ([{table}_fts]) VALUES ('rebuild')")
+            else:
+                # An external-content index answers max(rowid) from its content table;
+                # its _docsize shadow table holds one row per document actually indexed.
+                conn.execute(f"INSERT INTO [{table}_fts] (rowid, {names}) SELECT rowid, {names} FROM [{table}] "
+                             f"WHERE rowid > (SELECT coalesce(max(id), 0) FROM [{table}_fts_docsize])")
+    _refresh_payload_index(conn, rebuild)

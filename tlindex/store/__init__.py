@@ -1,0 +1,1 @@
+"""The database itself: schema migrations, columns, compression, runs."""

@@ -1,0 +1,147 @@
+"""Open a tlindex database and bring its schema up to date."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+from tlindex.store.compression import register
+from tlindex.store.resources import schema_files
+
+if TYPE_CHECKING:
+    import sqlite_utils
+
+MIGRATIONS_TABLE = "_tlindex_migrations"
+SQLITE_HEADER = b"SQLite format 3\x00"
+BUSY_TIMEOUT_S = 600  # concurrent ingests wait for each other's merges (each one transaction)
+
+
+class DatabaseError(Exception):
+    """A database tlindex must not (or cannot) write to; the message says why, naming the file."""
+
+
+@contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A write transaction that takes the write lock first (waiting for other writers), so that
+    processes writing one database at once never fail on a lock upgrade; rolled back on error."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:  # SQLite has already rolled back after some errors (a full disk)
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _statements(sql: str) -> list[str]:
+    """The statements of a schema file, whole (comments stay with the statement they precede)."""
+    statements, current = [], ""
+    for line in sql.splitlines(keepends=True):
+        current += line
+        if sqlite3.complete_statement(current):
+            statements.append(current)
+            current = ""
+    return statements
+
+
+def _applied(conn: sqlite3.Connection) -> set[str]:
+    exists = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                          (MIGRATIONS_TABLE,)).fetchone()
+    return {row[0] for row in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")} if exists else set()
+
+
+def apply_schema(conn: sqlite3.Connection) -> list[str]:
+    """Apply every schema/NNN_*.sql file not yet applied; return the names applied.
+
+    Each file is one migration, recorded in _tlindex_migrations, so a database
+    made by an older tlindex is upgraded in place the next time it is opened. The
+    check and the migrations run under one write lock, so processes opening a new
+    database at once apply each migration exactly once. A database that records a
+    migration this tlindex does not know was written by a newer one: refused.
+    """
+    register(conn)  # migration 004 compresses with sqlar_compress
+    files = schema_files()
+    known = {path.stem for path in files}
+    done = _applied(conn)
+    if done - known:
+        raise DatabaseError(f"written by a newer tlindex (schema migrations {', '.join(sorted(done - known))} "
+                            f"are unknown to this one); upgrade tlindex to use it")
+    if known <= done:
+        return []
+    applied = []
+    with immediate(conn):
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (name TEXT PRIMARY KEY, applied_at TEXT)")
+        done = _applied(conn)  # again, now that no one else can be applying them
+        for path in files:
+            if path.stem in done:
+                continue
+            for statement in _statements(path.read_text()):
+                conn.execute(statement)
+            conn.execute(f"INSERT INTO {MIGRATIONS_TABLE} VALUES (?, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
+                         (path.stem,))
+            applied.append(path.stem)
+    return applied
+
+
+def connect_read_only(path: str | Path, **kwargs) -> sqlite3.Connection:
+    """A read-only connection to a tlindex database, with the functions its `payloads` view needs."""
+    return register(sqlite3.connect(f"file:{path}?mode=ro", uri=True, **kwargs))
+
+
+def check_database(path: str | Path) -> None:
+    """Refuse a file that is not SQLite, or a SQLite database that is not tlindex's (or empty)."""
+    path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb") as file:
+        if file.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
+            raise DatabaseError(f"{path}: not a SQLite database; give --db a tlindex database or a new file name")
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as error:
+        raise DatabaseError(f"{path}: cannot be read as a SQLite database ({error})")
+    if tables and MIGRATIONS_TABLE not in tables:
+        shown = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
+        raise DatabaseError(f"{path}: a SQLite database that tlindex did not make (tables: {shown}); "
+                            f"tlindex writes only to its own databases: give --db another file")
+
+
+def _wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL. SQLite does not wait (busy timeout) for this switch, so retry while another
+    process holds the new database's first lock."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def open_db(path: str | Path) -> "sqlite_utils.Database":
+    """Open (creating if needed) a tlindex database with the current schema, in WAL mode.
+
+    WAL lets Datasette read the database while an ingest writes to it. Raises
+    DatabaseError for a file that is not (or cannot become) a tlindex database.
+    """
+    import sqlite_utils  # not in workers: they only need apply_schema
+
+    check_database(path)
+    try:
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S)
+        _wal(conn)
+        conn.execute("PRAGMA synchronous=NORMAL")
+        apply_schema(conn)
+    except sqlite3.DatabaseError as error:
+        raise DatabaseError(f"{path}: cannot be opened as a tlindex database ({error})")
+    return sqlite_utils.Database(conn)

@@ -1,0 +1,26 @@
+"""Locate the schema/ and queries/ folders, installed or in a checkout."""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from pathlib import Path
+
+
+def resource_dir(name: str) -> Path:
+    """Return the folder `name` (schema or queries) shipped with tlindex.
+
+    A wheel carries it inside the package (tlindex/<name>); an editable install
+    of a checkout does not, so fall back to the folder at the repository root.
+    """
+    packaged = Path(str(files("tlindex"))) / name
+    if packaged.is_dir():
+        return packaged
+    checkout = Path(__file__).resolve().parents[2] / name
+    if checkout.is_dir():
+        return checkout
+    raise FileNotFoundError(f"tlindex cannot find its {name}/ folder (looked in {packaged} and {checkout})")
+
+
+def schema_files() -> list[Path]:
+    """The schema migrations in the order they apply."""
+    return sorted(resource_dir("schema").glob("*.sql"))
