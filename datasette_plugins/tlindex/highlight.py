@@ -85,15 +85,20 @@ def highlighted_lines(text: str, lang: str) -> list[Markup]:
     if len(text) > HIGHLIGHT_LIMIT or lang not in ("python", "cpp", "json"):
         return [escape(line) for line in lines]
     lexer = {"python": PythonLexer, "cpp": CppLexer, "json": JsonLexer}[lang](stripnl=False, ensurenl=False)
-    out: list[Markup] = [Markup("")]
+    out: list[list[str]] = [[]]  # strings joined once per line: Markup's own concatenation escapes each time
     for token, value in lexer.get_tokens(text):
-        css = _css_class(token)
+        css = _CSS.get(token)
+        if css is None:
+            css = _CSS[token] = _css_class(token)
         for n, part in enumerate(value.split("\n")):
             if n:
-                out.append(Markup(""))
+                out.append([])
             if part:
-                out[-1] += Markup('<span class="{}">{}</span>').format(css, part) if css else escape(part)
-    return out
+                out[-1].append(f'<span class="{css}">{escape(part)}</span>' if css else str(escape(part)))
+    return [Markup("".join(parts)) for parts in out]
+
+
+_CSS: dict = {}  # token type: its class (Pygments' classes are [a-z0-9]: nothing to escape)
 
 
 def _css_class(token) -> str:

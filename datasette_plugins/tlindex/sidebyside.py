@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
@@ -24,10 +25,17 @@ class Row:
     b: Markup
 
 
+@functools.lru_cache(maxsize=2)
+def _highlighted(text: str, lang: str) -> list[Markup]:
+    """highlighted_lines, remembered for the last texts: the pass-by-pass page shows each graph as the
+    new side of one pair and the old side of the next."""
+    return highlighted_lines(text, lang)
+
+
 def hunks(a_text: str, b_text: str, lang: str) -> list[list[Row]]:
     """The changed hunks of A → B ([] when the texts are the same), lines numbered from 1."""
     a_lines, b_lines = a_text.split("\n"), b_text.split("\n")
-    a_html, b_html = highlighted_lines(a_text, lang), highlighted_lines(b_text, lang)
+    a_html, b_html = _highlighted(a_text, lang), _highlighted(b_text, lang)
     exact = max(len(a_lines), len(b_lines)) <= EXACT_LIMIT
     matcher = SequenceMatcher(None, a_lines, b_lines, autojunk=not exact)
     result = []
