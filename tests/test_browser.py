@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import scenario_run
+from conftest import DATA, scenario_run
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 SHOTS = Path(__file__).resolve().parents[1] / "test-artifacts" / "screenshots"
@@ -310,4 +310,57 @@ def test_bytecode_of_a_resume_function_from_the_trie(server, page):
     shot(page, "bytecode")
     follow(page, "a.resume-link")
     assert page.url.endswith(f"/compile/{second[0]}/bytecode")
+    page.set_viewport_size({"width": 1300, "height": 1000})
+
+
+@pytest.fixture(scope="module")
+def fresh_server(tmp_path_factory):
+    """Datasette serving a database just ingested by the command line (no search index built)."""
+    from tlindex.ingest.pipeline import ingest
+
+    path = tmp_path_factory.mktemp("fresh") / "fresh.db"
+    ingest(path, [str(DATA / "graph_breaks"), str(DATA / "vllm_two_models")], jobs=1)
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-m", "datasette", "serve", str(path), "-h", "127.0.0.1",
+                                "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 30
+    while True:
+        try:
+            urllib.request.urlopen(base + "/-/versions.json", timeout=1)
+            break
+        except OSError:
+            if time.time() > deadline:
+                process.kill()
+                raise
+            time.sleep(0.1)
+    yield base, path
+    process.terminate()
+    process.wait(10)
+
+
+def test_a_kernel_name_searched_from_the_runs_page_of_a_fresh_database_is_found(fresh_server, page):
+    """At 1400 px the runs page fits, its worst finding in view; a kernel name typed into its search box
+    finds the output code that defines it, though nobody built a search index."""
+    import re
+
+    base, path = fresh_server
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'payloads_fts'").fetchone()[0] == 0
+    log = sorted((DATA / "vllm_two_models").iterdir())[0].read_text()
+    kernel = re.search(r"^\t(cpp_fused_\w+) = async_compile", log, re.M)
+    assert kernel, "the fixture's output code defines a C++ kernel"
+    kernel = kernel.group(1)
+    page.set_viewport_size({"width": 1400, "height": 1000})
+    page.goto(f"{base}/fresh/-/tlindex")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1400
+    worst = page.locator("td.worst").first.bounding_box()
+    assert worst and worst["x"] + worst["width"] <= 1400
+    page.fill("form.tlindex-search input[name=q]", kernel)
+    follow(page, "form.tlindex-search button")
+    shot(page, "search-fresh-database")
+    assert re.search(r"[1-9]\d* hits? for", page.locator("main, body").first.inner_text())
+    hit = page.locator("ul.hits a[href*='/-/tlindex/artifact/']").first
+    follow(page, hit)
+    assert kernel in page.locator("body").inner_text()
     page.set_viewport_size({"width": 1300, "height": 1000})

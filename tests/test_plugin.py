@@ -438,3 +438,13 @@ async def test_each_failing_compile_of_the_compile_errors_fixture_shows_its_fail
         shown = re.sub(r'<details class="fold traceback">.*?</details>', "", response.text, flags=re.S)
         first_line = reason.split("\n")[0]
         assert len(response.content) < 200_000 and html_lib.unescape(shown).count(first_line) == 1, row
+
+
+@pytest.mark.asyncio
+async def test_the_database_page_starts_with_the_data_not_the_migrations(ds):
+    """_tlindex_migrations is bookkeeping: hidden, so it is neither listed first nor in the SQL box."""
+    data = (await ds.client.get("/traces.json")).json()
+    tables = {t["name"]: t["hidden"] for t in data["tables"]}
+    assert tables["_tlindex_migrations"] is True and tables["compiles"] is False
+    page = (await ds.client.get("/traces")).text
+    assert "select * from _tlindex_migrations" not in page.lower()

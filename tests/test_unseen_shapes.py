@@ -337,3 +337,19 @@ def test_a_finding_that_cannot_be_computed_degrades_alone(restart_db, monkeypatc
     kinds = [f.kind for f in found]
     assert "not_computed" in kinds and "recompiles" in kinds  # the others are still there
     assert "IndexError" in next(f.text for f in found if f.kind == "not_computed")
+
+
+def test_compiles_by_status_add_up_and_say_what_has_no_compile_id(db):
+    """Every run's per-process table: the status columns partition its compiles (an export or AOTInductor
+    run's [-/-] is its own column, not a status without a compile), counted here from the compiles rows."""
+    from datasette_plugins.tlindex.pages.run import run_data
+
+    for (run,) in db.execute("SELECT id FROM runs").fetchall():
+        for row in run_data(db, run)["by_rank"]:
+            statuses = row["ok"] + row["break"] + row["empty"] + row["error"] + row["missing"]
+            assert statuses == row["compiles"], (run, row)
+        expected = db.execute("SELECT count(*) FROM compiles WHERE run_id = ? AND compile_id != '-/-'", (run,)).fetchone()[0]
+        assert sum(row["compiles"] for row in run_data(db, run)["by_rank"]) == expected
+    export_error = db.execute("SELECT run_id FROM compiles WHERE compile_id = '-/-' AND status = 'error'").fetchone()
+    assert export_error, "a fixture run fails outside any compile (export)"
+    assert any(row["unattributed"] == "error" for row in run_data(db, export_error[0])["by_rank"])

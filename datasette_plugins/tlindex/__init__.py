@@ -72,11 +72,29 @@ def canned_queries(datasette, database):
     return inner
 
 
+MIGRATIONS_TABLE = "_tlindex_migrations"  # bookkeeping: hidden, so a database page starts with the data
+
+
+def _hidden_tables(names) -> dict:
+    return {"databases": {name: {"tables": {MIGRATIONS_TABLE: {"hidden": True}}} for name in names}}
+
+
+@hookimpl
+def get_metadata(datasette, key, database, table):
+    """Datasette 0.65: the migrations table hidden (1.0a reads hidden tables from its config: see startup)."""
+    return _hidden_tables([database] if database else list(datasette.databases))
+
+
 @hookimpl
 def startup(datasette):
-    """Datasette 1.0a: register the canned queries with add_query (canned_queries is gone there)."""
+    """Datasette 1.0a: register the canned queries with add_query (canned_queries is gone there), and hide
+    the migrations table through the config (get_metadata is gone there)."""
 
     async def inner():
+        if hasattr(datasette, "add_query") and isinstance(getattr(datasette, "config", None), dict):
+            for name, entry in _hidden_tables(list(datasette.databases))["databases"].items():
+                tables = datasette.config.setdefault("databases", {}).setdefault(name, {}).setdefault("tables", {})
+                tables.setdefault(MIGRATIONS_TABLE, {}).setdefault("hidden", True)
         for name in list(datasette.databases):
             if await is_tlindex(datasette, name) and hasattr(datasette, "add_query"):
                 try:

@@ -24,12 +24,14 @@ def run_data(conn: sqlite3.Connection, run_id: int) -> dict | None:
         (run_id,)))
     run["ranks"] = sorted({s["rank"] for s in run["sources"]}, key=lambda r: (r is None, r))
     run["by_rank"] = dicts(conn.execute("""
-        SELECT s.process AS rank, sum(compile_id != '-/-') AS compiles, sum(status = 'ok') AS ok,
-               sum(status = 'break') AS break, sum(status = 'empty') AS empty, sum(status = 'error') AS error,
-               sum(status = 'missing') AS missing, coalesce(sum(frame_compile_id > 0), 0) AS recompiles,
+        SELECT s.process AS rank, sum(compile_id != '-/-') AS compiles, sum(k AND status = 'ok') AS ok,
+               sum(k AND status = 'break') AS break, sum(k AND status = 'empty') AS empty,
+               sum(k AND status = 'error') AS error, sum(k AND status = 'missing') AS missing,
+               max(CASE WHEN NOT k THEN status END) AS unattributed, coalesce(sum(frame_compile_id > 0), 0) AS recompiles,
                sum(graph_breaks) AS graph_breaks, coalesce(round(sum(duration_s), 3), 0) AS compile_time_s,
                sum(c.envelope_bytes + c.payload_bytes) AS bytes
-        FROM compiles c JOIN sources s ON s.id = c.source_id WHERE c.run_id = ?
+        FROM (SELECT *, compile_id != '-/-' AS k FROM compiles) c  -- k: a compilation; [-/-] has its own column
+        JOIN sources s ON s.id = c.source_id WHERE c.run_id = ?
         GROUP BY s.process ORDER BY min(s.rank), min(coalesce(s.restart, 0)), min(s.pid)""", (run_id,)))
     run["rank_decisions"] = rank_decisions(conn, run_id)
     run["totals"] = one(conn, "SELECT * FROM run_totals WHERE run_id = ?", (run_id,)) or {}

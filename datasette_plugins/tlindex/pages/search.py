@@ -10,7 +10,7 @@ from tlindex.ingest.text_index import has_payload_index
 from ..database import int_arg, open_database, render
 
 SHOWN = 300  # hits on one page; `tlindex search --json` gives them all
-SCAN_SECONDS = 3.0  # without the payload index, how long the page reads payload text itself
+SCAN_SECONDS = 5.0  # without the payload index, how long the page reads payload text itself (~200 MB/s)
 
 
 async def search_page(datasette, request):
