@@ -121,3 +121,14 @@ def test_spark_queries_are_the_translation_of_the_duckdb_queries():
     for path in duckdb_files:
         assert (ROOT / "queries" / "spark" / path.name).read_text() == duckdb_to_spark(path.read_text()), \
             "run: python -m tlindex.formats.dialects"
+
+
+def test_duckdb_queries_are_generated_from_the_sqlite_ones_but_those_kept_by_hand():
+    from tlindex.formats.dialects import DUCKDB_BY_HAND, sqlite_to_duckdb
+
+    assert set(DUCKDB_BY_HAND) <= set(load_queries())
+    generated = [name for name in sorted(load_queries()) if name not in DUCKDB_BY_HAND]
+    assert len(generated) >= 6
+    for name in generated:
+        assert (ROOT / "queries" / "duckdb" / f"{name}.sql").read_text() == \
+            sqlite_to_duckdb(name, (ROOT / "queries" / f"{name}.sql").read_text()), "run: python -m tlindex.formats.dialects"

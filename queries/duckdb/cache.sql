@@ -1,5 +1,5 @@
 -- Cache behaviour (DuckDB and Parquet: see docs/scale.md)
--- The same answer as queries/cache.sql, in DuckDB's dialect.
+-- The same answer as queries/cache.sql, in DuckDB's dialect (python -m tlindex.formats.dialects).
 -- :run  run id (NULL: every run)
 SELECT c.run_id, c.rank, e.cache,
        count_if(e.result = 'hit') AS hits, count_if(e.result = 'miss') AS misses, count_if(e.result = 'bypass') AS bypasses,

@@ -1,5 +1,5 @@
 -- Compile time (DuckDB and Parquet: see docs/scale.md)
--- The same answer as queries/compile_time.sql, in DuckDB's dialect.
+-- The same answer as queries/compile_time.sql, in DuckDB's dialect (python -m tlindex.formats.dialects).
 -- :run  run id (NULL: every run)
 -- :rank  rank (NULL: every rank)
 -- :limit  rows (default 50)

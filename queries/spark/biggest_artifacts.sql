@@ -1,5 +1,5 @@
 -- Biggest artifacts (Spark SQL over Parquet: see docs/scale.md)
--- The same answer as queries/biggest_artifacts.sql, in Spark SQL.
+-- The same answer as queries/biggest_artifacts.sql, in Spark SQL (python -m tlindex.formats.dialects).
 -- :run  run id (NULL: every run)
 -- :limit  rows (default 50)
 SELECT a.id AS artifact, a.size, a.kind, a.name, c.run_id, c.rank, a.compile, c.compile_id, c.co_name, a.payload

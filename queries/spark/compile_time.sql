@@ -1,5 +1,5 @@
 -- Compile time (Spark SQL over Parquet: see docs/scale.md)
--- The same answer as queries/compile_time.sql, in Spark SQL.
+-- The same answer as queries/compile_time.sql, in Spark SQL (python -m tlindex.formats.dialects).
 -- :run  run id (NULL: every run)
 -- :rank  rank (NULL: every rank)
 -- :limit  rows (default 50)

@@ -1,5 +1,5 @@
 -- Compile time per run and rank (Spark SQL over Parquet: see docs/scale.md)
--- The same answer as queries/compile_time_totals.sql, in Spark SQL.
+-- The same answer as queries/compile_time_totals.sql, in Spark SQL (python -m tlindex.formats.dialects).
 -- :run  run id (NULL: every run)
 WITH per_compile AS (
     SELECT compile, sum(CASE WHEN name IN ('dynamo', 'entire_backward_compile') THEN duration_us END) / 1e6 AS s

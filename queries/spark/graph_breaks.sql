@@ -1,8 +1,8 @@
 -- Graph breaks (Spark SQL over Parquet: see docs/scale.md)
--- The same answer as queries/graph_breaks.sql, in Spark SQL.
+-- The same answer as queries/graph_breaks.sql, in Spark SQL (python -m tlindex.formats.dialects).
 -- :run  run id (NULL: every run)
 -- :rank  rank (NULL: every rank)
-SELECT g.reason, g.user_file || ':' || CAST(g.user_line AS STRING) AS location, count(*) AS times,
+SELECT g.reason, g.user_file || ':' || g.user_line AS location, count(*) AS times,
        nullif(array_join(array_sort(collect_set(CAST(c.co_name AS STRING))), ','), '') AS functions, nullif(array_join(array_sort(collect_set(CAST(c.compile_id AS STRING))), ','), '') AS compile_ids,
        count(DISTINCT c.run_id) AS runs, nullif(array_join(array_sort(collect_set(CAST(c.rank AS STRING))), ','), '') AS ranks
 FROM graph_break_events g JOIN compiles c ON c.id = g.compile

@@ -1,5 +1,5 @@
 -- Guards diff between recompiles (Spark SQL over Parquet: see docs/scale.md)
--- The same answer as queries/guards_diff.sql, in Spark SQL.
+-- The same answer as queries/guards_diff.sql, in Spark SQL (python -m tlindex.formats.dialects).
 -- :compile  compile row id of N or N+1 (NULL: every recompile)
 WITH pairs AS (
     SELECT a.id AS before_id, b.id AS after_id, a.compile_id AS before, b.compile_id AS after,
