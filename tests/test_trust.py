@@ -129,8 +129,8 @@ def test_a_payload_larger_than_the_floor_reads_once_it_is_stored(tmp_path):
     reader = register(sqlite3.connect(tmp_path / "big.db"))  # one long-lived connection, as a server has
     with pytest.raises(sqlite3.OperationalError):  # nothing that large is stored yet: refused
         reader.execute("SELECT sqlar_uncompress(?, ?)", (data, size)).fetchone()
-    db.conn.execute("INSERT INTO payload_data (hash, size, text_size, data) VALUES ('h', ?, ?, ?)", (size, size, data))
-    db.conn.commit()
+    db.execute("INSERT INTO payload_data (hash, size, text_size, data) VALUES ('h', ?, ?, ?)", (size, size, data))
+    db.commit()
     (read,) = reader.execute("SELECT text FROM payloads WHERE hash = 'h'").fetchone()
     assert read == text
     # and the same bytes asked for at another size are not what the row holds: NULL, as the shell answers

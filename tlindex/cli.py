@@ -259,10 +259,9 @@ def search(term: str, db_path: str, run_name: str | None, as_json: bool, limit: 
     from tlindex.store.db import DatabaseError, open_db
 
     try:
-        db = open_db(existing_db(db_path))
+        conn = open_db(existing_db(db_path))
     except DatabaseError as error:
         raise click.ClickException(str(error))
-    conn = db.conn
     conn.isolation_level = None
     try:
         run_id = run_id_of(conn, run_name) if run_name is not None else None
@@ -278,7 +277,7 @@ def search(term: str, db_path: str, run_name: str | None, as_json: bool, limit: 
     except sqlite3.Error as error:
         raise click.ClickException(f"{db_path}: {error}")
     finally:
-        db.close()
+        conn.close()
     from datasette.utils import tilde_encode
 
     prefix = base_url.rstrip("/") + "/" + tilde_encode(Path(db_path).stem)
@@ -568,11 +567,11 @@ def _writable(db_path: str):
     from tlindex.store.db import DatabaseError, open_db
 
     try:
-        db = open_db(existing_db(db_path))
+        conn = open_db(existing_db(db_path))
     except DatabaseError as error:
         raise click.ClickException(str(error))
-    db.conn.isolation_level = None
-    return db
+    conn.isolation_level = None
+    return conn
 
 
 @cli.command(name="rm")
@@ -584,8 +583,8 @@ def rm_command(runs: tuple[str, ...], db_path: str) -> None:
 
     db = _writable(db_path)
     try:
-        ids = [run_id_of(db.conn, name) for name in runs]
-        removed = remove_runs(db.conn, ids)
+        ids = [run_id_of(db, name) for name in runs]
+        removed = remove_runs(db, ids)
     except sqlite3.Error as error:
         raise click.ClickException(f"{db_path}: {error}")
     finally:
@@ -604,7 +603,7 @@ def label_command(run: str, new_label: str, db_path: str) -> None:
 
     db = _writable(db_path)
     try:
-        rename_run(db.conn, run_id_of(db.conn, run), new_label)
+        rename_run(db, run_id_of(db, run), new_label)
     except ValueError as error:
         raise click.ClickException(str(error))
     finally:

@@ -227,8 +227,7 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
     files, summary.problems = discover(paths)
     if not files:
         return summary  # nothing to ingest: no database is created either
-    db = open_db(db_path)
-    conn = db.conn
+    conn = open_db(db_path)
     conn.isolation_level = None  # transactions are explicit (BEGIN IMMEDIATE ... COMMIT)
     conn.execute(f"PRAGMA cache_size = -{MERGE_CACHE_KB}")
     assign_runs(conn, run_label)  # sources left without a run by an interrupted ingest
@@ -340,7 +339,7 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
             label = conn.execute("SELECT label FROM runs WHERE id = ?", (run_id,)).fetchone()
             summary.rank_decisions += [(label[0], said) for said in rank_decisions(conn, run_id)] if label else []
         if summary.files and search_index:
-            refresh_fts(db, rebuild=replace or summary.continued > 0)
+            refresh_fts(conn, rebuild=replace or summary.continued > 0)
         if progress:
             progress(total, total)
     finally:
@@ -349,6 +348,6 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
             lock.close()
         for claim in claims:
             claim.close()
-        db.close()
+        conn.close()
     summary.seconds = time.perf_counter() - started
     return summary

@@ -269,7 +269,7 @@ class LimitedReader(io.RawIOBase):
         return n
 
 
-# Worker processes import only this module's dependencies (not sqlite-utils or click).
+# Worker processes import only this module's dependencies (not click).
 _progress = None  # a multiprocessing.Value shared with the main process
 
 

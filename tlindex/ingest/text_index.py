@@ -14,7 +14,7 @@ about twice the distinct payload text and is built by the first `tlindex search`
 
 from __future__ import annotations
 
-import sqlite_utils
+import sqlite3
 
 from tlindex.store.compression import register
 from tlindex.store.db import immediate
@@ -62,7 +62,7 @@ def _refresh_payload_index(conn, rebuild: bool) -> None:
                          f"WHERE id > (SELECT coalesce(max(id), 0) FROM {PAYLOAD_INDEX}_docsize)")
 
 
-def refresh_fts(db: sqlite_utils.Database, rebuild: bool = False) -> None:
+def refresh_fts(conn: sqlite3.Connection, rebuild: bool = False) -> None:
     """Create the FTS indexes if missing and index the rows added since (all rows with rebuild).
 
     Each table's index is created and filled under a write lock taken first, so ingests
@@ -70,7 +70,6 @@ def refresh_fts(db: sqlite_utils.Database, rebuild: bool = False) -> None:
     the one sqlite-utils' enable_fts makes (external content, FTS5), so its tools and
     Datasette's search box see it.
     """
-    conn = db.conn
     for table, columns in FTS_COLUMNS.items():
         names = ", ".join(f"[{c}]" for c in columns)
         with immediate(conn):

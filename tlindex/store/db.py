@@ -12,7 +12,7 @@ from tlindex.store.compression import register
 from tlindex.store.resources import schema_files
 
 if TYPE_CHECKING:
-    import sqlite_utils
+    pass
 
 MIGRATIONS_TABLE = "_tlindex_migrations"
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -128,14 +128,12 @@ def _wal(conn: sqlite3.Connection) -> None:
             time.sleep(0.01)
 
 
-def open_db(path: str | Path) -> "sqlite_utils.Database":
+def open_db(path: str | Path) -> sqlite3.Connection:
     """Open (creating if needed) a tlindex database with the current schema, in WAL mode.
 
     WAL lets Datasette read the database while an ingest writes to it. Raises
     DatabaseError for a file that is not (or cannot become) a tlindex database.
     """
-    import sqlite_utils  # not in workers: they only need apply_schema
-
     check_database(path)
     try:
         conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S)
@@ -144,4 +142,4 @@ def open_db(path: str | Path) -> "sqlite_utils.Database":
         apply_schema(conn)
     except sqlite3.DatabaseError as error:
         raise DatabaseError(f"{path}: cannot be opened as a tlindex database ({error})")
-    return sqlite_utils.Database(conn)
+    return conn
