@@ -161,6 +161,7 @@ class FileNormalizer:
         return digest
 
     def on_record(self, rec: Record) -> None:
+        """One record: its process and compile, the envelope row, payload, frames, artifact, then its handler."""
         data = rec.data
         kind = next(iter(data))
         meta = data[kind]
@@ -169,96 +170,111 @@ class FileNormalizer:
         if rec.invalid_utf8:
             self.error(rec.line, rec.offset, "invalid_utf8",
                        "envelope line is not valid UTF-8 (indexed with U+FFFD replacements)", pid=rec.pid)
-
-        rank = integer(data.get("rank"))
-        if rank is not None:
-            if proc.rank is None:
-                proc.rank = rank
-            elif rank != proc.rank and not proc.rank_conflict_reported:
-                proc.rank_conflict_reported = True
-                self.error(rec.line, rec.offset, "rank_mismatch",
-                           RANK_CONFLICT.format(pid=rec.pid, rank=rank, first=proc.rank), pid=rec.pid)
-
-        ca, frame, frame_compile, attempt, odd = context_ids(data)
-        bad_rank = data.get("rank") is not None and rank is None
-        if odd or bad_rank:
-            fields = ", ".join(f"{name}={data[name]!r}"[:80] for name in odd + ["rank"] * bad_rank)
-            self.error(rec.line, rec.offset, "handler_error",
-                       f"{kind} record not understood: context fields that are not integers ({fields}); "
-                       f"the record belongs to no compile", pid=rec.pid)
-        compile: Compile | None = None
-        if kind != "str" and not odd:  # string-table records belong to the process, not to a compile
-            # Records without any compile id (export, AOTInductor, spans outside a compile)
-            # belong to the process's compile-id-less compile, tlparse's [-/-].
-            key = (ca, frame, frame_compile)
-            compile = proc.compiles.get(key)
-            if kind == "dynamo_start" and compile is not None and compile.starts_again(attempt or 0):
-                proc.reset_compile_ids()
-                compile = None
-            if compile is None:
-                compile = proc.compiles[key] = Compile(self.next_id("compiles"), proc.source_id,
-                                                       proc.rank, proc.generation, key)
-                proc.all_compiles.append(compile)
-                self.new_compiles += 1
-            if attempt and attempt > compile.max_attempt:
-                compile.max_attempt = attempt
-            compile.envelope_count += 1
-            compile.envelope_bytes += rec.envelope_bytes
-            compile.payload_bytes += rec.payload_bytes
-            if compile.start_time is None:
-                compile.start_time = rec.time
-            compile.end_time = rec.time
-
+        self._note_rank(proc, rec, data)
+        compile = self._compile_of(proc, rec, kind, data)
         if proc.first_time is None:
             proc.first_time = rec.time
         proc.last_time = rec.time
         proc.envelope_count += 1
         proc.bytes += rec.envelope_bytes + rec.payload_bytes
-
-        text = None
-        if rec.payload is not None:
-            text = self.store_payload(rec)
-            if not rec.md5_ok:
-                self.md5_failures += 1
-                self.error(rec.line, rec.offset, "md5_mismatch",
-                           f"payload md5 {rec.payload_hash} != has_payload {data.get('has_payload')} "
-                           f"({rec.payload_lines} payload lines); stored as read", pid=rec.pid)
+        text = self._payload_of(rec, data)
 
         is_dict = isinstance(meta, dict)
         name = meta.get("name") if is_dict else None
         if not isinstance(name, str):
             name = None
-        if kind in METRICS_KINDS or (is_dict and not meta):
-            metadata = None  # metrics keep every key in the metrics table
-        else:
-            metadata = to_json(meta)
+        # metrics keep every key in the metrics table; an empty {} is no metadata
+        metadata = None if kind in METRICS_KINDS or (is_dict and not meta) else to_json(meta)
         envelope_id = self.next_id("envelopes")
+        self._count_volume(proc, rec, kind, name)
+        self.add_envelope(envelope_id, proc, rec, kind, name, compile, metadata)
+        self._stacks(proc, envelope_id, data, meta if is_dict else None)
+        if kind in ("artifact", "link") or (text is not None and kind != "chromium_event"):
+            encoding = meta.get("encoding") if is_dict else None
+            self.sink.add("artifacts", (self.next_id("artifacts"), envelope_id,
+                                        compile.id if compile else None, kind, name or kind, encoding,
+                                        rec.payload_hash, len(rec.payload) if rec.payload is not None else 0))
+        handler = HANDLERS.get(kind)
+        if handler is not None:
+            handler(self, proc, rec, envelope_id, compile, meta, text)  # raising: feed() reports it
+
+    def _note_rank(self, proc: Process, rec: Record, data: dict) -> None:
+        """A process's rank is the first one it logs; another one later is an ingest error, said once."""
+        rank = integer(data.get("rank"))
+        if rank is None:
+            return
+        if proc.rank is None:
+            proc.rank = rank
+        elif rank != proc.rank and not proc.rank_conflict_reported:
+            proc.rank_conflict_reported = True
+            self.error(rec.line, rec.offset, "rank_mismatch",
+                       RANK_CONFLICT.format(pid=rec.pid, rank=rank, first=proc.rank), pid=rec.pid)
+
+    def _compile_of(self, proc: Process, rec: Record, kind: str, data: dict) -> Compile | None:
+        """The compilation a record belongs to (created on its first record), its totals counted; None for
+        string-table records and records whose context ids are not integers (an ingest error says so)."""
+        ca, frame, frame_compile, attempt, odd = context_ids(data)
+        bad_rank = data.get("rank") is not None and integer(data.get("rank")) is None
+        if odd or bad_rank:
+            fields = ", ".join(f"{name}={data[name]!r}"[:80] for name in odd + ["rank"] * bad_rank)
+            self.error(rec.line, rec.offset, "handler_error",
+                       f"{kind} record not understood: context fields that are not integers ({fields}); "
+                       f"the record belongs to no compile", pid=rec.pid)
+        if kind == "str" or odd:  # string-table records belong to the process, not to a compile
+            return None
+        # Records without any compile id (export, AOTInductor, spans outside a compile)
+        # belong to the process's compile-id-less compile, tlparse's [-/-].
+        key = (ca, frame, frame_compile)
+        compile = proc.compiles.get(key)
+        if kind == "dynamo_start" and compile is not None and compile.starts_again(attempt or 0):
+            proc.reset_compile_ids()
+            compile = None
+        if compile is None:
+            compile = proc.compiles[key] = Compile(self.next_id("compiles"), proc.source_id,
+                                                   proc.rank, proc.generation, key)
+            proc.all_compiles.append(compile)
+            self.new_compiles += 1
+        if attempt and attempt > compile.max_attempt:
+            compile.max_attempt = attempt
+        compile.envelope_count += 1
+        compile.envelope_bytes += rec.envelope_bytes
+        compile.payload_bytes += rec.payload_bytes
+        if compile.start_time is None:
+            compile.start_time = rec.time
+        compile.end_time = rec.time
+        return compile
+
+    def _payload_of(self, rec: Record, data: dict) -> str | None:
+        """The record's payload stored once (its text returned); a failed md5 is counted and said."""
+        if rec.payload is None:
+            return None
+        text = self.store_payload(rec)
+        if not rec.md5_ok:
+            self.md5_failures += 1
+            self.error(rec.line, rec.offset, "md5_mismatch",
+                       f"payload md5 {rec.payload_hash} != has_payload {data.get('has_payload')} "
+                       f"({rec.payload_lines} payload lines); stored as read", pid=rec.pid)
+        return text
+
+    @staticmethod
+    def _count_volume(proc: Process, rec: Record, kind: str, name: str | None) -> None:
         volume_key = (kind, name, rec.emitter_file, rec.emitter_line)
         counted = proc.volume.get(volume_key)
         if counted is None:
             counted = proc.volume[volume_key] = [0, 0]
         counted[0] += 1
         counted[1] += rec.envelope_bytes + rec.payload_bytes
-        self.add_envelope(envelope_id, proc, rec, kind, name, compile, metadata)
 
+    def _stacks(self, proc: Process, envelope_id: int, data: dict, meta: dict | None) -> None:
+        """The frames of the record's context stack and of its metadata's stack and user_stack."""
         stack = data.get("stack")
         if isinstance(stack, list):
             self.frames(proc, envelope_id, "context", stack)
-        if is_dict:
+        if meta is not None:
             for key in ("stack", "user_stack"):
                 frames = meta.get(key)
                 if isinstance(frames, list):
                     self.frames(proc, envelope_id, key, frames)
-
-        if kind in ("artifact", "link") or (text is not None and kind != "chromium_event"):
-            encoding = meta.get("encoding") if is_dict else None
-            self.sink.add("artifacts", (self.next_id("artifacts"), envelope_id,
-                                        compile.id if compile else None, kind, name or kind, encoding,
-                                        rec.payload_hash, len(rec.payload) if rec.payload is not None else 0))
-
-        handler = HANDLERS.get(kind)
-        if handler is not None:
-            handler(self, proc, rec, envelope_id, compile, meta, text)  # raising: feed() reports it
 
     def frames(self, proc: Process, envelope_id: int, stack: str, frames: list) -> None:
         strings = proc.strings
