@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -313,54 +312,18 @@ def diff_command(run_a: str, run_b: str, db_path: str, as_json: bool, graphs: bo
     """
     import json
 
-    from tlindex.answers.diff import diff, graph_pairs
+    from tlindex.answers.diff import as_text, diff
 
     conn = read_db(db_path)
     try:
-        result = diff(conn, str(run_id_of(conn, run_a)), str(run_id_of(conn, run_b)))
-        unified = {}
-        if graphs:
-            for entry in result["compiles"]:
-                if "graph" in entry["changes"]:
-                    pairs = graph_pairs(conn, entry["a"]["id"], entry["b"]["id"])
-                    unified[entry["a"]["id"]] = [pair.unified() for pair in pairs if pair.changed]
+        result = diff(conn, str(run_id_of(conn, run_a)), str(run_id_of(conn, run_b)), graphs=graphs)
     finally:
         conn.close()
     if as_json:
-        if graphs:
-            for entry in result["compiles"]:
-                if entry["a"] and entry["a"]["id"] in unified:
-                    entry["graph_diffs"] = unified[entry["a"]["id"]]
         click.echo(json.dumps(result, indent=2))
         return
-    a, b, summary = result["a"], result["b"], result["summary"]
-    click.echo(f"A: run {a['id']} {a['label']}: {a['compiles']} compiles, {a['failures']} failed, "
-               f"{a['graph_breaks']} graph breaks, {a['recompiles']} recompiles, {a['compile_time_s']} s")
-    click.echo(f"B: run {b['id']} {b['label']}: {b['compiles']} compiles, {b['failures']} failed, "
-               f"{b['graph_breaks']} graph breaks, {b['recompiles']} recompiles, {b['compile_time_s']} s")
-    if a["id"] == b["id"]:
-        click.echo("(the same run twice: nothing can have changed)")
-    click.echo(f"{summary['matched']} compiles matched, {summary['changed']} changed, "
-               f"{summary['only_a']} only in A, {summary['only_b']} only in B")
-    for entry in result["compiles"]:
-        if not entry["changes"] and entry["a"] and entry["b"]:
-            continue
-        side = entry["b"] or entry["a"]
-        where = "only in A" if entry["b"] is None else "only in B" if entry["a"] is None else ", ".join(entry["changes"])
-        rank = f" rank {side['rank']}" if side["rank"] is not None else ""
-        time_change = entry.get("detail", {}).get("compile_time")
-        extra = ""
-        if time_change:
-            phases = ", ".join(f"{name} {a_s:.2f} -> {b_s:.2f}" for name, (a_s, b_s) in time_change["phases"].items())
-            extra = f" ({time_change['a_s']:.2f} s -> {time_change['b_s']:.2f} s" + (f"; {phases}" if phases else "") + ")"
-        say(f"  [{side['compile_id']}]{rank} {side['co_name'] or ''}: {where}{extra}")
-        guards = entry.get("detail", {}).get("guards")
-        if guards:
-            click.echo(f"      guards: {len(guards['added'])} added, {len(guards['removed'])} removed")
-        for reason in entry.get("detail", {}).get("graph_breaks", {}).get("added", []):
-            say(f"      new graph break: {' / '.join(line.strip() for line in reason.splitlines() if line.strip())[:200]}")
-        for text in unified.get(entry["a"]["id"] if entry["a"] else None, []):
-            click.echo(textwrap.indent(text, "      "), nl=False)
+    for line in as_text(result):
+        say(line)
 
 
 @cli.command()

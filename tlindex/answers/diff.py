@@ -265,8 +265,9 @@ def _importance(entry: dict) -> tuple:
     return (not failed, not new_breaks, not alone, -regression, not changes)
 
 
-def diff(conn: sqlite3.Connection, run_a: str, run_b: str) -> dict:
-    """The diff of two runs (ids or label prefixes), as one JSON-ready dict."""
+def diff(conn: sqlite3.Connection, run_a: str, run_b: str, graphs: bool = False) -> dict:
+    """The diff of two runs (ids or label prefixes), as one JSON-ready dict; with graphs, each compile
+    whose graphs changed carries `graph_diffs`, the unified diffs of its changed graphs and code."""
     a, b = resolve_run(conn, run_a), resolve_run(conn, run_b)
     compiles = []
     pairs = _match(_sides(conn, "run_id = ?", (a["id"],)), _sides(conn, "run_id = ?", (b["id"],)))
@@ -282,6 +283,11 @@ def diff(conn: sqlite3.Connection, run_a: str, run_b: str) -> dict:
             entry["detail"] = detail
         compiles.append(entry)
     compiles.sort(key=_importance)
+    if graphs:
+        for entry in compiles:
+            if "graph" in entry["changes"]:
+                entry["graph_diffs"] = [pair.unified() for pair in graph_pairs(conn, entry["a"]["id"], entry["b"]["id"])
+                                        if pair.changed]
     return {"a": _run_summary(conn, a), "b": _run_summary(conn, b),
             "summary": {"matched": sum(1 for c in compiles if c["a"] and c["b"]),
                         "changed": sum(1 for c in compiles if c["changes"]),
@@ -359,3 +365,35 @@ def graph_pairs(conn: sqlite3.Connection, compile_a: int, compile_b: int) -> lis
                                                            logged[compile_b].get(kind, [])):
             pairs.append(GraphPair(kind, name, a_id, b_id, a_text, b_text))
     return pairs
+
+
+def as_text(result: dict) -> list[str]:
+    """A diff as `tlindex diff` prints it: the two runs, the counts, then each compile that changed."""
+    a, b, summary = result["a"], result["b"], result["summary"]
+    lines = [f"{side}: run {run['id']} {run['label']}: {run['compiles']} compiles, {run['failures']} failed, "
+             f"{run['graph_breaks']} graph breaks, {run['recompiles']} recompiles, {run['compile_time_s']} s"
+             for side, run in (("A", a), ("B", b))]
+    if a["id"] == b["id"]:
+        lines.append("(the same run twice: nothing can have changed)")
+    lines.append(f"{summary['matched']} compiles matched, {summary['changed']} changed, "
+                 f"{summary['only_a']} only in A, {summary['only_b']} only in B")
+    for entry in result["compiles"]:
+        if not entry["changes"] and entry["a"] and entry["b"]:
+            continue
+        side = entry["b"] or entry["a"]
+        where = "only in A" if entry["b"] is None else "only in B" if entry["a"] is None else ", ".join(entry["changes"])
+        rank = f" rank {side['rank']}" if side["rank"] is not None else ""
+        detail = entry.get("detail", {})
+        time_change, extra = detail.get("compile_time"), ""
+        if time_change:
+            phases = ", ".join(f"{name} {a_s:.2f} -> {b_s:.2f}" for name, (a_s, b_s) in time_change["phases"].items())
+            extra = f" ({time_change['a_s']:.2f} s -> {time_change['b_s']:.2f} s" + (f"; {phases}" if phases else "") + ")"
+        lines.append(f"  [{side['compile_id']}]{rank} {side['co_name'] or ''}: {where}{extra}")
+        if detail.get("guards"):
+            lines.append(f"      guards: {len(detail['guards']['added'])} added, {len(detail['guards']['removed'])} removed")
+        for reason in detail.get("graph_breaks", {}).get("added", []):
+            lines.append("      new graph break: "
+                         + " / ".join(line.strip() for line in reason.splitlines() if line.strip())[:200])
+        for text in entry.get("graph_diffs", []):
+            lines += ["      " + line for line in text.rstrip("\n").split("\n")]
+    return lines
