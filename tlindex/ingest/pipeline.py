@@ -50,6 +50,14 @@ class IngestSummary:
     no_records: list[tuple[str, int]] = field(default_factory=list)  # (file, lines) without any trace record
     rank_decisions: list[tuple[str, str]] = field(default_factory=list)  # (run label, what was decided of its ranks)
 
+    def count(self, envelopes: int, compiles: int, errors: int, md5_failures: int) -> None:
+        """One file ingested (whole, or all its chunks), with what its rows hold."""
+        self.files += 1
+        self.envelopes += envelopes
+        self.compiles += compiles
+        self.errors += errors
+        self.md5_failures += md5_failures
+
     def line(self) -> str:
         parts = [f"{self.files} file{'s' * (self.files != 1)} ingested"]
         if self.continued:
@@ -244,98 +252,11 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
         if workers > 1:
             planned = split_big_files(planned, chunk_bytes or chunk_size(sum(p.size for p in planned), workers))
         total = sum(p.size for p in planned)
-        by_staging = {p.task.staging: p for p in planned}
-        continued_files: list[int] = []   # grown logs continued: their runs change
-
-        def merge_result(result: TaskResult) -> None:
-            item = by_staging[result.staging]
-            if item.split is not None:
-                split = item.split
-                split.add(conn, item.chunk, result)
-                if split.done:
-                    earlier = earlier_copy(conn, split.path, split.sha256.hexdigest(), split.file_id)
-                    if earlier is not None and not Path(earlier[1]).exists():
-                        with immediate(conn):
-                            delete_file_rows(conn, split.file_id)
-                        record_move(conn, summary, split.path, earlier)
-                        return
-                    if earlier is not None:
-                        with immediate(conn):
-                            conn.execute("UPDATE files SET copy_of = ? WHERE id = ?", (earlier[0], split.file_id))
-                        summary.copies.append((split.path, earlier[1]))
-                    summary.files += 1
-                    summary.envelopes += split.counts.envelopes
-                    summary.compiles += split.counts.compiles
-                    summary.errors += split.counts.errors
-                    summary.md5_failures += split.counts.md5_failures
-                return
-            replace_file = item.replace_file
-            if item.task.resume is not None and not result.resumed:  # grown? no: rewritten in place
-                replace_file = -item.task.resume.file_id
-                summary.rewritten.append(result.path)
-            # (nothing read, nothing to be a copy of: an empty file, or one whose only line is cut off)
-            earlier = None if result.resumed or not result.offset else \
-                earlier_copy(conn, result.path, result.sha256, replace_file)
-            if earlier is not None and earlier[1] == result.path:
-                summary.skipped += 1  # a concurrent ingest took this very file first
-            elif earlier is not None and not Path(earlier[1]).exists():
-                record_move(conn, summary, result.path, earlier)
-            else:
-                copy_of = (lambda c, file_id: c.execute("UPDATE main.files SET copy_of = ? WHERE id = ?",
-                                                        (earlier[0], file_id))) if earlier else None
-                merge(conn, result.staging, replace_file=replace_file,
-                      resumed_file=-item.task.resume.file_id if result.resumed else None, complete=copy_of)
-                if earlier is not None:
-                    summary.copies.append((result.path, earlier[1]))
-                if result.resumed:
-                    continued_files.append(-item.task.resume.file_id)
-                summary.files += 1
-                if result.envelopes == 0 and not result.resumed:  # empty, or nothing but a cut-off line
-                    summary.no_records.append((result.path, result.lines))
-                summary.continued += int(result.resumed)
-                summary.envelopes += result.envelopes
-                summary.compiles += result.compiles
-                summary.errors += result.errors
-                summary.md5_failures += result.md5_failures
-            os.unlink(result.staging)
-
-        jobs = max(1, min(workers, len(planned)))
-        if jobs == 1:
-            done = 0
-            for item in planned:
-                def report(n: int) -> None:
-                    nonlocal done
-                    done += n
-                    if progress:
-                        progress(done, total)
-                try:
-                    result = run_task(item.task, report)
-                except OSError as error:
-                    summary.problems.append(f"{item.task.path}: {error}")
-                    continue
-                merge_result(result)
-        else:
-            counter = multiprocessing.get_context("spawn").Value("q", 0)
-            with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                                     initializer=init_worker, initargs=(counter, os.getpid())) as pool:
-                futures: dict[Future, Planned] = {}
-                for item in planned:
-                    if item.split is not None:  # scanned as late as possible: workers start at once
-                        item.task.compile_state = item.split.state_before(item.chunk)
-                    futures[pool.submit(run_in_worker, item.task)] = item
-                pending = set(futures)
-                while pending:
-                    finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-                    if progress:
-                        progress(counter.value, total)
-                    for future in finished:
-                        try:
-                            result = future.result()
-                        except OSError as error:
-                            summary.problems.append(f"{futures[future].task.path}: {error}")
-                            continue
-                        merge_result(result)
-        for run_id in assign_runs(conn, run_label, tuple(continued_files)):
+        merger = Merger(conn, summary, planned)
+        runner = run_serially if max(1, min(workers, len(planned))) == 1 else run_in_parallel
+        runner(planned, min(workers, len(planned)), merger, summary,
+               (lambda done: progress(done, total)) if progress else None)
+        for run_id in assign_runs(conn, run_label, tuple(merger.continued_files)):
             label = conn.execute("SELECT label FROM runs WHERE id = ?", (run_id,)).fetchone()
             summary.rank_decisions += [(label[0], said) for said in rank_decisions(conn, run_id)] if label else []
         if summary.files and search_index:
@@ -351,3 +272,110 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
         conn.close()
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+class Merger:
+    """Each task's staging database merged into the main one as it finishes, and counted in the summary."""
+
+    def __init__(self, conn, summary: IngestSummary, planned: list[Planned]):
+        self.conn, self.summary = conn, summary
+        self.by_staging = {p.task.staging: p for p in planned}
+        self.continued_files: list[int] = []   # grown logs continued: their runs change
+
+    def __call__(self, result: TaskResult) -> None:
+        item = self.by_staging[result.staging]
+        if item.split is not None:
+            item.split.add(self.conn, item.chunk, result)
+            if item.split.done:
+                self._split_done(item.split)
+            return
+        self._file_done(item, result)
+        os.unlink(result.staging)
+
+    def _split_done(self, split: SplitFile) -> None:
+        """A file parsed in chunks, all merged: a copy of an earlier file is said, a moved one recorded."""
+        conn, summary = self.conn, self.summary
+        earlier = earlier_copy(conn, split.path, split.sha256.hexdigest(), split.file_id)
+        if earlier is not None and not Path(earlier[1]).exists():
+            with immediate(conn):
+                delete_file_rows(conn, split.file_id)
+            record_move(conn, summary, split.path, earlier)
+            return
+        if earlier is not None:
+            with immediate(conn):
+                conn.execute("UPDATE files SET copy_of = ? WHERE id = ?", (earlier[0], split.file_id))
+            summary.copies.append((split.path, earlier[1]))
+        counts = split.counts
+        summary.count(counts.envelopes, counts.compiles, counts.errors, counts.md5_failures)
+
+    def _file_done(self, item: Planned, result: TaskResult) -> None:
+        """A whole file (or a grown log's new part) merged, unless it is one ingested already."""
+        conn, summary = self.conn, self.summary
+        replace_file = item.replace_file
+        if item.task.resume is not None and not result.resumed:  # grown? no: rewritten in place
+            replace_file = -item.task.resume.file_id
+            summary.rewritten.append(result.path)
+        # (nothing read, nothing to be a copy of: an empty file, or one whose only line is cut off)
+        earlier = None if result.resumed or not result.offset else \
+            earlier_copy(conn, result.path, result.sha256, replace_file)
+        if earlier is not None and earlier[1] == result.path:
+            summary.skipped += 1  # a concurrent ingest took this very file first
+            return
+        if earlier is not None and not Path(earlier[1]).exists():
+            record_move(conn, summary, result.path, earlier)
+            return
+        copy_of = (lambda c, file_id: c.execute("UPDATE main.files SET copy_of = ? WHERE id = ?",
+                                                (earlier[0], file_id))) if earlier else None
+        merge(conn, result.staging, replace_file=replace_file,
+              resumed_file=-item.task.resume.file_id if result.resumed else None, complete=copy_of)
+        if earlier is not None:
+            summary.copies.append((result.path, earlier[1]))
+        if result.resumed:
+            self.continued_files.append(-item.task.resume.file_id)
+        if result.envelopes == 0 and not result.resumed:  # empty, or nothing but a cut-off line
+            summary.no_records.append((result.path, result.lines))
+        summary.continued += int(result.resumed)
+        summary.count(result.envelopes, result.compiles, result.errors, result.md5_failures)
+
+
+def run_serially(planned: list[Planned], jobs: int, merge_result: Merger, summary: IngestSummary,
+                 progress: Callable[[int], None] | None) -> None:
+    """Every task in this process, one after the other (one job, or one task)."""
+    done = 0
+    for item in planned:
+        def report(n: int) -> None:
+            nonlocal done
+            done += n
+            if progress:
+                progress(done)
+        try:
+            result = run_task(item.task, report)
+        except OSError as error:
+            summary.problems.append(f"{item.task.path}: {error}")
+            continue
+        merge_result(result)
+
+
+def run_in_parallel(planned: list[Planned], jobs: int, merge_result: Merger, summary: IngestSummary,
+                    progress: Callable[[int], None] | None) -> None:
+    """The tasks in `jobs` worker processes, each merged here as it finishes (in the order they finish)."""
+    counter = multiprocessing.get_context("spawn").Value("q", 0)
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=init_worker, initargs=(counter, os.getpid())) as pool:
+        futures: dict[Future, Planned] = {}
+        for item in planned:
+            if item.split is not None:  # scanned as late as possible: workers start at once
+                item.task.compile_state = item.split.state_before(item.chunk)
+            futures[pool.submit(run_in_worker, item.task)] = item
+        pending = set(futures)
+        while pending:
+            finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            if progress:
+                progress(counter.value)
+            for future in finished:
+                try:
+                    result = future.result()
+                except OSError as error:
+                    summary.problems.append(f"{futures[future].task.path}: {error}")
+                    continue
+                merge_result(result)
