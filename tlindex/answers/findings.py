@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 from tlindex.answers.queries import load_queries, run_sql
 from tlindex.answers.vllm import compile_calls, has_vllm, lone_misses, slowest_range
+from tlindex.store.kinds import RECOMPILE
 
 SEVERITIES = ("error", "warning", "info")
 # rank_divergence findings -> (severity, what diverges); `time` (compile-time gaps) is noise here.
@@ -83,11 +84,11 @@ def findings(conn: sqlite3.Connection, run_id: int, divergence: bool = True) -> 
                              f"frequent{where}: “{_short(_reason_line(breaks[0][0]), 160)}” ×{breaks[0][1]}.",
                              "graph_breaks", run))
 
-    recompiles = conn.execute("""
+    recompiles = conn.execute(f"""
         SELECT count(*), count(DISTINCT coalesce(co_name, '') || '@' || coalesce(frame_id, '')),
-               (SELECT recompile_reason FROM compiles WHERE run_id = ? AND frame_compile_id > 0
+               (SELECT recompile_reason FROM compiles WHERE run_id = ? AND {RECOMPILE}
                 AND recompile_reason IS NOT NULL ORDER BY id LIMIT 1)
-        FROM compiles WHERE run_id = ? AND frame_compile_id > 0""", (run_id, run_id)).fetchone()
+        FROM compiles WHERE run_id = ? AND {RECOMPILE}""", (run_id, run_id)).fetchone()
     if recompiles[0]:
         found.append(Finding("warning", "recompiles", recompiles[0],
                              f"{_plural(recompiles[0], 'recompile')} of {_plural(recompiles[1], 'function')}; "

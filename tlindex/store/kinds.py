@@ -22,3 +22,7 @@ OUTPUT_CODE = "inductor_output_code"
 VLLM_CONFIG = "vllm_compilation_config"
 VLLM_PIECE_START = "vllm_piecewise_compile_start"
 VLLM_SPLIT_GRAPH = "vllm_piecewise_split_graph"
+
+# What makes a compile a recompile, as SQL over `compiles` (the view run_totals and the query
+# recompile_reasons say the same in their own SQL): a frame compiled before, with another frame_compile_id.
+RECOMPILE = "frame_compile_id > 0"

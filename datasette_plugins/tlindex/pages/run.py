@@ -9,6 +9,7 @@ from datasette.utils.asgi import AsgiStream, NotFound
 from tlindex.answers.findings import export_issue_count, findings, problems
 from tlindex.answers.vllm import has_vllm
 from tlindex.ingest.runs import rank_decisions
+from tlindex.store.kinds import RECOMPILE
 
 from ..database import dicts, int_var, one, open_database, render
 
@@ -23,11 +24,11 @@ def run_data(conn: sqlite3.Connection, run_id: int) -> dict | None:
         FROM sources s JOIN files f ON f.id = s.file_id WHERE s.run_id = ? ORDER BY s.rank, s.first_time, s.pid""",
         (run_id,)))
     run["ranks"] = sorted({s["rank"] for s in run["sources"]}, key=lambda r: (r is None, r))
-    run["by_rank"] = dicts(conn.execute("""
+    run["by_rank"] = dicts(conn.execute(f"""
         SELECT s.process AS rank, sum(compile_id != '-/-') AS compiles, sum(k AND status = 'ok') AS ok,
                sum(k AND status = 'break') AS break, sum(k AND status = 'empty') AS empty,
                sum(k AND status = 'error') AS error, sum(k AND status = 'missing') AS missing,
-               max(CASE WHEN NOT k THEN status END) AS unattributed, coalesce(sum(frame_compile_id > 0), 0) AS recompiles,
+               max(CASE WHEN NOT k THEN status END) AS unattributed, coalesce(sum({RECOMPILE}), 0) AS recompiles,
                sum(graph_breaks) AS graph_breaks, coalesce(round(sum(duration_s), 3), 0) AS compile_time_s,
                sum(c.envelope_bytes + c.payload_bytes) AS bytes
         FROM (SELECT *, compile_id != '-/-' AS k FROM compiles) c  -- k: a compilation; [-/-] has its own column
