@@ -12,7 +12,6 @@ SQL: it yields `Record`s and `ReadError`s and tracks how far it has consumed.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import re
 from dataclasses import dataclass, field
@@ -341,9 +340,9 @@ class LogReader:
             block = self.stream.read(READ_BLOCK)
             if not block:
                 break
-            starts = (match.end() for match in RECORD_START_RE.finditer(block))
+            starts = [match.end() for match in RECORD_START_RE.finditer(block)]
             if last == b"\n" and block[:1] != b"\t":
-                starts = itertools.chain((0,), starts)
+                starts.insert(0, 0)
             last = block[-1:]
             position = 0
             for end in starts:
@@ -368,7 +367,10 @@ class LogReader:
                 if blanks[0]:
                     yield _Run(("blank", blanks[0], blanks[1], True, ""))
                     blanks = [0, 0]
-                yield from self._piece(piece, block[end:end + 1])
+                if piece[:1] in b"VIWEC" and block[end:end + 1] not in b"\n\r":  # (inlined: once per record)
+                    yield (piece,)
+                else:
+                    yield from split_lines(piece)
             rest = block[position:]
             if skipping is not None:
                 skipping[0] += rest.count(b"\n")
@@ -390,13 +392,6 @@ class LogReader:
                         excerpt_of_skipped))
         elif parts:
             yield from split_lines(b"".join(parts))
-
-    @staticmethod
-    def _piece(record: bytes, following: bytes) -> Iterator[bytes | tuple[bytes]]:
-        if record[:1] in b"VIWEC" and following not in b"\n\r":
-            yield (record,)
-        else:
-            yield from split_lines(record)
 
     def _whole_record(self, record: bytes, line_no: int, start: int) -> Iterator[Record | ReadError]:
         """Parse an ordinary record: envelope line, then TAB payload lines de-tabbed in one go."""

@@ -170,14 +170,15 @@ class FileNormalizer:
         if rec.invalid_utf8:
             self.error(rec.line, rec.offset, "invalid_utf8",
                        "envelope line is not valid UTF-8 (indexed with U+FFFD replacements)", pid=rec.pid)
-        self._note_rank(proc, rec, data)
+        if "rank" in data:
+            self._note_rank(proc, rec, data)
         compile = self._compile_of(proc, rec, kind, data)
         if proc.first_time is None:
             proc.first_time = rec.time
         proc.last_time = rec.time
         proc.envelope_count += 1
         proc.bytes += rec.envelope_bytes + rec.payload_bytes
-        text = self._payload_of(rec, data)
+        text = self._payload_of(rec, data) if rec.payload is not None else None
 
         is_dict = isinstance(meta, dict)
         name = meta.get("name") if is_dict else None
