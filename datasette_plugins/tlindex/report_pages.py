@@ -1,7 +1,8 @@
 """A static copy of the tlindex pages (`tlindex report`): the plugin's own pages, rendered once, linked relatively.
 
 There is one renderer: every page is produced by the plugin's page handler (pages/), called
-in process as Datasette would call it; then each link to a page of the report is made relative
+in process as Datasette would call it, on a `ReportSite` (report_site.py: the few things a handler
+asks Datasette for, without a server's machinery); then each link to a page of the report is made relative
 to the file that holds it, and every other link (Datasette's table pages, search, diff: they
 need a server) loses its href, and forms are left out. The bulk (every compile page, the page
 and text of every artifact's payload, provenance pages, each run's Perfetto trace, each log's
@@ -33,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
-from datasette.app import Datasette
 from datasette.utils.asgi import Request
 
 from tlindex.answers.queries import guard_functions, load_queries, read_only, run_sql
@@ -44,6 +44,7 @@ from tlindex.store.db import connect_read_only
 from .cells import cell_link
 from .database import Urls
 from .pages import DEGRADED_HEADER, ROUTES
+from .report_site import ReportSite, asset
 
 ATTRIBUTE_RE = re.compile(r'\b(href|src|action|data-src)="([^"]*)"')
 FORM_RE = re.compile(r"<form\b.*?</form>", re.S)  # search and diff forms: they need a server
@@ -141,6 +142,14 @@ class Report:
         import asyncio
 
         asyncio.run(self._setup())
+        try:
+            return self._write(jobs)
+        finally:
+            self.datasette.close()
+
+    def _write(self, jobs: int) -> ReportSummary:
+        import asyncio
+
         tasks = self._tasks()
         self.summary = self.total  # what this process writes counts in the total (a task counts its own, merged)
         if jobs > 1 and len(self.compile_runs) >= PARALLEL_FROM:
@@ -180,13 +189,8 @@ class Report:
         index.write_text(page[:at] + notice + page[at:], encoding="utf-8")
 
     async def _setup(self) -> None:
-        # SQL in this thread (num_sql_threads 0): a batch of pages gains nothing from handing each query to a pool
-        self.datasette = Datasette([str(self.db_path)], settings={"num_sql_threads": 0})
-        await self.datasette.invoke_startup()
-        env = getattr(self.datasette, "jinja_env", None) or getattr(self.datasette, "_jinja_env", None)
-        if env is not None:  # templates do not change during a report: no stat per page (0.65; 1.0a names it _)
-            env.auto_reload = False
-        self.db = self.datasette.get_database(next(iter(self.datasette.databases.keys() - {"_internal"})))
+        self.datasette = ReportSite(self.db_path)
+        self.db = self.datasette.get_database(self.db_path.stem)
         self.urls = Urls(self.datasette, self.db.name)
         self.base = self.urls.base
         self.queries = load_queries()
@@ -339,11 +343,10 @@ class Report:
         return ATTRIBUTE_RE.sub(replace, FORM_RE.sub("", page))
 
     async def _render(self, url: str, path: str) -> bytes | None:
-        """The body of one report file, from the plugin (or Datasette, for its assets)."""
+        """The body of one report file, from the plugin (or Datasette's package, for its assets)."""
         parts = urlsplit(url)
         if path.startswith("assets/"):
-            response = await self.datasette.client.get(parts.path)
-            return response.content if response.status_code == 200 else None
+            return asset(parts.path)
         if not parts.path.startswith(self.base + "/-/tlindex"):
             try:
                 return await self._query_page(parts.path.rsplit("/", 1)[1], dict(parse_qsl(parts.query)))
@@ -394,7 +397,7 @@ class Report:
                 cursor = run_sql(read_only(conn), query.sql, params)
                 return [d[0] for d in cursor.description], cursor.fetchmany(QUERY_ROWS + 1)
             finally:
-                guard_functions(conn)  # Datasette's own connection: back to what the plugin gives every one
+                guard_functions(conn)  # the site's connection: back to what the plugin gives every one
 
         columns, rows = await self.db.execute_fn(data)
         shown = []
