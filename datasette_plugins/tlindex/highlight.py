@@ -1,10 +1,10 @@
 """Render a payload as HTML: code highlighted, JSON pretty-printed, lines anchored.
 
-Highlighting is one regular expression per language, run by Python's `re` engine (in C): it finds only what is coloured (comments, strings, numbers, keywords, builtins, names
-being defined), and the text between two finds is escaped in one piece. Pygments, which this
-replaces, walks a state machine in Python per token and was most of a report's time (1.5 s of
-4.9 s on a 3.8 MB vLLM log). The classes are Pygments' short ones, so its default style (in
-tlindex.css) colours them as before.
+Highlighting is one regular expression per language, run by Python's `re` engine (in C): it finds
+only what is coloured (comments, strings, numbers, keywords, builtins, names being defined), and the
+text between two finds is escaped in one piece. Pygments, which this replaces, walks a state machine
+in Python per token and was most of a report's time (1.5 s of 4.9 s on a 3.8 MB vLLM log). The
+classes are Pygments' short ones, so its default style (in tlindex.css) colours them as before.
 """
 
 from __future__ import annotations
