@@ -9,9 +9,8 @@ import re
 import subprocess
 import sys
 
-from markupsafe import escape
-
 from datasette_plugins.tlindex.highlight import _shown, highlighted, language, render_payload, shown_lines
+from datasette_plugins.tlindex.highlight import escape_text as escape
 
 TAG = re.compile(r"</?span[^>]*>")  # only ours: the payload's own text is escaped
 
