@@ -11,11 +11,13 @@ WITH spans AS MATERIALIZED (
            p.source_id, p.attempt, p.compile_call, p.end_envelope
     FROM piece_compile_spans p JOIN sources s ON s.id = p.source_id
     WHERE coalesce(:run, '') = '' OR s.run_id = :run
-), records AS (
-    -- the records of each piece compile (its process, between its start and its end)
+), records AS MATERIALIZED (
+    -- the records of each piece compile (its process, between its start and its end), read by id range
+    -- (+source_id: the per-process index would walk the whole process per piece: 46 s against 0.3 s on
+    -- a 1 GB log)
     SELECT p.id AS piece, e.id AS envelope_id
     FROM spans p CROSS JOIN envelopes e
-    WHERE e.id > p.envelope_id AND e.id < p.end_envelope AND e.source_id = p.source_id
+    WHERE e.id > p.envelope_id AND e.id < p.end_envelope AND +e.source_id = p.source_id
 ), graphs AS (
     SELECT r.piece, min(a.id) AS artifact FROM records r JOIN artifacts a ON a.envelope_id = r.envelope_id
     WHERE substr(a.name, 1, 12) = 'vllm_submod_' OR substr(a.name, 1, 14) = 'vllm_subgraph_' GROUP BY r.piece
