@@ -56,6 +56,7 @@ EVERYTHING = str(10**9)  # the trie rendered whole: a static page cannot load th
 PARALLEL_FROM = 600  # pages of the tasks (compile and payload pages, ~2 ms each): below, one process
 # renders them faster than starting others (a worker costs ~0.4 s to start)
 TASK_PAGES = 200  # pages per task given to a worker
+RELINKED_MEMO = 20_000  # links remembered as relinked, per process (unbounded, a worker grew with every page)
 
 
 @dataclass
@@ -329,6 +330,8 @@ class Report:
             # the same link from the same folder is relinked (and its page queued) once per process
             key = (match.group(0), here)
             if key not in self.relinked:
+                if len(self.relinked) >= RELINKED_MEMO:  # most links are met on one page only: a bound, not a leak
+                    self.relinked.clear()
                 self.relinked[key] = relinked(match)
             return self.relinked[key]
 
