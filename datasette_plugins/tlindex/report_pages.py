@@ -150,7 +150,7 @@ class Report:
         try:
             return self._write(jobs)
         finally:
-            self.datasette.close()
+            self.site.close()
 
     def _write(self, jobs: int) -> ReportSummary:
         import asyncio
@@ -194,9 +194,9 @@ class Report:
         index.write_text(page[:at] + notice + page[at:], encoding="utf-8")
 
     async def _setup(self) -> None:
-        self.datasette = ReportSite(self.db_path)
-        self.db = self.datasette.get_database(self.db_path.stem)
-        self.urls = Urls(self.datasette, self.db.name)
+        self.site = ReportSite(self.db_path)
+        self.db = self.site.get_database(self.db_path.stem)
+        self.urls = Urls(self.site, self.db.name)
         self.base = self.urls.base
         self.queries = load_queries()
         self.done: set[str] = set()  # report files written (or found to have nothing to write)
@@ -366,7 +366,7 @@ class Report:
             match = re.match(pattern, parts.path)
             if match:
                 try:
-                    response = await handler(self.datasette, _request(parts.path + (f"?{query}" if query else ""),
+                    response = await handler(self.site, _request(parts.path + (f"?{query}" if query else ""),
                                                                        match.groupdict(), self.permissions))
                 except Exception as error:  # one page that cannot be rendered degrades alone
                     return self._degraded(path, f"{url}: {type(error).__name__}: {error}")
@@ -412,7 +412,7 @@ class Report:
             record = dict(zip(columns, row))
             shown.append([cell_link(self.urls, record, column, value) or ("" if value is None else value)
                           for column, value in record.items()])
-        page = await self.datasette.render_template("tlindex/report_query.html", {
+        page = await self.site.render_template("tlindex/report_query.html", {
             "database": self.db.name, "u": self.urls, "q": query, "params": params, "columns": columns,
             "rows": shown, "more": len(rows) > QUERY_ROWS, "limit": QUERY_ROWS},
             request=_request(self.base, {}, self.permissions))

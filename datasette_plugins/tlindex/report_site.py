@@ -3,18 +3,18 @@ none of a server's per-request machinery.
 
 A page handler asks Datasette for little: a database to run a function on (`execute_fn`), its table
 names, URLs, permission checks (the report is the database owner's: nothing is refused) and
-`render_template`. `ReportSite` answers exactly that, on one read-only connection guarded as the
-plugin guards Datasette's (`prepare_connection`), with a Jinja environment over the plugin's templates
-in which `base.html` is the report's own (`templates/tlindex/_report_base.html`: Datasette's head and
-layout, without the menu, the crumbs and the hooks a static page cannot use). Importing Datasette's
-application (0.4 s) and its request machinery (about half of each page's time) is what this saves.
+`render_template`. `ReportSite` answers exactly that (the chromium handler's `execute` is not needed:
+the report streams the trace itself), on one read-only connection prepared by the plugin's own
+`prepare_connection` hook, with a Jinja environment over the plugin's templates in which `base.html`
+is the report's own (`templates/tlindex/_report_base.html`: Datasette's head and layout, without the
+menu, the crumbs and the hooks a static page cannot use). Importing Datasette's application (0.4 s)
+and its request machinery (about half of each page's time) is what this saves.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,9 +22,9 @@ from typing import Any
 import jinja2
 from datasette.utils import tilde_encode
 
-from tlindex.answers.queries import guard_functions
-from tlindex.store.compression import register
 from tlindex.store.db import connect_read_only
+
+from . import prepare_connection
 
 PLUGIN = Path(__file__).parent
 REPORT_BASE = "tlindex/_report_base.html"
@@ -32,9 +32,6 @@ REPORT_BASE = "tlindex/_report_base.html"
 
 class ReportUrls:
     """The part of Datasette's `datasette.urls` the pages use, for a site served from `/`."""
-
-    def __init__(self, site: ReportSite):
-        self.site = site
 
     def static(self, path: str) -> str:
         return f"/-/static/{path}"
@@ -52,26 +49,16 @@ class ReportUrls:
         return f"{self.database(database)}/{tilde_encode(query)}"
 
 
-class Rows:
-    """A query's answer as Datasette's `Database.execute` gives it (`.rows`)."""
-
-    def __init__(self, rows: list[tuple]):
-        self.rows = rows
-
-
 class ReportDatabase:
     """One tlindex database, read on one connection (a report is one thread's sequence of pages)."""
 
     def __init__(self, path: Path):
-        self.path = path
         self.name = path.stem
-        self.conn = guard_functions(register(connect_read_only(path)))
+        self.conn = connect_read_only(path)
+        prepare_connection(self.conn)  # the plugin's own hook: what every Datasette connection gets
 
     async def execute_fn(self, fn: Callable[[Any], Any]) -> Any:
         return fn(self.conn)
-
-    async def execute(self, sql: str, params=()) -> Rows:
-        return Rows(self.conn.execute(sql, params).fetchall())
 
     async def table_names(self) -> list[str]:
         return [row[0] for row in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
@@ -86,11 +73,11 @@ class ReportSite:
     def __init__(self, db_path: Path):
         db = ReportDatabase(Path(db_path))
         self.databases = {db.name: db}
-        self.urls = ReportUrls(self)
+        self.urls = ReportUrls()
         base = (PLUGIN / "templates" / REPORT_BASE).read_text(encoding="utf-8")
         self.env = jinja2.Environment(loader=jinja2.ChoiceLoader([
             jinja2.DictLoader({"base.html": base}), jinja2.FileSystemLoader(str(PLUGIN / "templates"))]),
-            autoescape=True, auto_reload=False, bytecode_cache=TemplateCache())
+            autoescape=True, auto_reload=False, bytecode_cache=template_cache())
 
     def get_database(self, name: str) -> ReportDatabase:
         return self.databases[name]
@@ -110,29 +97,24 @@ class ReportSite:
 
 
 class TemplateCache(jinja2.FileSystemBytecodeCache):
-    """Compiled templates kept between reports (in the user's cache folder, keyed by each template's
-    source, so an edited template is compiled again): compiling them is 0.3 s of every report. A cache
-    that cannot be written is not used."""
-
-    def __init__(self):
-        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tlindex" / "templates"
-        try:
-            root.mkdir(parents=True, exist_ok=True)
-        except OSError:
-            root = None
-        super().__init__(str(root) if root else tempfile.gettempdir(), "tlindex-%s.cache")
-        self.usable = root is not None
-
-    def load_bytecode(self, bucket) -> None:
-        if self.usable:
-            super().load_bytecode(bucket)
+    """Compiled templates kept between reports, keyed by each template's source (an edited template is
+    compiled again): compiling them is 0.3 s of every report. One that cannot be written is not kept."""
 
     def dump_bytecode(self, bucket) -> None:
-        if self.usable:
-            try:
-                super().dump_bytecode(bucket)
-            except OSError:
-                self.usable = False
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
+def template_cache() -> TemplateCache | None:
+    """The cache in the user's cache folder; None (compile every time) when that folder cannot be made."""
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tlindex" / "templates"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return TemplateCache(str(root), "tlindex-%s.cache")
 
 
 def asset(url_path: str) -> bytes | None:
