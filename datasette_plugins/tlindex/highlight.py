@@ -131,10 +131,10 @@ def highlighted(text: str, lang: str) -> str:
 
     The text is escaped first, in one pass, and scanned escaped: no pattern can match inside `&amp;`,
     `&lt;` or `&gt;` (none of amp, lt, gt is a keyword, none holds a digit, a quote or a newline)."""
-    text = escape_text(text)
     scanner = SCANNERS.get(lang)
     if scanner is None or len(text) > HIGHLIGHT_LIMIT:
-        return text
+        return escape_text(text)
+    text = escape_text(text)
     out, at = [], 0
     for found in scanner.finditer(text):
         start, end = found.span()
@@ -167,11 +167,9 @@ def highlighted(text: str, lang: str) -> str:
 def render_payload(text: str, lang: str) -> Markup:
     """HTML for a payload, with line anchors L-1, L-2, ..."""
     text, lang = _shown(text, lang)
-    lines = _lines(highlighted(text, lang))
-    plain = " plain" if lang not in SCANNERS or len(text) > HIGHLIGHT_LIMIT else ""
     body = "\n".join(f'<span id="L-{n}"><a class="lineno" href="#L-{n}">{n}</a> {line}</span>'
-                     for n, line in enumerate(lines, 1))
-    return Markup(f'<div class="highlight{plain}"><pre>{body}</pre></div>')
+                     for n, line in enumerate(_lines(highlighted(text, lang)), 1))
+    return Markup(f'<div class="highlight"><pre>{body}</pre></div>')
 
 
 def highlighted_lines(text: str, lang: str) -> list[Markup]:
