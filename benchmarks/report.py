@@ -164,7 +164,7 @@ def stage_times(path: Path, work: Path) -> dict:
                     "renderer()"], check=True)
     startup = time.perf_counter() - started
 
-    from datasette_plugins.tlindex import highlight, report_pages, report_site
+    from datasette_plugins.tlindex import highlight, report_pages, report_site, sidebyside
     from datasette_plugins.tlindex.pages import artifact, bytecode, passes
     from tlindex.formats.report import runs_by_name
 
@@ -177,7 +177,7 @@ def stage_times(path: Path, work: Path) -> dict:
     stages.wrap(report_cls, "_tlparse_file", "tlparse's files (compile_directory, raw.jsonl)")
     stages.wrap(report_site.ReportDatabase, "execute_fn", "SQL")
     stages.wrap(report_site.ReportSite, "render_template", "templates")
-    for module in (artifact, bytecode, passes, highlight):
+    for module in (artifact, bytecode, passes, sidebyside, highlight):
         for name in ("render_payload", "highlighted_lines"):
             if hasattr(module, name):
                 stages.wrap(module, name, "highlighting")
