@@ -150,8 +150,8 @@ def input_bytes(path: Path) -> int:
 
 # --- measuring --------------------------------------------------------------------------------
 
-def tree_rss(pid: int) -> int:
-    """Resident bytes of a process and all its descendants."""
+def tree_rss(pid: int) -> tuple[int, int]:
+    """Resident bytes of a process and all its descendants, and their proportional set sizes (PSS)."""
     children: dict[int, list[int]] = {}
     rss: dict[int, int] = {}
     for entry in os.listdir("/proc"):
@@ -164,12 +164,26 @@ def tree_rss(pid: int) -> int:
             rss[int(entry)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
         except (OSError, IndexError, ValueError):
             continue
-    total, stack = 0, [pid]
+    total, pss, stack = 0, 0, [pid]
     while stack:
         current = stack.pop()
         total += rss.get(current, 0)
+        pss += proportional_bytes(current)
         stack.extend(children.get(current, []))
-    return total
+    return total, pss
+
+
+def proportional_bytes(pid: int) -> int:
+    """A process's proportional set size (a page shared by n processes counts 1/n in each): the sum over a
+    tree is its memory, where a sum of RSS counts a page a forked worker shares with its parent twice."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
 
 
 def measure(command: list[str], env=None) -> dict:
@@ -177,13 +191,14 @@ def measure(command: list[str], env=None) -> dict:
     before = os.times()
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-    peak = 0
+    peak = peak_pss = 0
     stop = threading.Event()
 
     def sample():
-        nonlocal peak
+        nonlocal peak, peak_pss
         while not stop.is_set():
-            peak = max(peak, tree_rss(process.pid))
+            rss, pss = tree_rss(process.pid)
+            peak, peak_pss = max(peak, rss), max(peak_pss, pss)
             stop.wait(0.02)
 
     sampler = threading.Thread(target=sample)
@@ -197,6 +212,7 @@ def measure(command: list[str], env=None) -> dict:
         raise RuntimeError(f"{command[0]} failed: {stderr.decode()[-2000:]}")
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
     return {"seconds": round(seconds, 3), "cpu_seconds": round(cpu, 3), "peak_rss_mb": round(peak / 2**20, 1),
+            "peak_pss_mb": round(peak_pss / 2**20, 1),
             "output": (stdout + stderr).decode("utf-8", "replace")}
 
 

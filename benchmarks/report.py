@@ -8,8 +8,10 @@ Inputs: two logs of tlparse's corpus (../shared, when present), one vLLM log of 
 log and a folder of 4 rank files (11 MB) built from the real logs as benchmarks/ingest.py builds
 its inputs (records replicated, frame ids shifted, payloads made distinct per copy). tlparse (with
 `--all-ranks-html` on a folder) and `tlindex report` run alternately, each round in the same minute;
-the script reads tlparse's Stats and refuses a ratio when tlparse skipped records. Peak RSS is of the
-whole process tree.
+the script reads tlparse's Stats and refuses a ratio when tlparse skipped records. Peak memory is of the
+whole process tree: the sum of its processes' PSS (a page a forked worker shares with its parent counts
+once), and the sum of their RSS. Before each timed run the previous outputs are deleted and the disk is
+left to settle (`--settle`).
 
 Then, on each input, one report rendered in this process with `--jobs 1`, every stage timed
 exclusively (a stage's time excludes the stages it calls): ingest, start-up (imports), SQL, templates,
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -75,6 +78,16 @@ def inputs(work: Path, big: bool, quick: bool) -> list[tuple[str, Path]]:
 def size_mb(path: Path) -> float:
     files = [path] if path.is_file() else [p for p in path.iterdir() if p.is_file()]
     return round(sum(p.stat().st_size for p in files) / 2**20, 2)
+
+
+def settle(folders: list[Path], seconds: float) -> None:
+    """The previous runs' outputs deleted, written out and given time: each timed run starts on a quiet disk.
+    (On ext4 mounted with `discard`, the blocks freed by deleting 50 MB of report slowed the next run's file
+    creation up to tenfold, for whichever tool ran next.)"""
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
+    os.sync()
+    time.sleep(seconds)
 
 
 def run_report(path: Path, out: Path) -> dict:
@@ -151,7 +164,7 @@ def page_kind(path: str) -> str:
     return "run and runs pages"
 
 
-def stage_times(path: Path, work: Path) -> dict:
+def stage_times(path: Path, work: Path, settle_seconds: float | None = None) -> dict:
     """One report of `path` in this process (jobs 1), every stage timed; ingest and start-up measured apart."""
     db = work / "stages.db"
     for suffix in ("", "-wal", "-shm"):
@@ -182,7 +195,7 @@ def stage_times(path: Path, work: Path) -> dict:
             if hasattr(module, name):
                 stages.wrap(module, name, "highlighting")
     out = work / "stages_out"
-    shutil.rmtree(out, ignore_errors=True)
+    settle([out], 0 if settle_seconds is None else settle_seconds)
     out.mkdir()
     started = time.perf_counter()
     summary = report_cls(db, out, runs_by_name(db, [])).write(1)
@@ -203,21 +216,26 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--big", action="store_true", help="also a 1 GB log")
     parser.add_argument("--quick", action="store_true", help="one round of the small inputs")
+    parser.add_argument("--settle", type=float, default=6.0,
+                        help="seconds the disk is left to settle before each timed run [6; --quick: 0]")
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "tlindex-report-bench")
     args = parser.parse_args()
     rounds = 1 if args.quick else args.rounds
+    args.settle = 0 if args.quick else args.settle
     args.work.mkdir(parents=True, exist_ok=True)
     binary = tlparse_binary(False)
     results = []
     for name, path in inputs(args.work, args.big, args.quick):
         ours, theirs = [], []
         for _ in range(rounds):
+            settle([args.work / "report", args.work / "tlparse"], args.settle)
             ours.append(run_report(path, args.work / "report"))
             if binary:
+                settle([args.work / "report", args.work / "tlparse"], args.settle)
                 theirs.append(run_tlparse(binary, path, args.work / "tlparse"))
         case = {"input": name, "mb": size_mb(path), "report": ours, "tlparse": theirs,
                 "unfair": fair(theirs[-1]) if theirs else "no tlparse",
-                "stages": stage_times(path, args.work)}
+                "stages": stage_times(path, args.work, args.settle)}
         print(json.dumps({k: v for k, v in case.items() if k != "stages"}), file=sys.stderr)
         results.append(case)
     OUT.mkdir(exist_ok=True)
@@ -227,7 +245,7 @@ def main() -> None:
 
 def markdown(results: list[dict]) -> str:
     lines = ["| input | MB | report s | tlparse s | report − tlparse s | tlparse/report | report CPU s | "
-             "report peak RSS MB | tlparse peak RSS MB |", "|---|---|---|---|---|---|---|---|---|"]
+             "report peak memory MB (PSS; RSS) | tlparse peak RSS MB |", "|---|---|---|---|---|---|---|---|---|"]
     for case in results:
         ours = [r["seconds"] for r in case["report"]]
         theirs = [r["seconds"] for r in case["tlparse"]]
@@ -237,6 +255,7 @@ def markdown(results: list[dict]) -> str:
                      f"{', '.join(f'{s:.2f}' for s in theirs) or '–'} | "
                      f"{'–' if other is None else f'{mine - other:+.2f}'} | {ratio} | "
                      f"{statistics.median(r['cpu_seconds'] for r in case['report']):.2f} | "
+                     f"{max(r.get('peak_pss_mb', 0) for r in case['report'])}; "
                      f"{max(r['peak_rss_mb'] for r in case['report'])} | "
                      f"{max((r['peak_rss_mb'] for r in case['tlparse']), default='–')} |")
         if case["unfair"]:
