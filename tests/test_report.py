@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import shutil
 import sqlite3
@@ -174,21 +175,61 @@ def test_open_opens_the_report_s_index_in_a_browser(fixtures_db, tmp_path, monke
     assert opened == [(tmp_path / "out" / "index.html").resolve().as_uri()]
 
 
-def test_worker_processes_write_the_same_report_as_one_process(fixtures_db, tmp_path, monkeypatch):
+def report_files(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_worker_processes_write_the_same_report_as_one_process(fixtures_db, tmp_path, monkeypatch, start):
     from datasette_plugins.tlindex import report_pages as report
 
     (run,) = scenario_run(connect(fixtures_db), "ddp_4ranks_diverge")
     write_report(fixtures_db, tmp_path / "one", [run], overwrite=False, jobs=1)
     monkeypatch.setattr(report, "PARALLEL_FROM", 1)  # a fixture is small: split it among workers anyway
+    monkeypatch.setattr(report, "SPAWNED_FROM", 1)
     monkeypatch.setattr(report, "TASK_PAGES", 7)
+    if start == "spawn" or sys.platform != "linux":  # as where a fork is unsafe
+        monkeypatch.setattr(report, "can_fork", lambda: False)
+    else:  # forked as from the command (which runs no other thread; this test process may: a server fixture's)
+        monkeypatch.setattr(report, "can_fork", lambda: True)
     write_report(fixtures_db, tmp_path / "two", [run], overwrite=False, jobs=2)
 
-    def files(folder: Path) -> dict[str, bytes]:
-        return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
-
-    one, two = files(tmp_path / "one"), files(tmp_path / "two")
+    one, two = report_files(tmp_path / "one"), report_files(tmp_path / "two")
     assert one.keys() == two.keys() and len(one) > 50
     assert [name for name in one if one[name] != two[name]] == []
+
+
+def test_a_worker_that_dies_costs_time_not_pages(fixtures_db, tmp_path, monkeypatch):
+    """A worker killed mid-report (out of memory, kill -9): its tasks, and those left, are rendered by the
+    main process, the report is complete and says what happened."""
+    from datasette_plugins.tlindex import report_pages as report
+
+    if sys.platform != "linux":
+        pytest.skip("the dying worker is this test's code, which only a forked worker runs")
+    monkeypatch.setattr(report, "can_fork", lambda: True)  # as from the command (see above)
+    (run,) = scenario_run(connect(fixtures_db), "ddp_4ranks_diverge")
+    write_report(fixtures_db, tmp_path / "one", [run], overwrite=False, jobs=1)
+    monkeypatch.setattr(report, "PARALLEL_FROM", 1)
+    monkeypatch.setattr(report, "TASK_PAGES", 7)
+    run_task, marker, parent = report.Report._run_task, tmp_path / "die", os.getpid()
+    marker.touch()
+
+    async def dies_once(self, task):  # the first worker to take a task of pages dies (forked: it runs this)
+        if task[0] == "pages" and os.getpid() != parent:
+            try:
+                marker.unlink()
+            except FileNotFoundError:
+                pass
+            else:
+                os._exit(9)
+        return await run_task(self, task)
+
+    monkeypatch.setattr(report.Report, "_run_task", dies_once)
+    summary = write_report(fixtures_db, tmp_path / "two", [run], overwrite=False, jobs=2)
+    assert not marker.exists()  # a worker died
+    assert any("worker process ended abruptly" in warning for warning in summary.warnings)
+    one, two = report_files(tmp_path / "one"), report_files(tmp_path / "two")
+    assert one.keys() == two.keys() and [name for name in one if one[name] != two[name]] == []
 
 
 def test_the_report_is_written_without_datasettes_application(fixtures_db, tmp_path):

@@ -164,12 +164,17 @@ def highlighted(text: str, lang: str) -> str:
     return "".join(out)
 
 
+# Around a rendered payload, whose text is escaped: no '<' of it is markup, so the first CODE_END after a
+# CODE_START ends it, and it holds no link but its line anchors (the report relinks around it)
+CODE_START, CODE_END = '<div class="highlight"><pre>', "</pre></div>"
+
+
 def render_payload(text: str, lang: str) -> Markup:
     """HTML for a payload, with line anchors L-1, L-2, ..."""
     text, lang = _shown(text, lang)
     body = "\n".join(f'<span id="L-{n}"><a class="lineno" href="#L-{n}">{n}</a> {line}</span>'
                      for n, line in enumerate(_lines(highlighted(text, lang)), 1))
-    return Markup(f'<div class="highlight"><pre>{body}</pre></div>')
+    return Markup(f'{CODE_START}{body}{CODE_END}')
 
 
 def highlighted_lines(text: str, lang: str) -> list[Markup]:

@@ -29,7 +29,10 @@ import os
 import posixpath
 import re
 import sqlite3
+import sys
 from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -43,6 +46,7 @@ from tlindex.store.db import connect_read_only
 
 from .cells import cell_link
 from .database import Urls
+from .highlight import CODE_END, CODE_START
 from .pages import DEGRADED_HEADER, ROUTES
 from .report_site import ReportSite, asset
 
@@ -53,9 +57,13 @@ ATTRIBUTE_RE = re.compile(r'(href|src|action|data-src)="(?!#)([^"]*)"')
 FORM_RE = re.compile(r"<form\b.*?</form>", re.S)  # search and diff forms: they need a server
 QUERY_ROWS = 1000  # rows of a canned query's table in the report (Datasette's max_returned_rows)
 EVERYTHING = str(10**9)  # the trie rendered whole: a static page cannot load the rest on demand
-PARALLEL_FROM = 600  # pages of the tasks (compile and payload pages, ~2 ms each): below, one process
-# renders them faster than starting others (a worker costs ~0.4 s to start)
-TASK_PAGES = 200  # pages per task given to a worker
+PARALLEL_FROM = 100  # pages of the tasks (compile and payload pages, ~2 ms each): below, one process renders
+# them as fast as forked workers (a fork starts in milliseconds)
+SPAWNED_FROM = 600  # the same where a fork is unsafe: a spawned worker imports the renderer (~0.4 s)
+TASK_PAGES = 50  # pages per task given to a worker (small: the workers end together)
+# A page of one compile besides its own (passes, bytecode, a piece's passes): a worker that renders the
+# compile page renders these too, and the parent leaves them to it (else they are a serial tail)
+SUBPAGE_RE = re.compile(r"(?:.*/)?compiles/(\d+)-[^/]*\.html")
 RELINKED_MEMO = 20_000  # links remembered as relinked, per process (unbounded, a worker grew with every page)
 
 
@@ -87,8 +95,14 @@ class Report:
         self.found: dict[str, str] = {}  # links met by the tasks (file: url), for the crawl
         self.total = ReportSummary()
         self.relinked: dict[tuple[str, str], str] = {}
+        self.deferred: dict[str, str] | None = None  # while workers render: compile subpages met here (file: url)
+        self.workers: Executor | None = None
+        self.lost_worker = False
 
     # --- where things go ---------------------------------------------------------------------
+
+    def _key(self) -> tuple:
+        return (str(self.db_path), str(self.out), tuple(self.runs))
 
     def run_dir(self, run: int) -> str:
         return "" if self.single else f"run-{run}/"
@@ -144,39 +158,65 @@ class Report:
 
     def write(self, jobs: int = 1) -> ReportSummary:
         """Write the report; with jobs > 1 the compile and payload pages are rendered by that many processes."""
-        import asyncio
 
-        asyncio.run(self._setup())
         try:
+            self._load_maps()
+            if jobs > 1 and can_fork():  # forked now: they share the maps, and hold no connection of this process
+                _WORKER.clear()
+                _WORKER[self._key()] = self
+                self.workers = start_workers(jobs)
+            self._open_site()
             return self._write(jobs)
         finally:
-            self.site.close()
+            if self.workers is not None:
+                self.workers.shutdown(cancel_futures=True)
+            _WORKER.pop(self._key(), None)
+            if hasattr(self, "site"):
+                self.site.close()
 
     def _write(self, jobs: int) -> ReportSummary:
         import asyncio
 
         tasks = self._tasks()
         self.summary = self.total  # what this process writes counts in the total (a task counts its own, merged)
-        if jobs > 1 and sum(len(task[1]) for task in tasks if task[0] == "pages") >= PARALLEL_FROM:
-            from concurrent.futures import ProcessPoolExecutor
-
-            with ProcessPoolExecutor(jobs, mp_context=_spawn_context()) as pool:
-                futures = [pool.submit(_worker_task, (self.db_path, self.out, self.runs, task)) for task in tasks]
-                self.done |= self._task_files(tasks)  # theirs: the crawl below leaves them to the workers
-                asyncio.run(self._crawl(self._seeds()))  # meanwhile, the run pages, tries and queries here
-                for future in futures:
-                    self._merge(*future.result())
+        pages = sum(len(task[1]) for task in tasks if task[0] == "pages")
+        if jobs > 1 and pages >= (PARALLEL_FROM if self.workers is not None else SPAWNED_FROM):
+            self.workers = self.workers or start_workers(jobs)
+            futures = [self.workers.submit(_worker_task, (self.db_path, self.out, self.runs, task)) for task in tasks]
+            self.done |= self._task_files(tasks)  # theirs: the crawl below leaves them to the workers
+            self.deferred = {}  # and the pages of their compiles (SUBPAGE_RE)
+            asyncio.run(self._crawl(self._seeds()))  # meanwhile, the run pages, tries and queries here
+            for task, future in zip(tasks, futures):
+                self._merge(*self._result(task, future))
+            self.deferred, found = None, {**self.deferred, **self.found}
         else:
             for task in tasks:
                 self._merge(*asyncio.run(self._run_task(task)))
             self.summary = self.total
             asyncio.run(self._crawl(self._seeds()))
-        asyncio.run(self._crawl([url for path, url in self.found.items() if path not in self.done]))
+            found = self.found
+        asyncio.run(self._crawl([url for path, url in found.items() if path not in self.done]))
         self._note_degraded()
         (self.out / "tlindex-report.json").write_text(json.dumps(
             {"runs": self.runs, "pages": self.total.pages, "database": self.db_path.name,
              "degraded": [{"file": path, "error": what} for path, what in self.total.degraded]}) + "\n")
         return self.total
+
+    def _result(self, task: tuple, future: Future) -> tuple[set[str], dict[str, str], ReportSummary]:
+        """A worker's task's result; the task done here when the worker died (killed, out of memory): the
+        pool is then broken, and every task left is done here."""
+        import asyncio
+
+        try:
+            return future.result()
+        except BrokenProcessPool as error:
+            if not self.lost_worker:
+                self.lost_worker = True
+                self.total.warnings.append(f"a worker process ended abruptly ({error}); the pages it had "
+                                           "left were rendered by the main process")
+            result = asyncio.run(self._run_task(task))
+            self.summary = self.total
+            return result
 
     def _note_degraded(self) -> None:
         """Name every file that could not be produced at the top of index.html."""
@@ -193,13 +233,19 @@ class Report:
         at = at + len("</h1>") if at >= 0 else 0
         index.write_text(page[:at] + notice + page[at:], encoding="utf-8")
 
-    async def _setup(self) -> None:
+    def _open_site(self) -> None:
+        """The site pages are rendered on (one connection: a process opens its own)."""
         self.site = ReportSite(self.db_path)
         self.db = self.site.get_database(self.db_path.stem)
         self.urls = Urls(self.site, self.db.name)
         self.base = self.urls.base
         self.queries = load_queries()
         self.done: set[str] = set()  # report files written (or found to have nothing to write)
+        self.site_pid = os.getpid()
+
+    def _load_maps(self) -> None:
+        """Which run each compile and artifact is of, and which payloads have pages (read once: forked
+        workers share them)."""
         conn = connect_read_only(self.db_path)
         try:
             marks = ",".join("?" * len(self.runs))
@@ -216,6 +262,12 @@ class Report:
                 self.artifact_runs[artifact], self.artifact_payloads[artifact] = run, payload
                 if mapping and payload:
                     self.provenance.append(artifact)
+            # the compile pages also link the configs of their metrics (payloads, not artifacts)
+            self.configs = {digest for row in conn.execute(f"""
+                    SELECT m.dynamo_config, m.inductor_config, m.functorch_config, m.compiler_config
+                    FROM metrics m JOIN compiles c ON c.id = m.compile WHERE c.run_id IN ({marks})""", self.runs)
+                            for digest in row if digest}
+            self.payload_pages = {digest for digest in self.artifact_payloads.values() if digest} | self.configs
         finally:
             conn.close()
 
@@ -223,11 +275,11 @@ class Report:
         """The bulk of the work, in independent pieces: compile pages, payload pages and texts, each run's
         Perfetto trace, each log's tlparse files."""
         urls = [self.urls.compile(c) for c in sorted(self.compile_runs)]
-        for digest in sorted({p for p in self.artifact_payloads.values() if p}):
+        for digest in sorted(self.payload_pages):
             urls += [self.urls.payload(digest), self.urls.payload(digest, raw=True)]
         urls += [self.urls.provenance(artifact) for artifact in self.provenance]
-        tasks: list[tuple] = [("pages", urls[i:i + TASK_PAGES]) for i in range(0, len(urls), TASK_PAGES)]
-        tasks += [("chromium", run) for run in self.runs]
+        # the traces and tlparse's files first: each is one long task, which last would be a serial tail
+        tasks: list[tuple] = [("chromium", run) for run in self.runs]
         conn = connect_read_only(self.db_path)
         try:
             for run in self.runs:
@@ -235,7 +287,7 @@ class Report:
                 tasks += [("tlparse", run, file_id, folder, len(folders)) for file_id, folder in folders.items()]
         finally:
             conn.close()
-        return tasks
+        return tasks + [("pages", urls[i:i + TASK_PAGES]) for i in range(0, len(urls), TASK_PAGES)]
 
     async def _run_task(self, task: tuple) -> tuple[set[str], dict[str, str], ReportSummary]:
         """Do one task; (files written, links met (file: url), counts of this task)."""
@@ -243,11 +295,16 @@ class Report:
         self._enqueue = lambda url: found.setdefault(self.target(url), url)  # once per file, not per link
         kind = task[0]
         if kind == "pages":
-            for url in task[1]:
-                path = self.target(url)
-                if path is not None:
-                    self.done.add(path)
-                    await self._render_file(url, path)
+            urls, compiles = task[1], set()
+            while urls:  # the task's pages, then the pages of its compiles that they link to
+                for url in urls:
+                    path = self.target(url)
+                    if path is not None:
+                        self.done.add(path)
+                        compiles.add(path)
+                        await self._render_file(url, path)
+                urls = [url for path, url in found.items()
+                        if path is not None and path not in self.done and _subpage_of(path) in compiles]
         elif kind == "chromium":
             path = f"{self.run_dir(task[1])}chromium.json"
             self.done.add(path)
@@ -299,7 +356,9 @@ class Report:
 
     def _add(self, queue: list[tuple[str, str]], url: str) -> None:
         path = self.target(url)
-        if path is not None and path not in self.done:
+        if path is not None and self.deferred is not None and _subpage_of(path):
+            self.deferred.setdefault(path, url)  # the worker rendering its compile renders it
+        elif path is not None and path not in self.done:
             self.done.add(path)
             queue.append((url, path))
 
@@ -347,7 +406,11 @@ class Report:
             relative = posixpath.relpath(target, here or ".")
             return f'{attribute}="{html.escape(relative + ("#" + fragment if fragment else ""))}"'
 
-        return ATTRIBUTE_RE.sub(replace, FORM_RE.sub("", page))
+        page, parts, at = FORM_RE.sub("", page), [], 0
+        while (start := page.find(CODE_START, at)) >= 0 and (end := page.find(CODE_END, start)) >= 0:
+            parts += [ATTRIBUTE_RE.sub(replace, page[at:start]), page[start:end]]  # a payload's text: no link
+            at = end
+        return "".join(parts + [ATTRIBUTE_RE.sub(replace, page[at:])])
 
     async def _render(self, url: str, path: str) -> bytes | None:
         """The body of one report file, from the plugin (or Datasette's package, for its assets)."""
@@ -442,7 +505,8 @@ class Report:
 
         def text(digest: str) -> str:
             target = f"payloads/{digest}.txt"
-            if target not in self.done and not (self.out / target).exists():
+            # a payload with a page has its text written by the pages' task (maybe in another process)
+            if digest not in self.payload_pages and target not in self.done and not (self.out / target).exists():
                 self.done.add(target)
                 self._save(target, self._payload_text(conn, digest))
             return rel(target)
@@ -451,7 +515,10 @@ class Report:
                       lambda compile: rel(f"{self.run_dir(run)}compiles/{compile}.html"))
         directory = compile_directory(conn, file_id, links)
         (self.out / folder).mkdir(parents=True, exist_ok=True)
-        self._save(f"{folder}compile_directory.json", json.dumps(directory, indent=2, ensure_ascii=False).encode())
+        # one compile per line: json's C encoder (its indent= is pure Python, 0.7 s of a 1 GB report)
+        self._save(f"{folder}compile_directory.json", ("{\n" + ",\n".join(
+            f"  {json.dumps(key)}: {json.dumps(entry, ensure_ascii=False)}" for key, entry in directory.items())
+            + "\n}\n").encode())
         try:
             with open(self.out / folder / "raw.jsonl", "w", encoding="utf-8") as out:
                 for line in raw_jsonl(conn, file_id, text):
@@ -464,6 +531,12 @@ class Report:
     def _payload_text(conn: sqlite3.Connection, digest: str) -> bytes:
         row = conn.execute("SELECT text FROM payloads WHERE hash = ?", (digest,)).fetchone()
         return (row[0] if row else "").encode("utf-8")
+
+
+def _subpage_of(path: str) -> str | None:
+    """The compile page (report file) whose compile a subpage (SUBPAGE_RE) belongs to; None for other files."""
+    match = SUBPAGE_RE.fullmatch(path)
+    return None if match is None else f"{path[:match.start(1)]}{match.group(1)}.html"
 
 
 def _trie_file(report: Report, values: dict, args: dict) -> str | None:
@@ -513,14 +586,31 @@ def _request(path: str, url_vars: dict, permissions: dict) -> Request:
     return request
 
 
-def _spawn_context():
-    """Fresh worker processes (the parent holds Datasette's threads, which a fork would copy mid-flight)."""
+def start_workers(jobs: int) -> Executor:
+    """`jobs` worker processes, started now. Forked where that is safe (Linux, and no other thread in this
+    process that a fork would copy mid-flight): a fork starts in milliseconds with the renderer imported,
+    where a fresh process (spawn, elsewhere) spends about 0.4 s importing it."""
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
-    return multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork" if can_fork() else "spawn"))
+    for _ in range(jobs):
+        pool.submit(_started)  # a forking pool starts every process at its first task; a spawning one, one per task
+    return pool
 
 
-_WORKER: dict[tuple, Report] = {}  # in a worker process: its Report, set up once
+def can_fork() -> bool:
+    """Whether worker processes can be forked from this one safely: on Linux, with no other thread running."""
+    import threading
+
+    return sys.platform == "linux" and threading.active_count() == 1
+
+
+def _started() -> None:
+    """A worker's first task: nothing (its process exists, and has imported this module)."""
+
+
+_WORKER: dict[tuple, Report] = {}  # in a worker process: its Report, set up once (a forked one inherits it)
 
 
 def _worker_task(arguments: tuple) -> tuple[set[str], dict[str, str], ReportSummary]:
@@ -528,11 +618,13 @@ def _worker_task(arguments: tuple) -> tuple[set[str], dict[str, str], ReportSumm
     import asyncio
 
     db_path, out, runs, task = arguments
-    key = (str(db_path), str(out), tuple(runs))
-    if key not in _WORKER:
+    key = (str(db_path), str(out), tuple(runs))  # Report._key
+    if key not in _WORKER:  # spawned: set up here
         _WORKER.clear()
         _WORKER[key] = Report(db_path, out, runs)
-        asyncio.run(_WORKER[key]._setup())
+        _WORKER[key]._load_maps()
     report = _WORKER[key]
+    if getattr(report, "site_pid", None) != os.getpid():  # forked with the maps, or spawned: its own connection
+        report._open_site()
     report.done = set()
     return asyncio.run(report._run_task(task))
