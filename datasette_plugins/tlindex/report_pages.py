@@ -4,12 +4,12 @@ There is one renderer: every page is produced by the plugin's page handler (page
 in process as Datasette would call it, on a `ReportSite` (report_site.py: the few things a handler
 asks Datasette for, without a server's machinery); then each link to a page of the report is made relative
 to the file that holds it, and every other link (Datasette's table pages, search, diff: they
-need a server) loses its href, and forms are left out. The bulk (every compile page, the page
-and text of every artifact's payload, provenance pages, each run's Perfetto trace, each log's
-tlparse files) is split into tasks that worker processes do; then the run pages, tries and
-query pages are rendered here, and every link met on any page is followed, so nothing a user can
-reach is missing. Layout (one run, DIR is that run's folder; several runs, DIR/index.html lists
-them and each has DIR/run-<id>/):
+need a server) loses its href, and forms are left out. The bulk (every compile page with the pages
+of its compile, the page and text of every payload, provenance pages, each run's Perfetto trace,
+each log's tlparse files) is split into tasks that worker processes do (forked where that is safe,
+see start_workers); meanwhile the run pages, tries and query pages are rendered here, and every link
+met on any page is followed, so nothing a user can reach is missing. Layout (one run, DIR is that
+run's folder; several runs, DIR/index.html lists them and each has DIR/run-<id>/):
 
     index.html            the run page (findings first)
     trie.html, trie-rank-<R>.html
@@ -158,7 +158,6 @@ class Report:
 
     def write(self, jobs: int = 1) -> ReportSummary:
         """Write the report; with jobs > 1 the compile and payload pages are rendered by that many processes."""
-
         try:
             self._load_maps()
             if jobs > 1 and can_fork():  # forked now: they share the maps, and hold no connection of this process
