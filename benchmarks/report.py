@@ -164,7 +164,7 @@ def page_kind(path: str) -> str:
     return "run and runs pages"
 
 
-def stage_times(path: Path, work: Path, settle_seconds: float | None = None) -> dict:
+def stage_times(path: Path, work: Path, settle_seconds: float = 0) -> dict:
     """One report of `path` in this process (jobs 1), every stage timed; ingest and start-up measured apart."""
     db = work / "stages.db"
     for suffix in ("", "-wal", "-shm"):
@@ -195,7 +195,7 @@ def stage_times(path: Path, work: Path, settle_seconds: float | None = None) -> 
             if hasattr(module, name):
                 stages.wrap(module, name, "highlighting")
     out = work / "stages_out"
-    settle([out], 0 if settle_seconds is None else settle_seconds)
+    settle([out], settle_seconds)
     out.mkdir()
     started = time.perf_counter()
     summary = report_cls(db, out, runs_by_name(db, [])).write(1)
