@@ -240,3 +240,19 @@ def test_the_report_is_written_without_datasettes_application(fixtures_db, tmp_p
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
     assert (tmp_path / "r" / "index.html").exists() and (tmp_path / "r" / "assets" / "app.css").exists()
+
+
+def test_every_report_file_is_written_once(fixtures_db, tmp_path, monkeypatch):
+    """tlparse's files link each payload's text, which the payload pages' tasks write: written once, not
+    rewritten (a rewrite of a file just written costs a flush on ext4)."""
+    from collections import Counter
+
+    from datasette_plugins.tlindex import report_pages as report
+
+    saved: Counter = Counter()
+    save = report.Report._save
+    monkeypatch.setattr(report.Report, "_save", lambda self, path, body: saved.update([path]) or save(self, path, body))
+    (run,) = scenario_run(connect(fixtures_db), "ddp_4ranks_diverge")
+    write_report(fixtures_db, tmp_path / "r", [run], overwrite=False, jobs=1)
+    assert sum(path.endswith(".txt") for path in saved) > 20
+    assert [path for path, times in saved.items() if times > 1] == []
