@@ -18,11 +18,13 @@ BATCH = 5000
 EVENTS_SQL = """
     SELECT c.id, c.source_id, c.name, c.cat, c.ph, c.ts_us, c.duration_us, k.compile_id,
            b.text AS begin_text, x.text AS end_text
-    FROM chromium_events c JOIN sources s ON s.id = c.source_id
+    FROM chromium_events c
     LEFT JOIN compiles k ON k.id = c.compile
     LEFT JOIN envelopes be ON be.id = c.begin_envelope LEFT JOIN payloads b ON b.hash = be.payload
     LEFT JOIN envelopes ee ON ee.id = c.end_envelope LEFT JOIN payloads x ON x.hash = ee.payload
-    WHERE s.run_id = ? AND c.id > ? ORDER BY c.id LIMIT ?"""
+    WHERE +c.source_id IN (SELECT id FROM sources WHERE run_id = ?) AND c.id > ? ORDER BY c.id LIMIT ?"""
+# A batch walks the events in id order from `after`: `+` keeps SQLite off the per-source index, through which
+# every batch joined and sorted all the run's later events again (a 1 GB log's 144k events: 15 s, now 5.6 s).
 
 
 def _event(text: str | None) -> dict:
