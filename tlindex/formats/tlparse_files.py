@@ -70,9 +70,12 @@ def _file_name(kind: str, stem: str, number: int, metadata: dict) -> str:
     return f"{stem}_{number}.{extension}"
 
 
-def compile_directory(conn: sqlite3.Connection, file_id: int, links: Links) -> dict:
-    """tlparse's compile_directory.json of one ingested log."""
-    directory: dict[str, dict] = {}
+def compile_directory(conn: sqlite3.Connection, file_id: int, links: Links) -> Iterator[str]:
+    """tlparse's compile_directory.json of one ingested log, in pieces: one compile per line.
+
+    Each artifact is kept as its JSON text until the compiles are sorted (tlparse's serde map sorts its
+    keys), and the document is never built whole: a 1 GB log's was 76 MB of objects and strings."""
+    directory: dict[str, list[str]] = {}
     number = 0
     for (kind, name, payload, metadata, compile, traces, *context) in conn.execute(f"""
             SELECT e.kind, e.name, e.payload, e.metadata, e.compile,
@@ -80,14 +83,14 @@ def compile_directory(conn: sqlite3.Connection, file_id: int, links: Links) -> d
                    e.compile_id, e.compiled_autograd_id, e.frame_id, e.frame_compile_id, e.attempt
             FROM envelopes e JOIN sources s ON s.id = e.source_id
             WHERE s.file_id = ? AND e.kind != 'str' ORDER BY e.id""", (file_id,)):
-        entry = directory.setdefault(_key(tuple(context)), {"artifacts": []})
+        artifacts = directory.setdefault(_key(tuple(context)), [])
         stem = output_name(kind, name)
         if stem is None:
             continue
         if kind == "link":
             url = _object(metadata).get("url")
-            entry["artifacts"].append({"name": name, "number": number, "readable_url": None, "suffix": "",
-                                       "url": url if isinstance(url, str) else None})
+            artifacts.append(_json({"name": name, "number": number, "readable_url": None, "suffix": "",
+                                    "url": url if isinstance(url, str) else None}))
             number += 1
             continue
         fields = _object(metadata)
@@ -102,10 +105,18 @@ def compile_directory(conn: sqlite3.Connection, file_id: int, links: Links) -> d
         # tlparse writes non-empty kernel stack traces a second time, readable (<stem>_readable.html): the file
         # keeps the first number, the entry says the second, and the next output gets the one after
         twice = traces is not None and bool(_object(traces))
-        entry["artifacts"].append({"name": _file_name(kind, stem, number, fields), "number": number + twice,
-                                   "readable_url": readable, "suffix": suffix, "url": url})
+        artifacts.append(_json({"name": _file_name(kind, stem, number, fields), "number": number + twice,
+                                "readable_url": readable, "suffix": suffix, "url": url}))
         number += 2 if twice else 1
-    return dict(sorted(directory.items()))  # tlparse's serde map: keys sorted
+    yield "{\n"
+    for position, (key, artifacts) in enumerate(sorted(directory.items())):  # tlparse's serde map: keys sorted
+        yield (",\n" if position else "") + f'  {_json(key)}: {{"artifacts": [{", ".join(artifacts)}]}}'
+    yield "\n}\n"
+
+
+def _json(value: object) -> str:
+    """`value` as json.dumps writes it with its C encoder (its indent= runs the pure-Python one)."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _object(metadata: str | None) -> dict:
