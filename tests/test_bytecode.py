@@ -157,6 +157,17 @@ def test_decompiled_source_is_shown_only_when_it_checks_out(monkeypatch):
     assert refused.source is None and "cannot be turned back into a code object" in refused.reason
 
 
+@pytest.mark.skipif(not PY311, reason="the fixture's listings are Python 3.11 bytecode")
+def test_decompiled_source_is_the_same_whatever_was_decompiled_before():
+    """depyf numbers its temporaries with a counter of its class: a page named them __temp_5 or __temp_37
+    by what its process had decompiled before. The count starts again for each source."""
+    texts = [t for n, t in sorted(raw_listings().items()) if n.endswith("_MODIFIED_BYTECODE")]
+    first = [decompile_module.decompile(parse_listing(t), t, "f", "f.py", 1).source for t in texts]
+    again = [decompile_module.decompile(parse_listing(t), t, "f", "f.py", 1).source for t in texts]
+    assert len(texts) > 2 and all(source and "__temp_" in source for source in first)
+    assert again == first
+
+
 def test_the_users_file_is_read_only_when_it_agrees_with_the_trace(tmp_path):
     source = tmp_path / "prog.py"
     source.write_text("import torch\n\ndef f(x):\n    x = x + 1\n    return x\n")

@@ -256,3 +256,17 @@ def test_every_report_file_is_written_once(fixtures_db, tmp_path, monkeypatch):
     write_report(fixtures_db, tmp_path / "r", [run], overwrite=False, jobs=1)
     assert sum(path.endswith(".txt") for path in saved) > 20
     assert [path for path, times in saved.items() if times > 1] == []
+
+
+def test_a_report_is_the_same_whatever_the_process_rendered_before(fixtures_db, tmp_path):
+    """Every run of the fixtures reported twice, in processes of other string hashes and with the pages in
+    another order: byte for byte the same (a set's order, depyf's temporaries counted across pages)."""
+    script = ("import sys; from pathlib import Path; from tlindex.formats.report import write_report, runs_by_name; "
+              f"db = Path({str(fixtures_db)!r}); runs = runs_by_name(db, []); "
+              "write_report(db, Path(sys.argv[1]), runs if sys.argv[2] == 'up' else runs[::-1], False, jobs=1)")
+    for name, seed, order in (("one", "1", "up"), ("two", "2", "down")):
+        subprocess.run([sys.executable, "-c", script, str(tmp_path / name), order], check=True,
+                       env={**os.environ, "PYTHONHASHSEED": seed})
+    one, two = report_files(tmp_path / "one"), report_files(tmp_path / "two")
+    assert one.keys() == two.keys() and any("bytecode" in name for name in one) and any("provenance/" in n for n in one)
+    assert [name for name in one if one[name] != two[name]] == []

@@ -9,6 +9,7 @@ order. Anything else is reported with the reason instead of source that may be w
 from __future__ import annotations
 
 import dis
+import threading
 import types
 from dataclasses import dataclass, field
 
@@ -101,6 +102,18 @@ def _function_code(source: str, name: str, params: tuple[str, ...], free: tuple[
     raise ValueError(f"no function {name} in depyf's source")
 
 
+_DEPYF = threading.Lock()
+
+
+def _depyf_source(depyf: types.ModuleType, code: types.CodeType) -> str:
+    """depyf's source of `code`, its temporaries numbered from 1: depyf counts them in a class attribute
+    across calls, so a page read them as __temp_37 or __temp_5 by what the process decompiled before."""
+    with _DEPYF:
+        if isinstance(getattr(depyf, "Decompiler", None), type):
+            depyf.Decompiler.temp_count = 0
+        return depyf.decompile(code)
+
+
 def decompile(listing: Listing, text: str, name: str, filename: str, first_line: int) -> Decompiled:
     """depyf's source of the listing, or the reason it is not shown (never an exception)."""
     try:
@@ -120,7 +133,7 @@ def _decompile(listing: Listing, text: str, name: str, filename: str, first_line
         return Decompiled(None, "depyf is not installed on this server (pip install depyf).")
     version = getattr(depyf, "__version__", None)
     try:
-        source = depyf.decompile(code)
+        source = _depyf_source(depyf, code)
     except Exception as e:  # depyf raises anything on code it does not know
         return Decompiled(None, f"depyf {version} could not decompile it: {type(e).__name__}: {e}", version)
     try:

@@ -107,7 +107,7 @@ def line_links(mappings: dict, pre: str, post: str, code: str) -> dict[str, dict
     for node, posts in pre_to_post.items():
         add("pre", pre_nodes.get(node, []), {"post": lines_of(posts, post_nodes), "code": lines_of(
             [k for p in posts for k in post_to_code.get(p, [])], kernels)})
-    for node in set(post_to_pre) | set(post_to_code):
+    for node in dict.fromkeys([*post_to_pre, *post_to_code]):  # in the mapping's order (a set's varies by process)
         add("post", post_nodes.get(node, []), {"pre": lines_of(post_to_pre.get(node, []), pre_nodes),
                                                "code": lines_of(post_to_code.get(node, []), kernels)})
     for kernel, posts in code_to_post.items():
