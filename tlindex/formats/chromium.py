@@ -14,7 +14,7 @@ from typing import Iterator
 
 import orjson
 
-BATCH = 5000
+BATCH = 1000  # events per query and per piece written: a 1 GB log's events average 2.5 KB (5,000 held 150 MB)
 EVENTS_SQL = """
     SELECT c.id, c.source_id, c.name, c.cat, c.ph, c.ts_us, c.duration_us, k.compile_id,
            b.text AS begin_text, x.text AS end_text
