@@ -8,6 +8,7 @@ from __future__ import annotations
 import dis
 import json
 import re
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -108,6 +109,36 @@ def test_the_report_writes_everything_else_and_names_what_degraded(fixtures_db, 
     for path in degraded:
         assert "ZeroDivisionError" in (out / path).read_text()
     assert len(list((out / "compiles").glob("*.html"))) > len(degraded)
+
+
+def test_a_streamed_file_that_fails_midway_leaves_no_half_file(fixtures_db, tmp_path, monkeypatch):
+    """The Perfetto trace and tlparse's compile_directory.json are written piece by piece: a failure after
+    the first pieces (a database error, a bug on an unseen shape) names the file and leaves none of it,
+    never a truncated JSON document that a tool would read as the real one."""
+    import tlindex.formats.chromium as chromium
+    from datasette_plugins.tlindex import report_pages
+
+    def fails_after(pieces):
+        def failing(*args):
+            yield from list(pieces(*args))[:2]
+            raise sqlite3.OperationalError("disk I/O error")
+        return failing
+
+    monkeypatch.setattr(chromium, "trace_chunks", fails_after(chromium.trace_chunks))
+    monkeypatch.setattr(report_pages, "compile_directory", fails_after(report_pages.compile_directory))
+    (run,) = scenario_run(connect(fixtures_db), "graph_breaks")
+    out = tmp_path / "report"
+    result = CliRunner().invoke(cli, ["report", "--db", str(fixtures_db), "--run", str(run), "-o", str(out), "-j", "1"])
+    assert result.exit_code == 0, result.output
+    degraded = {entry["file"]: entry for entry in json.loads((out / "tlindex-report.json").read_text())["degraded"]}
+    assert set(degraded) == {"chromium.json", "compile_directory.json"} and "disk I/O error" in result.output
+    assert not (out / "chromium.json").exists() and not (out / "compile_directory.json").exists()
+    assert not list(out.rglob("*.partial"))
+    assert (out / "raw.jsonl").stat().st_size > 1000  # the log's other tlparse file is written all the same
+    index = (out / "index.html").read_text()
+    assert "2 files of this report could not be rendered" in index
+    assert 'href="chromium.json"' not in index.split("could not be rendered")[1].split("</div>")[0]  # nothing to open
+    assert list((out / "compiles").glob("*.html"))
 
 
 def test_the_report_of_every_fixture_run_degrades_nothing(fixtures_db, tmp_path):

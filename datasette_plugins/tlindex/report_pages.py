@@ -30,7 +30,7 @@ import posixpath
 import re
 import sqlite3
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -222,11 +222,11 @@ class Report:
         index = self.out / "index.html"
         if not self.total.degraded or not index.exists():
             return
-        items = "".join(f'<li><a href="{html.escape(path)}">{html.escape(path)}</a>: {html.escape(what)}</li>'
-                        for path, what in sorted(self.total.degraded))
+        items = "".join(f'<li>{_link(path) if (self.out / path).is_file() else html.escape(path)}: {html.escape(what)}</li>'
+                        for path, what in sorted(self.total.degraded))  # a trace or JSON file that failed is not there
         notice = (f'<div class="tlindex-degraded" role="alert"><strong>{len(self.total.degraded)} '
                   f'file{"s" * (len(self.total.degraded) != 1)} of this report could not be rendered</strong> '
-                  f'(each says so where it would be; the rest is complete):<ul>{items}</ul></div>')
+                  f'(a page says so where it would be; the rest is complete):<ul>{items}</ul></div>')
         page = index.read_text(encoding="utf-8")
         at = page.find("</h1>")
         at = at + len("</h1>") if at >= 0 else 0
@@ -311,7 +311,7 @@ class Report:
         else:
             conn = connect_read_only(self.db_path)
             try:
-                self._isolated(f"{self.run_dir(task[1])}{task[3]}/", lambda: self._tlparse_file(conn, *task[1:]))
+                self._tlparse_file(conn, *task[1:])  # each of its files isolated
             finally:
                 conn.close()
         return self.done, found, self.summary
@@ -484,16 +484,25 @@ class Report:
         """The run's Perfetto trace, streamed batch by batch to its file (it can be hundreds of MB)."""
         from tlindex.formats.chromium import trace_chunks
 
-        file = self.out / path
-        file.parent.mkdir(parents=True, exist_ok=True)
         conn = connect_read_only(self.db_path)
         try:
-            with open(file, "wb") as out:
-                for chunk in trace_chunks(conn, run):
-                    out.write(chunk)
+            self._stream(path, trace_chunks(conn, run))
         finally:
             conn.close()
-        self.summary.bytes += file.stat().st_size
+
+    def _stream(self, path: str, pieces: Iterable[bytes]) -> None:
+        """Write a file piece by piece, whole or not at all: a failure midway leaves no half file behind."""
+        file = self.out / path
+        file.parent.mkdir(parents=True, exist_ok=True)
+        partial = file.with_name(f"{file.name}.partial")
+        try:
+            with open(partial, "wb") as out:
+                for piece in pieces:
+                    self.summary.bytes += out.write(piece)
+            os.replace(partial, file)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
 
     def _tlparse_file(self, conn: sqlite3.Connection, run: int, file_id: int, name: str, files: int) -> None:
         """compile_directory.json and raw.jsonl of one log of the run, in tlparse's formats."""
@@ -512,22 +521,25 @@ class Report:
 
         links = Links(text, lambda digest: rel(f"payloads/{digest}.html"),
                       lambda compile: rel(f"{self.run_dir(run)}compiles/{compile}.html"))
-        (self.out / folder).mkdir(parents=True, exist_ok=True)
-        with open(self.out / folder / "compile_directory.json", "wb") as out:
-            for piece in compile_directory(conn, file_id, links):
-                self.summary.bytes += out.write(piece.encode("utf-8"))
-        try:
-            with open(self.out / folder / "raw.jsonl", "w", encoding="utf-8") as out:
-                for line in raw_jsonl(conn, file_id, text):
-                    out.write(line + "\n")
-        except OSError as error:
-            self.summary.warnings.append(f"raw.jsonl of {folder or 'the run'}: the log is not readable ({error})")
-            os.remove(self.out / folder / "raw.jsonl")
+        self._isolated(f"{folder}compile_directory.json", lambda: self._stream(
+            f"{folder}compile_directory.json", (piece.encode() for piece in compile_directory(conn, file_id, links))))
+
+        def raw() -> None:
+            try:
+                self._stream(f"{folder}raw.jsonl", (f"{line}\n".encode() for line in raw_jsonl(conn, file_id, text)))
+            except OSError as error:
+                self.summary.warnings.append(f"raw.jsonl of {folder or 'the run'}: the log is not readable ({error})")
+
+        self._isolated(f"{folder}raw.jsonl", raw)
 
     @staticmethod
     def _payload_text(conn: sqlite3.Connection, digest: str) -> bytes:
         row = conn.execute("SELECT text FROM payloads WHERE hash = ?", (digest,)).fetchone()
         return (row[0] if row else "").encode("utf-8")
+
+
+def _link(path: str) -> str:
+    return f'<a href="{html.escape(path)}">{html.escape(path)}</a>'
 
 
 def _subpage_of(path: str) -> str | None:
