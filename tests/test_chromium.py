@@ -78,6 +78,27 @@ def test_cli_writes_the_trace_and_refuses_an_unknown_run(fixtures_db, tmp_path):
     assert result.exit_code == 1 and "no run 99999" in result.output
 
 
+def test_cli_leaves_no_half_trace_when_it_fails_midway(fixtures_db, tmp_path, monkeypatch):
+    import sqlite3
+
+    import tlindex.formats.chromium as chromium
+
+    def fails_after_the_head(conn, run):
+        yield next(iter(trace_chunks(conn, run)))
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(chromium, "trace_chunks", fails_after_the_head)
+    (run,) = scenario_run(connect(fixtures_db), "ddp_2ranks")
+    out = tmp_path / "trace.json"
+    out.write_text("an earlier trace")
+    result = CliRunner().invoke(cli, ["export", "chromium", str(out), "--db", str(fixtures_db), "--run", str(run)])
+    assert result.exit_code != 0 and isinstance(result.exception, sqlite3.OperationalError)
+    assert not out.exists()
+    out.write_text("an earlier trace")  # refused before a byte is written: OUT is left as it was
+    result = CliRunner().invoke(cli, ["export", "chromium", str(out), "--db", str(fixtures_db), "--run", "99999"])
+    assert result.exit_code == 1 and out.read_text() == "an earlier trace"
+
+
 @pytest.mark.asyncio
 async def test_the_run_page_links_a_streamed_trace(traces_db):
     ds = Datasette([str(traces_db)])

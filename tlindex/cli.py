@@ -457,14 +457,24 @@ def chromium(out, db_path: str, run_id: int) -> None:
     Each rank is a process; spans carry the args of their begin and end events.
     """
 
+    from pathlib import Path
+
     from tlindex.formats.chromium import trace_chunks
 
     conn = read_db(db_path)
+    written = False
     try:
         if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
             raise click.ClickException(f"{db_path}: no run {run_id}")
         for chunk in trace_chunks(conn, run_id):
+            written = True
             out.write(chunk)
+    except BaseException:
+        name = getattr(out, "name", "-")
+        if written and isinstance(name, str) and name != "-":  # no half trace to half-read: OUT whole or absent
+            out.close()
+            Path(name).unlink(missing_ok=True)
+        raise
     finally:
         conn.close()
 
