@@ -231,8 +231,11 @@ def line_at_offset(listing: Listing, offset: int) -> int | None:
     return line
 
 
-def resume_base(co_name: str) -> str:
-    """The user function a (possibly nested) resume function continues: its name without the prefix."""
+def resume_base(co_name: str | None) -> str:
+    """The user function a (possibly nested) resume function continues: its name without the prefix ("" for a
+    compile that logged no name)."""
+    if co_name is None:
+        return ""
     match = RESUME_NAME.match(co_name)
     return match["base"] if match else co_name
 

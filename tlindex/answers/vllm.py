@@ -104,7 +104,7 @@ def compile_calls(conn: sqlite3.Connection, run_id: int) -> tuple[list[CompileCa
         source = sources.get(piece["piece_compile"])
         call = calls.setdefault((source, piece["compile_call"]),
                                 CompileCall(piece["compile_call"], source, None, None, None, None))
-        if (piece["compile"], piece["compile_id"]) not in call.compiles:
+        if piece["compile"] is not None and (piece["compile"], piece["compile_id"]) not in call.compiles:
             call.compiles.append((piece["compile"], piece["compile_id"]))
         key = (piece["compile_range_start"], piece["compile_range_end"], bool(piece["is_single_size"]),
                bool(piece["is_cudagraph_capture_size"]))

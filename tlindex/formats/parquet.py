@@ -42,12 +42,12 @@ def declared_columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, st
 
 
 def schema_tables(conn: sqlite3.Connection) -> list[str]:
-    """The tables of the tlindex schema (not migrations, FTS or SQLite's own)."""
-    names = [r[0] for r in conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name")]
-    fts = {f"{name}_fts" for name in names}
-    return sorted(EXPORTED_AS.get(n, n) for n in names if not n.startswith(("_", "sqlite")) and n != MIGRATIONS_TABLE
-                  and not any(n.startswith(prefix) for prefix in fts))
+    """The tables of the tlindex schema (not migrations, full-text indexes and their shadow tables, or SQLite's
+    own): a virtual table's shadow tables are named `<virtual table>_<part>`."""
+    rows = conn.execute("SELECT name, sql LIKE 'CREATE VIRTUAL%' FROM sqlite_master WHERE type = 'table'").fetchall()
+    virtual = tuple(f"{name}_" for name, is_virtual in rows if is_virtual)
+    return sorted(EXPORTED_AS.get(n, n) for n, is_virtual in rows if not is_virtual and not n.startswith(("_", "sqlite"))
+                  and n != MIGRATIONS_TABLE and not n.startswith(virtual))
 
 
 def arrow_schema(conn: sqlite3.Connection, table: str):

@@ -48,6 +48,8 @@ ERROR_KINDS = {
     "handler_error": "a record whose envelope is indexed but whose contents the normalizer could not read "
                      "(a shape this tlindex does not expect: an object for a list, a string for a number, ...); "
                      "the message names the envelope kind and the error",
+    "bad_value": "a value where a number belongs that is not one (text, a list, an object, an integer past 64 bits): "
+                 "its column is NULL, the message names the column and the value as logged; the record is indexed",
     "damaged_gzip": "a .gz file that ends early or is corrupt: what decompressed before the damage is indexed; "
                     "the offset is where the decompressed content stops",
     "too_long": "a record (envelope line and payload lines) longer than MAX_RECORD_BYTES (64 MiB): not held, not "

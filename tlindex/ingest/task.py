@@ -17,6 +17,7 @@ from typing import BinaryIO, Callable
 from tlindex.ingest.normalize import CompileState, FileNormalizer, Process
 from tlindex.ingest.reader import Clock, LogReader
 from tlindex.ingest.staging import StagingWriter
+from tlindex.ingest.typecheck import enforce_types
 
 READ_BUFFER = 1 << 20
 PROGRESS_EVERY = 2048  # records between progress reports
@@ -240,6 +241,11 @@ def _parse(task: Task, resume: Resume | None, stat: os.stat_result, start: int,
     staging.add("files", (file_id, path, Path(path).name, str(Path(path).parent), size, mtime,
                           sha256, int(path.endswith(".gz")), reader.consumed_offset,
                           reader.consumed_lines, now))
+    staging.flush()
+    first_note = normalizer.ids.get("ingest_errors", 0) + 1
+    notes = enforce_types(staging.conn, file_id, first_note)  # types at the door, before anything reads them
+    normalizer.ids["ingest_errors"] = first_note - 1 + notes
+    normalizer.errors += notes
     staging.close()
     if task.is_chunk:
         for proc in normalizer.processes.values():

@@ -56,7 +56,8 @@ def compile_data(conn: sqlite3.Connection, compile_row: int) -> dict | None:
         "SELECT symbol, unbacked, value, value_range, source FROM symbols WHERE compile = ? ORDER BY id",
         (compile_row,)))
     spans = dicts(conn.execute(
-        "SELECT name, ts_us, duration_us FROM chromium_events WHERE compile = ? AND ph = 'X' ORDER BY ts_us",
+        "SELECT name, ts_us, duration_us FROM chromium_events WHERE compile = ? AND ph = 'X' "
+        "AND ts_us IS NOT NULL AND duration_us IS NOT NULL ORDER BY ts_us",  # a span without a time has no place
         (compile_row,)))
     if spans:
         start = min(s["ts_us"] for s in spans)
@@ -165,7 +166,7 @@ GUARD_HEADINGS = {"dynamo_cpp_guards_str": "Guard tree", "dynamo_guards": "Guard
 def metrics_summary(row: dict) -> dict:
     """The important fields of one compilation_metrics record, as tlparse shows them: durations, counts, lists."""
     other = json.loads(row.get("other") or "{}")
-    fields = {**row, **other}
+    fields = {**other, **row}  # a typed column wins: `other` keeps what the door refused (tlindex.ingest.typecheck)
     start = fields.get("start_time")
     started = (datetime.fromtimestamp(start, timezone.utc).isoformat(timespec="milliseconds")
                if isinstance(start, (int, float)) else None)

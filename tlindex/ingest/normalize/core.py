@@ -130,7 +130,8 @@ class FileNormalizer:
         self.sink.add("envelopes", (
             envelope_id, proc.source_id, rec.line, rec.offset, rec.time, rec.pid, rec.emitter_file,
             rec.emitter_line, kind, name, compile.id if compile else None,
-            compile.compile_id if compile else None, *(data.get(field) for field in CONTEXT_FIELDS),
+            compile.compile_id if compile else None,
+            *(value if type(value) is int else None for value in map(data.get, CONTEXT_FIELDS)),  # else noted
             data.get("subgraph_name"), metadata, rec.payload_hash, rec.envelope_bytes,
             rec.payload_bytes, rec.payload_lines, None if rec.md5_ok is None else int(rec.md5_ok)))
         self.envelope_written = True

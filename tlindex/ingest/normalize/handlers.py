@@ -23,6 +23,7 @@ from tlindex.ingest.normalize.collectives import (
 from tlindex.ingest.normalize.protocols import Normalizer
 from tlindex.ingest.normalize.spans import on_chromium_event
 from tlindex.ingest.normalize.strings import on_str
+from tlindex.ingest.typecheck import TIMES, noun, typed_columns, valid
 from tlindex.store.tables import METRICS_CONFIGS, METRICS_TYPED
 
 if TYPE_CHECKING:
@@ -35,6 +36,9 @@ METRICS_KINDS = frozenset({
     "compilation_metrics", "bwd_compilation_metrics", "aot_autograd_backward_compilation_metrics",
     "compilation_metrics_runtime", "bwd_compilation_metrics_runtime",
 })
+
+
+METRICS_NUMBERS = dict(typed_columns()["metrics"])  # the metrics columns declared INTEGER or REAL
 
 
 def _json(value: Any) -> str | None:
@@ -62,6 +66,14 @@ def on_metrics(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> No
     if not isinstance(meta, dict):
         return
     kind = next(iter(rec.data))
+    refused = {column: meta[column] for column, declared in METRICS_NUMBERS.items()
+               if column in meta and not valid(meta[column], declared, TIMES.get(("metrics", column)))}
+    if refused:  # types at the door (tlindex.ingest.typecheck): NULL, said, and kept in `other`
+        meta = {**meta, **dict.fromkeys(refused)}
+        for column, value in refused.items():
+            belongs = noun("metrics", column, METRICS_NUMBERS[column])
+            n.error(rec.line, rec.offset, "bad_value", f"metrics.{column}: {kind} record gives {_json(value)[:120]} "
+                    f"where {belongs} belongs; the column is NULL (`other` keeps the value)", pid=rec.pid)
     if compile is not None:
         compile.add_metrics(kind, meta)
     typed = []
@@ -83,6 +95,7 @@ def on_metrics(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> No
             configs.append(n.store_text(value if isinstance(value, str) else _json(value)))
     known = set(METRICS_TYPED) | set(METRICS_CONFIGS) | {"compile_id"}
     other = {key: value for key, value in meta.items() if key not in known}
+    other.update(refused)
     n.sink.add("metrics", (n.next_id("metrics"), envelope_id, compile.id if compile else None, kind,
                            meta.get("compile_id"), *typed, *configs, _json(other)))
 

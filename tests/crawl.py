@@ -1,0 +1,109 @@
+"""Request every tlindex page of a database, its cases generated from the route table (tlindex.routes).
+
+`route_seeds` fills each route's placeholders with real values of the database (a route with a
+placeholder this module has no sample for fails loudly: add one, and the new route is crawled);
+`crawl` follows every tlindex link of every page from those seeds, asks each page's JSON twin too,
+and returns what answered 5xx and which routes were reached, so a test can require all of them.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections import Counter
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from urllib.parse import quote, urljoin, urlsplit
+
+from tlindex import routes
+
+# Real values for each placeholder of a route's path, by SQL over the database (first rows).
+SAMPLES = {
+    "run": "SELECT id FROM runs ORDER BY id",
+    "a": "SELECT id FROM runs ORDER BY id",
+    "b": "SELECT id FROM runs ORDER BY id DESC",
+    "ca": "SELECT id FROM compiles ORDER BY id",
+    "cb": "SELECT id FROM compiles ORDER BY id DESC",
+    "node": "SELECT 1 UNION ALL SELECT 2",
+    "compile": "SELECT id FROM compiles ORDER BY id",
+    "piece": "SELECT id FROM piece_compiles ORDER BY id",
+    "artifact": "SELECT id FROM artifacts ORDER BY id",
+    "hash": "SELECT hash FROM payload_data ORDER BY hash",
+    "ext": "SELECT '' UNION ALL SELECT '.txt'",
+}
+QUERY_STRINGS = {"search": ["q=aten", "q=0", "q=%5B", "q=x&run=1"], "diff_pick": ["a=1&b=2"]}
+PER_ROUTE = 3  # seeds per route (each placeholder's first values)
+
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.found: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.found += [value for name, value in attrs if name in ("href", "data-src") and value]
+
+
+def route_seeds(conn: sqlite3.Connection, base: str) -> list[str]:
+    """A few URLs of every route of the table, with the database's own values (and odd query strings)."""
+    seeds = []
+    for route in routes.ROUTES:
+        names = re.findall(r"\{(\w+)\}", route.path)
+        missing = [name for name in names if name not in SAMPLES]
+        assert not missing, f"route {route.name}: no sample value for {missing} in tests/crawl.py SAMPLES"
+        columns = [[row[0] for row in conn.execute(SAMPLES[name]).fetchmany(PER_ROUTE)] for name in names]
+        if any(not values for values in columns):
+            continue  # the database has nothing of the kind (no vLLM piece): the crawl says so
+        for i in range(max((len(values) for values in columns), default=1)):
+            values = {name: values[min(i, len(values) - 1)] for name, values in zip(names, columns)}
+            path = base + routes.path(route.name, **values)
+            for query in QUERY_STRINGS.get(route.name, [""]):
+                seeds.append(path + (f"?{query}" if query else ""))
+    return seeds
+
+
+@dataclass
+class Crawl:
+    pages: int = 0
+    errors: list[tuple[str, int, str]] = field(default_factory=list)  # (url, status, start of the body)
+    reached: Counter = field(default_factory=Counter)  # route name: pages that answered < 500
+
+
+async def crawl(client, conn: sqlite3.Connection, database: str, per_route: int | None = None) -> Crawl:
+    """Every tlindex page reachable from the runs page and the route seeds (at most `per_route` pages of each
+    route), each page's JSON twin too; 5xx answers are collected, never raised."""
+    base = "/" + quote(database)
+    seeds = [base + routes.path("runs")] + route_seeds(conn, base)
+    queue, seen, result = list(seeds), set(seeds), Crawl()
+    while queue:
+        url = queue.pop(0)
+        found = routes.match(urlsplit(url).path[len(base):])
+        name = found[0].name if found else "?"
+        if per_route is not None and result.reached[name] >= per_route and url not in seeds:
+            continue
+        response = await client.get(url)
+        result.pages += 1
+        twins = []
+        if found and found[0].json_twin and response.status_code == 200 and not found[1].get("format"):
+            parts = urlsplit(url)
+            twins.append(parts.path + ".json" + (f"?{parts.query}" if parts.query else ""))
+        for twin in twins:
+            answer = await client.get(twin)
+            result.pages += 1
+            if answer.status_code >= 500:
+                result.errors.append((twin, answer.status_code, answer.text[:300]))
+        if response.status_code >= 500:
+            result.errors.append((url, response.status_code, response.text[:300]))
+            continue
+        result.reached[name] += 1
+        if "text/html" not in response.headers.get("content-type", ""):
+            continue
+        parser = _Links()
+        parser.feed(response.text)
+        for link in parser.found:
+            target = urlsplit(urljoin(url, link))
+            path = target.path + (f"?{target.query}" if target.query else "")
+            if target.path.startswith(base + "/-/tlindex") and path not in seen:
+                seen.add(path)
+                queue.append(path)
+    return result

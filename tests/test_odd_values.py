@@ -1,0 +1,234 @@
+"""Odd values where a log had numbers: every page and every command still answers (issue 37).
+
+The real fixtures are rewritten (tests/odd_values.py, HAND-MADE variants) with a share of their
+numbers replaced by each of "x", "", [1], {}, null, -1, 1e308, 2**70 and true, then ingested; every
+route of the route table is requested (a crawl from the runs page and from seeds generated from
+tlindex.routes, JSON twins included) and every command of the click registry is run. No answer may
+be a 500 and no command may print a traceback. A route or a command added later is covered the day
+it is added: the crawl fails for a route it did not reach, and the CLI test for a command without a
+recipe here. The fast sample runs three scenarios; `-m slow` runs every fixture under several seeds.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from conftest import DATA, connect
+from crawl import crawl
+from odd_values import ODD_VALUES, oddify
+
+from tlindex import routes
+from tlindex.cli import cli
+from tlindex.ingest.pipeline import ingest
+
+SAMPLE = ("graph_breaks", "vllm_piecewise", "provenance", "ddp_4ranks_diverge")  # every route has data here
+ALL_SCENARIOS = tuple(sorted(path.name for path in DATA.iterdir() if path.is_dir()))
+
+
+def odd_database(tmp: Path, scenarios: tuple[str, ...], seed: int, keep_context: bool) -> tuple[Path, Path]:
+    """The scenarios' logs made odd (seeded), and the database they were ingested into."""
+    logs = tmp / "logs"
+    for scenario in scenarios:
+        for log in sorted((DATA / scenario).glob("*.log")):
+            (logs / scenario).mkdir(parents=True, exist_ok=True)
+            oddify(log, logs / scenario / log.name, seed, share=0.2, keep_context=keep_context)
+    db = tmp / "odd.db"
+    summary = ingest(db, [str(logs)], jobs=2)
+    assert not summary.problems, summary.problems
+    return logs, db
+
+
+VARIANTS = [(1, True), (2, False)]  # (seed, keep the ids that place records in their compiles)
+
+
+@pytest.fixture(scope="module", params=VARIANTS, ids=["context kept", "context odd too"])
+def odd_sample(request, tmp_path_factory) -> tuple[Path, Path]:
+    seed, keep = request.param
+    return odd_database(tmp_path_factory.mktemp(f"odd{seed}"), SAMPLE, seed, keep)
+
+
+def test_the_variants_carry_every_odd_value():
+    """The generator itself: over a real log, each odd value stands somewhere a number was."""
+    import random
+
+    from odd_values import _odd
+
+    rng, seen = random.Random(0), set()
+    for _ in range(200):
+        seen |= {json.dumps(v) for v in _odd({"a": [1, 2.5, {"b": 3}]}, rng, 1.0)["a"][:2]}
+    assert {json.dumps(value) for value in ODD_VALUES} <= seen
+
+
+# --- the reproduction of the issue ----------------------------------------------------------------
+
+@pytest.mark.parametrize("odd", ["x", "", [1], {}])
+@pytest.mark.asyncio
+async def test_one_odd_compile_time_no_longer_takes_the_database_down(tmp_path, odd):
+    """HAND-MADE variant of a real log: one compilation_metrics record whose entire_frame_compile_time_s is
+    odd. The runs page and its JSON, the run page, the diff, `runs` and `findings` all answer; the column
+    is NULL and an ingest note names the file and line, with the value as logged."""
+    from datasette.app import Datasette
+
+    source = DATA / "graph_breaks" / next((DATA / "graph_breaks").glob("*.log")).name
+    lines = source.read_text().split("\n")
+    at = next(i for i, line in enumerate(lines) if '{"compilation_metrics": {' in line)
+    prefix, envelope = lines[at].split("] ", 1)
+    data = json.loads(envelope)
+    data["compilation_metrics"]["entire_frame_compile_time_s"] = odd
+    lines[at] = prefix + "] " + json.dumps(data)
+    log = tmp_path / "logs" / source.name
+    log.parent.mkdir()
+    log.write_text("\n".join(lines))
+    db = tmp_path / "traces.db"
+    ingest(db, [str(log), str(DATA / "graph_breaks")], jobs=1, run_label=None)
+    conn = connect(db)
+    (note,) = conn.execute("SELECT line, message, excerpt FROM ingest_errors WHERE kind = 'bad_value'").fetchall()
+    assert note["line"] == at + 1 and "entire_frame_compile_time_s" in note["message"]
+    assert json.dumps(odd) in note["message"]
+    assert conn.execute("SELECT count(*) FROM metrics WHERE typeof(entire_frame_compile_time_s) "
+                        "NOT IN ('real', 'integer', 'null')").fetchone()[0] == 0
+    other = conn.execute("SELECT other FROM metrics m JOIN envelopes e ON e.id = m.envelope_id "
+                         "WHERE e.line = ?", (at + 1,)).fetchone()[0]
+    assert json.loads(other)["entire_frame_compile_time_s"] == odd  # nothing lost
+    runs = [row[0] for row in conn.execute("SELECT id FROM runs ORDER BY id")]
+    ds = Datasette([str(db)])
+    await ds.invoke_startup()
+    for path in ["/traces/-/tlindex", "/traces/-/tlindex.json", f"/traces/-/tlindex/run/{runs[0]}",
+                 f"/traces/-/tlindex/diff/{runs[0]}/{runs[-1]}"]:
+        assert (await ds.client.get(path)).status_code == 200, path
+    for args in (["runs"], ["runs", "--json"], ["findings"], ["findings", "--json"]):
+        result = CliRunner().invoke(cli, [*args, "--db", str(db)])
+        assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+        assert "Traceback" not in result.output
+
+
+# --- every route -----------------------------------------------------------------------------------
+
+async def _crawl_all(db: Path, per_route: int | None):
+    from datasette.app import Datasette
+
+    ds = Datasette([str(db)])
+    await ds.invoke_startup()
+    conn = sqlite3.connect(db)
+    try:
+        return await crawl(ds.client, conn, db.stem, per_route)
+    finally:
+        conn.close()
+
+
+@pytest.mark.asyncio
+async def test_every_route_answers_odd_values_without_a_500(odd_sample):
+    _, db = odd_sample
+    result = await _crawl_all(db, per_route=15)
+    assert not result.errors, result.errors[:5]
+    assert set(result.reached) >= set(routes.BY_NAME), set(routes.BY_NAME) - set(result.reached)
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+@pytest.mark.parametrize("seed,keep_context", [(3, True), (4, False), (5, True), (6, False)])
+async def test_every_page_of_every_fixture_answers_odd_values(tmp_path, seed, keep_context):
+    _, db = odd_database(tmp_path, ALL_SCENARIOS, seed, keep_context)
+    result = await _crawl_all(db, per_route=None)
+    assert not result.errors, result.errors[:5]
+    assert set(result.reached) >= set(routes.BY_NAME)
+
+
+# --- every command ---------------------------------------------------------------------------------
+
+def commands(group=cli, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Every command of the click registry, groups walked: ("ingest",), ("export", "parquet"), ..."""
+    import click
+
+    found = []
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            found += commands(command, prefix + (name,))
+        else:
+            found.append(prefix + (name,))
+    return found
+
+
+WRITE_SCRIPT = ("import os, shutil, sys; d = os.environ['TORCH_TRACE']; os.makedirs(d, exist_ok=True); "
+                "[shutil.copy(p, d) for p in sys.argv[1:]]")
+
+
+@dataclass
+class Case:
+    """What a recipe may use: the odd logs, a copy of their database, a scratch folder, the run ids."""
+
+    logs: Path
+    db: Path
+    tmp: Path
+    runs: list[str]
+
+    @property
+    def d(self) -> list[str]:
+        return ["--db", str(self.db)]
+
+
+def _queries(case: Case) -> list[list[str]]:
+    from tlindex.answers.queries import load_queries
+
+    found = []
+    for name, query in load_queries().items():
+        found += [[name, *case.d], [name, *case.d, "-t"]]
+        if "run" in dict(query.params):
+            found.append([name, *case.d, "-p", "run", case.runs[0], "--csv"])
+    return found
+
+
+# How each command of the registry runs on the odd database (or its logs): every argument list to try.
+RECIPES: dict[tuple[str, ...], Callable[[Case], list[list[str]]]] = {
+    ("ingest",): lambda c: [[str(c.logs), "--db", str(c.tmp / "again.db"), "--silent"]],
+    ("query",): _queries,
+    ("findings",): lambda c: [c.d, [*c.d, "--json"], *[[run, *c.d] for run in c.runs]],
+    ("search",): lambda c: [["aten", *c.d], ["0", *c.d, "--json"]],
+    ("diff",): lambda c: [[a, b, *c.d, "--graphs"] for a, b in zip(c.runs, c.runs[1:])]
+    + [[c.runs[0], c.runs[-1], *c.d, "--json"]],
+    ("report",): lambda c: [["-o", str(c.tmp / "report"), *c.d, "--silent", "-j", "1"]],
+    ("queries",): lambda c: [[]],
+    ("export", "parquet"): lambda c: [[str(c.tmp / "parquet"), *c.d]],
+    ("export", "chromium"): lambda c: [[str(c.tmp / f"trace-{run}.json"), *c.d, "--run", run] for run in c.runs],
+    ("runs",): lambda c: [c.d, [*c.d, "--json"]],
+    ("label",): lambda c: [[c.runs[0], "renamed", *c.d]],
+    ("rm",): lambda c: [[c.runs[-1], *c.d]],  # last: it removes a run
+    ("run",): lambda c: [["--db", str(c.tmp / "run.db"), "--", sys.executable, "-c", WRITE_SCRIPT,
+                          str(next(c.logs.rglob("*.log")))]],
+}
+# Commands not run here, and why.
+NOT_RUN = {
+    ("serve",): "starts a server: its pages are the crawl's",
+    ("spark-ingest",): "starts Apache Spark (tests/test_spark.py); it reads the logs with the same normalizer",
+}
+
+
+def test_every_command_has_a_recipe_or_a_reason():
+    names = set(commands())
+    assert names == set(RECIPES) | set(NOT_RUN), names ^ (set(RECIPES) | set(NOT_RUN))
+
+
+def test_every_command_runs_on_odd_values_without_a_traceback(odd_sample, tmp_path):
+    import shutil
+
+    logs, source = odd_sample
+    db = tmp_path / "odd.db"
+    shutil.copy(source, db)
+    conn = sqlite3.connect(db)
+    case = Case(logs, db, tmp_path, [str(row[0]) for row in conn.execute("SELECT id FROM runs ORDER BY id")])
+    conn.close()
+    failures = []
+    for command, recipe in RECIPES.items():
+        for args in recipe(case):
+            result = CliRunner().invoke(cli, [*command, *args])
+            crashed = result.exception is not None and not isinstance(result.exception, SystemExit)
+            if crashed or "Traceback" in result.output or result.exit_code not in (0, 1):
+                failures.append((command, args, result.exit_code, repr(result.exception), result.output[-500:]))
+    assert not failures, failures[:3]
