@@ -11,7 +11,7 @@ from pathlib import Path
 import click
 
 from tlindex import __version__
-from tlindex.output import check_format, emit, output_options, terminal_safe
+from tlindex.output import check_format, emit, output_options, terminal_line
 from tlindex.store.db import connect_read_only
 
 DEFAULT_DB = "traces.db"
@@ -41,8 +41,9 @@ class ProgressBar:
 
 
 def say(text: str, **kwargs) -> None:
-    """click.echo of text that carries what a log wrote (names, reasons): control characters escaped."""
-    click.echo(terminal_safe(text), **kwargs)
+    """One line of output: what a log wrote (names, reasons, paths) cannot act on the terminal or start
+    a line of its own (control characters, newlines included, escaped: tlindex.output.terminal_line)."""
+    click.echo(terminal_line(text), **kwargs)
 
 
 def existing_db(db_path: str | Path) -> Path:
@@ -85,12 +86,44 @@ def run_id_of(conn: sqlite3.Connection, name: str) -> int:
         raise click.ClickException(str(error))
 
 
+def label_value(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A run label given on the command line (tlindex.ingest.runs.check_label), else a usage error naming it."""
+    from tlindex.ingest.runs import check_label
+
+    if value is None:
+        return None
+    try:
+        return check_label(value)
+    except ValueError as error:
+        raise click.BadParameter(str(error)) from None
+
+
 def db_option(fn):
     return click.option("--db", "db_path", default=DEFAULT_DB, show_default=True, envvar="TLINDEX_DB",
                         type=click.Path(dir_okay=False), help="SQLite database (env TLINDEX_DB)")(fn)
 
 
-@click.group()
+class Commands(click.Group):
+    """The command group: an error is one line, escaped for the terminal; a full disk met anywhere says so
+    (never a traceback)."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as error:  # its message names what a log or a user named: one safe line
+            error.message = terminal_line(error.message)
+            raise
+        except (OSError, sqlite3.OperationalError) as error:
+            from tlindex.store.db import disk_full
+
+            if not disk_full(error):
+                raise
+            raise click.ClickException(f"the disk is full ({error}); nothing was lost: what was written before "
+                                       f"stays whole, and what this command was writing was removed; free some "
+                                       f"space and run it again") from None
+
+
+@click.group(cls=Commands)
 @click.version_option(__version__, prog_name="tlindex")
 def cli() -> None:
     """Index torch.compile TORCH_TRACE logs into SQLite and browse them with Datasette."""
@@ -99,7 +132,7 @@ def cli() -> None:
 @cli.command()
 @click.argument("paths", nargs=-1, required=True)
 @db_option
-@click.option("--run", "run_label", help="Put every file given into the run of this label")
+@click.option("--run", "run_label", callback=label_value, help="Put every file given into the run of this label")
 @click.option("--replace", is_flag=True, help="Re-ingest files ingested before")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), help="Files parsed in parallel [default: all cores]")
 @click.option("--silent", is_flag=True, help="No progress bar")
@@ -107,7 +140,7 @@ def ingest(paths: tuple[str, ...], db_path: str, run_label: str | None, replace:
            jobs: int | None, silent: bool) -> None:
     """Ingest log files, TORCH_TRACE directories, globs and .gz files into the database."""
     from tlindex.ingest.pipeline import ingest as run_ingest
-    from tlindex.store.db import DatabaseError
+    from tlindex.store.db import DatabaseError, disk_full
 
     bar = ProgressBar(enabled=not silent and sys.stderr.isatty())
     try:
@@ -116,8 +149,10 @@ def ingest(paths: tuple[str, ...], db_path: str, run_label: str | None, replace:
     except DatabaseError as error:
         raise click.ClickException(str(error))
     except (sqlite3.OperationalError, OSError) as error:  # a full disk, a read-only folder: the database is intact
-        raise click.ClickException(f"{db_path}: {error}; what was merged before stays, the rest is not ingested "
-                                   f"(run the same command again once it is fixed)")
+        what = "the disk is full" if disk_full(error) else "cannot write"
+        raise click.ClickException(f"{db_path}: {what} ({error}); nothing was lost: every file merged before "
+                                   f"stays whole, the rest is not ingested (run the same command again once it is "
+                                   f"fixed)")
     finally:
         bar.close()
     for problem in summary.problems:
@@ -132,7 +167,7 @@ def ingest(paths: tuple[str, ...], db_path: str, run_label: str | None, replace:
     if not silent:
         for note in summary.notes():
             say(f"note: {note}", err=True)
-        click.echo(summary.line(), err=True)
+        say(summary.line(), err=True)
     if summary.problems or summary.no_records:
         sys.exit(1)
 
@@ -288,7 +323,7 @@ def search(term: str, db_path: str, run_name: str | None, as_json: bool, limit: 
         click.echo(json.dumps([{**hit.as_dict(), "url": url(hit)} for hit in hits], indent=2))
         return
     if not hits:
-        click.echo(f"no match for {term!r}")
+        say(f"no match for {term!r}")
         sys.exit(1)
     group = None
     for hit in hits:
@@ -376,7 +411,7 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
                     write_empty_report(out, overwrite, f"{summary.files + summary.skipped} log file(s) read "
                                                        f"({', '.join(paths)}): none holds a trace record.")
                     if not silent:
-                        click.echo(f"Report: the logs hold no trace record; {out / 'index.html'} says so", err=True)
+                        say(f"Report: the logs hold no trace record; {out / 'index.html'} says so", err=True)
                     return
                 if run_names:
                     runs = sorted(set(runs) & set(runs_by_name(db, list(run_names))))
@@ -397,11 +432,11 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
     for warning in written.warnings:
         say(f"warning: {warning}", err=True)
     for path, what in written.degraded:
-        click.echo(f"warning: {out / path} could not be rendered ({what}); the rest of the report was written",
+        say(f"warning: {out / path} could not be rendered ({what}); the rest of the report was written",
                    err=True)
     index = out / "index.html"
     if not silent:
-        click.echo(f"Report of {len(runs)} run{'s' * (len(runs) != 1)}: {written.pages:,} pages, "
+        say(f"Report of {len(runs)} run{'s' * (len(runs) != 1)}: {written.pages:,} pages, "
                    f"{written.payloads:,} payloads, {written.bytes / 1e6:,.1f} MB in {out} (open {index})", err=True)
     if open_browser:
         import webbrowser
@@ -444,7 +479,7 @@ def parquet(out_dir: str, db_path: str, tables: tuple[str, ...], replace: bool) 
     except ExportError as error:
         raise click.ClickException(str(error))
     rows = sum(t["rows"] for t in manifest["tables"].values())
-    click.echo(f"exported {len(manifest['tables'])} tables, {rows:,} rows to {out_dir}", err=True)
+    say(f"exported {len(manifest['tables'])} tables, {rows:,} rows to {out_dir}", err=True)
 
 
 @export.command()
@@ -500,7 +535,7 @@ def spark_ingest(paths: tuple[str, ...], out_dir: str, master: str, run_label: s
     except ExportError as error:
         raise click.ClickException(str(error))
     spark = manifest["spark"]
-    click.echo(f"{spark['files']} files ingested with Spark: {spark['envelopes']:,} envelopes, "
+    say(f"{spark['files']} files ingested with Spark: {spark['envelopes']:,} envelopes, "
                f"{spark['ingest_errors']:,} ingest errors -> {out_dir}", err=True)
 
 
@@ -568,7 +603,7 @@ def rm_command(runs: tuple[str, ...], db_path: str) -> None:
 
 @cli.command(name="label")
 @click.argument("run")
-@click.argument("new_label")
+@click.argument("new_label", callback=label_value)
 @db_option
 def label_command(run: str, new_label: str, db_path: str) -> None:
     """Rename a run (an id, label or unique label prefix) to NEW_LABEL."""
@@ -585,7 +620,7 @@ def label_command(run: str, new_label: str, db_path: str) -> None:
 
 @cli.command(name="run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @db_option
-@click.option("--label", help="The run's label (default: the command line)")
+@click.option("--label", callback=label_value, help="The run's label (default: the command line)")
 @click.option("--trace-dir", type=click.Path(file_okay=False), help="Where TORCH_TRACE writes (default: a new "
               "folder beside the database, named by time and command)")
 @click.option("--keep-trace/--no-keep-trace", default=True, show_default=True,

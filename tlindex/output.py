@@ -53,9 +53,15 @@ def terminal_safe(text: str) -> str:
     return _CONTROL.sub(lambda match: _shown(match.group(0)), text)
 
 
+def terminal_line(text: str) -> str:
+    """Text for one line of a terminal: terminal_safe, and a newline or carriage return shown as ⏎ (a name
+    or reason from a log cannot start a line of its own that reads as the tool's)."""
+    return terminal_safe(text.replace("\r\n", "⏎ ").replace("\n", "⏎ ").replace("\r", "⏎ "))
+
+
 def _cell(value, limit: int | None) -> object:
     if isinstance(value, str) and limit is not None:
-        value = terminal_safe(value.replace("\n", "⏎ "))
+        value = terminal_line(value)
         if len(value) > limit:
             value = value[:limit - 1] + "…"
     return value
@@ -71,9 +77,10 @@ def emit(columns: list[str], rows: Iterable[tuple], *, as_table=False, fmt="simp
         out.write(tabulate.tabulate([[_cell(v, TABLE_CELL_CHARS) for v in row] for row in rows],
                                     headers=columns, tablefmt=fmt) + "\n")
     elif as_csv or as_tsv:
+        # control characters escaped (ESC, BEL: what a terminal acts on); a newline stays, quoted as CSV does
         writer = csv.writer(out, delimiter="\t" if as_tsv else ",", lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows(rows)
+        writer.writerow([terminal_safe(column) for column in columns])
+        writer.writerows([terminal_safe(v) if isinstance(v, str) else v for v in row] for row in rows)
     elif as_nl:
         for row in rows:
             out.write(json.dumps(dict(zip(columns, row)), default=repr) + "\n")

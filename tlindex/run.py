@@ -163,6 +163,8 @@ def _unique_label(db_path: Path, wanted: str) -> str:
     from tlindex.store.db import connect_read_only
 
     wanted = wanted[:200]
+    if re.fullmatch(r"\s*[-+]?\d+\s*", wanted):  # a command line that reads as a run id (check_label)
+        wanted = f"run {wanted.strip()}"
     if not db_path.exists():
         return wanted
     conn = connect_read_only(db_path)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import os
 from pathlib import Path
 
 LOG_SUFFIXES = (".log", ".log.gz", ".txt", ".txt.gz")
@@ -16,14 +17,17 @@ def is_log_name(name: str) -> bool:
 def discover(paths: list[str]) -> tuple[list[Path], list[str]]:
     """Return the log files named by files, directories (walked) and globs, and the problems met.
 
+    An argument that names an existing file or directory is taken literally, even when it holds glob
+    characters (`[`, `*`, `?`); only one that exists under no such name is expanded as a pattern.
     A file named explicitly is always taken; inside a directory only files that
     look like trace logs are (dedicated_log_torch_trace*, *.log, *.log.gz, ...).
     """
     found: dict[Path, None] = {}
     problems: list[str] = []
     for arg in paths:
-        candidates = [Path(match) for match in sorted(glob.glob(arg, recursive=True))] \
-            if glob.has_magic(arg) else [Path(arg)]
+        # A path that exists is that path, whatever its characters (`run[1].log` is no pattern)
+        literal = not glob.has_magic(arg) or os.path.lexists(arg)
+        candidates = [Path(arg)] if literal else [Path(match) for match in sorted(glob.glob(arg, recursive=True))]
         if not candidates:
             problems.append(f"{arg}: no file matches")
         for path in candidates:

@@ -13,6 +13,7 @@ import sqlite3
 from typing import Callable
 
 from tlindex.ingest.fingerprints import write_prints
+from tlindex.store.db import immediate
 from tlindex.store.tables import COLUMNS
 
 # Tables without an id of their own (keyed by content or by other columns): nothing to offset.
@@ -136,8 +137,7 @@ def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | No
     """
     conn.execute("ATTACH DATABASE ? AS staging", (staging_path,))
     try:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with immediate(conn):  # rolled back on any error (a full disk: SQLite may have rolled back already)
             if prepare is not None:
                 prepare(conn)
             if replace_file is not None:
@@ -163,10 +163,6 @@ def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | No
             fingerprint_compiles(conn, offsets["compiles"])
             if complete is not None:
                 complete(conn, file_id)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
     finally:
         conn.execute("DETACH DATABASE staging")
     return file_id

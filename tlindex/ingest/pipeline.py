@@ -25,7 +25,7 @@ from tlindex.ingest.chunks import SplitFile, chunk_size, split_points
 from tlindex.ingest.continuation import restore_state
 from tlindex.ingest.discover import discover
 from tlindex.ingest.merge import delete_file_rows, merge
-from tlindex.ingest.runs import assign_runs, rank_decisions
+from tlindex.ingest.runs import assign_runs, check_label, rank_decisions
 from tlindex.ingest.task import Resume, Task, TaskResult, init_worker, run_in_worker, run_task
 from tlindex.ingest.text_index import refresh_fts
 from tlindex.store.db import immediate, open_db
@@ -231,6 +231,8 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
     database thrown away after one use, such as a report's).
     """
     started = time.perf_counter()
+    if run_label is not None:
+        check_label(run_label)  # ValueError before any work
     summary = IngestSummary()
     files, summary.problems = discover(paths)
     if not files:

@@ -10,8 +10,11 @@ source in the run of that label instead.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
+
+from tlindex.store.db import immediate
 
 
 class _Groups:
@@ -51,8 +54,7 @@ def assign_runs(conn: sqlite3.Connection, label: str | None = None, changed_file
 
     The runs of `changed_files` (continued logs: their sources keep their run) are refreshed too.
     """
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with immediate(conn):
         # Runs whose sources were all replaced (--replace) give their labels back first.
         conn.execute("DELETE FROM runs WHERE id NOT IN (SELECT run_id FROM sources WHERE run_id IS NOT NULL)")
         pending = conn.execute(
@@ -76,10 +78,6 @@ def assign_runs(conn: sqlite3.Connection, label: str | None = None, changed_file
         for run_id in touched:
             _refresh_run(conn, run_id)
         conn.execute("DELETE FROM runs WHERE id NOT IN (SELECT run_id FROM sources WHERE run_id IS NOT NULL)")
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     return sorted(touched)
 
 
@@ -231,10 +229,21 @@ class UnknownRun(ValueError):
     """A run name that names no run, or several."""
 
 
+def check_label(label: str) -> str:
+    """A label a run may carry, else ValueError: not empty, and not a whole number (it would read as a run id)."""
+    if not label.strip():
+        raise ValueError("a run's label cannot be empty")
+    if re.fullmatch(r"[-+]?\d+", label.strip()):
+        raise ValueError(f"a run's label cannot be a whole number ({label.strip()!r} names run ids); "
+                         f"give it a word, e.g. 'run {label.strip()}'")
+    return label
+
+
 def resolve_run(conn: sqlite3.Connection, name: str) -> dict:
-    """A run by id, label, or unique label prefix: {"id", "label"}."""
+    """A run by id, label, or unique label prefix: {"id", "label"}; an id is always the run of that id."""
     rows = conn.execute("SELECT id, label FROM runs").fetchall()
-    found = [r for r in rows if str(r[0]) == name or r[1] == name] or [r for r in rows if r[1].startswith(name)]
+    found = ([r for r in rows if str(r[0]) == name.strip()] or [r for r in rows if r[1] == name]
+             or [r for r in rows if r[1].startswith(name)])
     if not found:
         raise UnknownRun(f"no run matches {name!r}: give a run id or a unique label prefix (`tlindex query "
                          f"\"select id, label from runs\"` lists them)")
@@ -301,9 +310,8 @@ def remove_runs(conn: sqlite3.Connection, run_ids: list[int]) -> dict[str, int]:
 
 
 def rename_run(conn: sqlite3.Connection, run_id: int, label: str) -> None:
-    """Give a run a new label (labels are unique: another run's label is refused)."""
-    from tlindex.store.db import immediate
-
+    """Give a run a new label (labels are unique: another run's label is refused; see check_label)."""
+    check_label(label)
     with immediate(conn):
         taken = conn.execute("SELECT id FROM runs WHERE label = ? AND id != ?", (label, run_id)).fetchone()
         if taken:

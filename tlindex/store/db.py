@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -17,6 +18,13 @@ if TYPE_CHECKING:
 MIGRATIONS_TABLE = "_tlindex_migrations"
 SQLITE_HEADER = b"SQLite format 3\x00"
 BUSY_TIMEOUT_S = 600  # concurrent ingests wait for each other's merges (each one transaction)
+
+
+def disk_full(error: BaseException) -> bool:
+    """Whether an error is the disk (or the file system's quota) being full, as the OS or SQLite says it."""
+    if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    return isinstance(error, sqlite3.OperationalError) and "disk is full" in str(error)
 
 
 class DatabaseError(Exception):
