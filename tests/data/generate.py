@@ -618,6 +618,40 @@ with torch.no_grad():
     torch.compile(Draft(), backend=vllm_like_backend)(torch.randn(4, 8))
 """)
 
+# vLLM's piecewise compilation restarted by Dynamo after the backend began: the model's LayerNorm takes its
+# eps as a float argument; the second call, with another eps, makes it a dynamic float that Dynamo turns
+# into a tensor (specialize_float off, as vLLM runs), and Inductor's AOT tracing of the first piece cannot
+# keep it one (TensorifyScalarRestartAnalysis). The backend had logged the config, the split graph and the
+# first piece's start; Dynamo restarts with eps specialized, and the backend logs them all again, then
+# compiles every piece. Compile 0/1's first attempt is an aborted vLLM compile call.
+SCENARIOS["vllm_restart"] = (
+    SCENARIOS["vllm_piecewise"]
+    .replace("""    def forward(self, x):
+        x = torch.ops.tlindex_vllm.attention(self.l1(x).relu())""", """    def forward(self, x, eps):
+        x = torch.ops.tlindex_vllm.attention(torch.nn.functional.layer_norm(self.l1(x), (8,), eps=eps))""")
+    .replace("args = tuple(torch.randn(start, *a.shape[1:]) if isinstance(a, torch.Tensor) and a.dim() else a for a in args)",
+             "args = (torch.randn(start, *args[0].shape[1:]), *args[1:])  # the activations; the weights as they are")
+    .replace("""model = Model()
+with torch.no_grad():  # serving: inference graphs only
+    torch.compile(model, backend=vllm_like_backend)(torch.randn(4, 8))""", """torch._dynamo.config.specialize_float = False
+model = Model()
+with torch.no_grad():  # serving: inference graphs only
+    compiled = torch.compile(model, backend=vllm_like_backend)
+    compiled(torch.randn(4, 8), 1e-5)
+    compiled(torch.randn(4, 8), 1e-6)"""))
+assert "eps=eps" in SCENARIOS["vllm_restart"] and "1e-6" in SCENARIOS["vllm_restart"] and "*args[1:]" in SCENARIOS["vllm_restart"]
+
+# vLLM's custom post-grad pass on a whole graph (no piecewise split, no config record, as a vLLM build that
+# logs only its passes writes): the trace holds the pass's graph dumps and no piece compile.
+SCENARIOS["vllm_passes_only"] = (
+    SCENARIOS["vllm_piecewise"]
+    .replace("""def vllm_like_backend(gm, example_inputs):
+""", """def vllm_like_backend(gm, example_inputs):
+    torch._inductor.config.post_grad_custom_post_pass = NoopFusion()
+    return compile_fx(gm, example_inputs)
+"""))
+assert "return compile_fx(gm, example_inputs)" in SCENARIOS["vllm_passes_only"]
+
 # Environment a scenario's program runs with, beyond the common one ({trace}: the trace dir).
 EXTRA_ENV = {"collectives_3ranks": {"LOG_TLPARSE": "1"}, "draft_export": {"TORCH_DTRACE": "{trace}"},
              "provenance": {"INDUCTOR_PROVENANCE": "1"}, "train_provenance": {"INDUCTOR_PROVENANCE": "1"},
