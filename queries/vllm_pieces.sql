@@ -3,12 +3,13 @@
 -- submodule) of which compile call was compiled for which range of token counts (start-end; a single
 -- size, a CUDA-graph capture size), with the piece's graph (graph_dump vllm_submod_N, older
 -- vllm_subgraph_N) and Inductor's output code (artifact ids; NULL when the piece logged none, e.g. cut
--- short by a restart), its cache result and compile time (its inductor_compile spans).
+-- short by a restart), its cache result and compile time (its inductor_compile spans); abandoned is 1
+-- for a piece compile of an attempt Dynamo restarted (cut short, never used).
 -- :run  run id (empty: every run)
 WITH spans AS MATERIALIZED (
     SELECT p.id, p.envelope_id, p.compile, p.piecewise_index, p.submod_name, p.total_piecewise_compiles,
            p.compile_range_start, p.compile_range_end, p.is_single_size, p.is_cudagraph_capture_size,
-           p.source_id, p.attempt, p.compile_call, p.end_envelope
+           p.source_id, p.attempt, p.compile_call, p.end_envelope, p.abandoned
     FROM piece_compile_spans p JOIN sources s ON s.id = p.source_id
     WHERE coalesce(:run, '') = '' OR s.run_id = :run
 ), records AS MATERIALIZED (
@@ -37,7 +38,7 @@ WITH spans AS MATERIALIZED (
 SELECT s.run_id, p.compile, c.compile_id, p.compile_call, p.attempt, p.id AS piece_compile,
        p.piecewise_index, p.submod_name, p.total_piecewise_compiles, p.compile_range_start, p.compile_range_end,
        p.is_single_size, p.is_cudagraph_capture_size, g.artifact AS graph_artifact,
-       o.artifact AS output_code_artifact, x.results AS cache, t.seconds AS compile_time_s
+       o.artifact AS output_code_artifact, x.results AS cache, t.seconds AS compile_time_s, p.abandoned
 FROM spans p JOIN sources s ON s.id = p.source_id LEFT JOIN compiles c ON c.id = p.compile
 LEFT JOIN graphs g ON g.piece = p.id LEFT JOIN codes o ON o.piece = p.id
 LEFT JOIN caches x ON x.piece = p.id LEFT JOIN times t ON t.piece = p.id

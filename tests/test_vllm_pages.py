@@ -184,7 +184,83 @@ def test_piece_spans_and_records_are_found_by_seeks_not_by_walking_the_process(f
     conn = connect(fixtures_db)
     view_plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN SELECT * FROM piece_compile_spans")]
     boundaries = [step for step in view_plan if step.startswith("SEARCH b ")]
-    assert len(boundaries) == 6 and all("envelopes_kind (kind=? AND name=? AND rowid>?)" in s for s in boundaries)
+    kinds = [s for s in boundaries if "envelopes_kind (kind=? AND name=? AND rowid>?)" in s]
+    attempts = [s for s in boundaries if "envelopes_compile (compile=? AND rowid>? AND rowid<?)" in s]
+    assert len(set(kinds)) == 1 and len(kinds) >= 6 and len(attempts) == 1  # the next attempt: within the piece
+    assert len(kinds) + len(attempts) == len(boundaries)
     query_plan = [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + load_queries()["vllm_pieces"].sql, {"run": 1})]
     assert "SEARCH e USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)" in query_plan
     assert not any(step.startswith("SEARCH e USING COVERING INDEX envelopes_source") for step in query_plan)
+
+
+# --- vLLM attempts (tests/data/vllm_restart: Dynamo restarts [0/1] after vLLM's backend began) ---------------
+
+def raw_attempts(log: Path) -> list[tuple[int, str | None]]:
+    """(attempt, name) of every record of compile 0/1, in order, read from the raw log."""
+    found = []
+    for line in log.read_text().split("\n"):
+        match = ENVELOPE_RE.match(line.encode())
+        if match:
+            envelope = json.loads(match.group(1))
+            if (envelope.get("frame_id"), envelope.get("frame_compile_id")) == (0, 1):
+                kind = next(iter(envelope))
+                name = envelope[kind].get("name") if isinstance(envelope[kind], dict) else None
+                found.append((envelope.get("attempt"), name))
+    return found
+
+
+@pytest.mark.asyncio
+async def test_an_abandoned_vllm_attempt_is_shown_as_one_and_counted_in_no_total(ds, traces_db):
+    (log,) = scenario_logs("vllm_restart")
+    raw = raw_attempts(log)
+    aborted_starts = [a for a, name in raw if name == "vllm_piecewise_compile_start" and a == 0]
+    compiled_starts = [a for a, name in raw if name == "vllm_piecewise_compile_start" and a == 1]
+    assert len(aborted_starts) == 1 and len(compiled_starts) == 9  # what the log holds
+    conn = connect(traces_db)
+    (run,) = scenario_run(conn, "vllm_restart")
+    data = (await ds.client.get(f"/traces/-/tlindex/run/{run}/vllm.json")).json()
+    abandoned = [c for c in data["calls"] if c["abandoned"] is not None]
+    assert len(abandoned) == 1 and abandoned[0]["abandoned"] == "TensorifyScalarRestartAnalysis"
+    assert abandoned[0]["attempt"] == 0 and abandoned[0]["attempts"] == 2
+    assert sum(len(r["pieces"]) for r in abandoned[0]["ranges"]) == 1
+    assert all(p["abandoned"] for r in abandoned[0]["ranges"] for p in r["pieces"])
+    after = [c for c in data["calls"] if c["compiles"] == abandoned[0]["compiles"] and c["abandoned"] is None]
+    assert len(after) == 1 and after[0]["attempt"] == 1
+    assert sum(len(r["pieces"]) for r in after[0]["ranges"]) == len(compiled_starts)
+    page = (await ds.client.get(f"/traces/-/tlindex/run/{run}/vllm")).text
+    assert "abandoned" in page and "TensorifyScalarRestartAnalysis" in page and "1 started, none compiled" in page
+    # the compile page counts the compiled pieces only (it said 10)
+    compile_row = abandoned[0]["compiles"][0][0]
+    compile_page = (await ds.client.get(f"/traces/-/tlindex/compile/{compile_row}")).text
+    assert f"{len(compiled_starts)} piece compiles" in compile_page
+    found = {f.kind: f for f in findings(conn, run)}
+    assert "TensorifyScalarRestartAnalysis" in found["vllm_abandoned_call"].text
+    assert found["vllm_slowest_range"].count == 3  # a range of the compiled call: 3 pieces, none cut short
+
+
+@pytest.mark.asyncio
+async def test_the_cut_piece_s_passes_stop_where_the_next_attempt_begins(ds, traces_db):
+    conn = connect(traces_db)
+    (run,) = scenario_run(conn, "vllm_restart")
+    (piece,) = conn.execute("SELECT p.id FROM piece_compile_spans p JOIN compiles c ON c.id = p.compile "
+                            "WHERE c.run_id = ? AND p.abandoned", (run,)).fetchone()
+    data = (await ds.client.get(f"/traces/-/tlindex/piece/{piece}/passes.json")).json()
+    steps = [entry["step"] for way in data["ways"] for entry in way]
+    assert steps and {step["attempt"] for step in steps} == {0}  # no graph of the next attempt
+    assert "dynamo_output_graph" not in {step["kind"] for step in steps}
+    (rows,) = [r for r in [conn.execute("SELECT count(*) FROM envelopes e, piece_compile_spans p WHERE p.id = ? "
+                                       "AND e.id > p.envelope_id AND e.id < p.end_envelope AND e.attempt != 0",
+                                       (piece,)).fetchone()]]
+    assert rows[0] == 0
+
+
+@pytest.mark.asyncio
+async def test_a_run_with_only_vllm_pass_dumps_has_a_vllm_page_with_its_passes(ds, traces_db):
+    conn = connect(traces_db)
+    (run,) = scenario_run(conn, "vllm_passes_only")
+    response = await ds.client.get(f"/traces/-/tlindex/run/{run}/vllm")
+    assert response.status_code == 200  # it was a 404
+    data = (await ds.client.get(f"/traces/-/tlindex/run/{run}/vllm.json")).json()
+    assert data["calls"] == [] and len(data["pass_compiles"]) == 1
+    passes = (await ds.client.get(f"/traces/-/tlindex/compile/{data['pass_compiles'][0]['compile']}/passes")).text
+    assert "vllm_post_grad.0.NoopFusion" in passes

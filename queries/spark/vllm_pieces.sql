@@ -16,17 +16,25 @@ WITH bounds AS (
            e.source_id, e.attempt
     FROM piece_compiles p JOIN envelopes e ON e.id = p.envelope_id JOIN sources s ON s.id = e.source_id
     WHERE :run IS NULL OR s.run_id = :run
-), ends AS (
+), base_ends AS (
     SELECT p.id, coalesce(min(b.id), max(l.id)) AS end_envelope
     FROM starts p JOIN lasts l ON l.source_id = p.source_id
     LEFT JOIN bounds b ON b.source_id = p.source_id AND b.id > p.envelope_id
     GROUP BY p.id
+), ends AS (
+    -- or the first record of a later attempt of its compile (Dynamo restarted: the piece was cut short)
+    SELECT p.id, coalesce(min(a.id), n.end_envelope) AS end_envelope
+    FROM starts p JOIN base_ends n ON n.id = p.id
+    LEFT JOIN envelopes a ON a.compile = p.compile AND a.id > p.envelope_id AND a.id < n.end_envelope
+                          AND a.attempt > p.attempt
+    GROUP BY p.id, n.end_envelope
 ), calls AS (
     SELECT p.id, count(c.id) AS compile_call
     FROM starts p LEFT JOIN configs c ON c.source_id = p.source_id AND c.id < p.envelope_id
     GROUP BY p.id
 ), spans AS (
-    SELECT p.*, n.end_envelope, k.compile_call FROM starts p JOIN ends n ON n.id = p.id JOIN calls k ON k.id = p.id
+    SELECT p.*, n.end_envelope, k.compile_call, CAST(c.attempts - 1 > p.attempt AS INTEGER) AS abandoned
+    FROM starts p JOIN ends n ON n.id = p.id JOIN calls k ON k.id = p.id LEFT JOIN compiles c ON c.id = p.compile
 ), records AS (
     SELECT p.id AS piece, e.id AS envelope_id
     FROM spans p JOIN envelopes e ON e.source_id = p.source_id AND e.id > p.envelope_id AND e.id < p.end_envelope
@@ -47,7 +55,7 @@ WITH bounds AS (
 SELECT s.run_id, p.compile, c.compile_id, p.compile_call, p.attempt, p.id AS piece_compile,
        p.piecewise_index, p.submod_name, p.total_piecewise_compiles, p.compile_range_start, p.compile_range_end,
        p.is_single_size, p.is_cudagraph_capture_size, g.artifact AS graph_artifact,
-       o.artifact AS output_code_artifact, x.results AS cache, t.seconds AS compile_time_s
+       o.artifact AS output_code_artifact, x.results AS cache, t.seconds AS compile_time_s, p.abandoned
 FROM spans p JOIN sources s ON s.id = p.source_id LEFT JOIN compiles c ON c.id = p.compile
 LEFT JOIN graphs g ON g.piece = p.id LEFT JOIN codes o ON o.piece = p.id
 LEFT JOIN caches x ON x.piece = p.id LEFT JOIN times t ON t.piece = p.id

@@ -215,14 +215,22 @@ def _vllm(conn: sqlite3.Connection, run_id: int) -> list[Finding]:
         found.append(Finding("warning", "vllm_cache_miss", len(misses),
                              f"vLLM piece {first['submod_name']} missed the cache at {where}{call} where every other "
                              f"piece of that range hit: its graph changed{more}.", "vllm_pieces", {"run": str(run_id)}))
+    for call in calls:
+        if call.abandoned is not None:
+            why = f" ({call.abandoned})" if call.abandoned else ""
+            ids = ", ".join(f"[{cid}]" for _, cid in call.compiles)
+            found.append(Finding("info", "vllm_abandoned_call", call.started,
+                                 f"vLLM compile call {call.number} {ids} was abandoned: Dynamo restarted its analysis"
+                                 f"{why} after the backend began, cutting {_plural(call.started, 'piece compile')} "
+                                 f"short; the next attempt compiled again.", "vllm_pieces", {"run": str(run_id)}))
     slowest = slowest_range(calls)
     if slowest:
         call, found_range = slowest
         total = round(sum(r.seconds for c in calls for r in c.ranges), 3)
         of_call = f" of compile call {call.number}" if several else ""
-        found.append(Finding("info", "vllm_slowest_range", len(found_range.pieces),
+        found.append(Finding("info", "vllm_slowest_range", len(found_range.compiled),
                              f"vLLM's slowest compile range: {found_range.label}{of_call}, {found_range.seconds:.2f} s "
-                             f"of {total:.2f} s over {_plural(len(found_range.pieces), 'piece')}.",
+                             f"of {total:.2f} s over {_plural(len(found_range.compiled), 'piece')}.",
                              "vllm_pieces", {"run": str(run_id)}))
     return found
 

@@ -67,7 +67,7 @@ def _is_snapshot(kind: str, name: str) -> bool:
 def _pieces(conn: sqlite3.Connection, compile_row: int) -> list[dict]:
     columns = ("id", "envelope_id", "end_envelope", "source_id", "piecewise_index", "submod_name",
                "compile_range_start", "compile_range_end", "is_single_size", "is_cudagraph_capture_size",
-               "compile_call", "attempt")
+               "compile_call", "attempt", "abandoned")
     rows = conn.execute(f"SELECT {', '.join(columns)} FROM piece_compile_spans WHERE compile = ? ORDER BY envelope_id",
                         (compile_row,)).fetchall()
     return [dict(zip(columns, row)) for row in rows]

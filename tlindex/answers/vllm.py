@@ -2,7 +2,9 @@
 
 vLLM's backend logs its compilation config (one per compile call: a process may compile several
 models), the split graph, and before each piece compile a `vllm_piecewise_compile_start` record
-(normalized into `piece_compiles`). The rows come from the canned query `vllm_pieces`, so SQL and the
+(normalized into `piece_compiles`). When Dynamo restarts its analysis after the backend has started,
+the call made in the dropped attempt is abandoned: its pieces were cut short and never used, so they
+are shown as started, and counted in no total. The rows come from the canned query `vllm_pieces`, so SQL and the
 page say the same. Pieces are grouped by range as tlparse's vLLM summary does: the dynamic range
 first, then each size.
 """
@@ -35,12 +37,17 @@ class Range:
         return f"range {self.start}–{self.end}"
 
     @property
+    def compiled(self) -> list[dict]:
+        """Its pieces but those an abandoned attempt cut short (they were never used)."""
+        return [p for p in self.pieces if not p["abandoned"]]
+
+    @property
     def seconds(self) -> float:
-        return round(sum(p["compile_time_s"] or 0 for p in self.pieces), 3)
+        return round(sum(p["compile_time_s"] or 0 for p in self.compiled), 3)
 
     @property
     def misses(self) -> int:
-        return sum(1 for p in self.pieces if "miss" in (p["cache"] or ""))
+        return sum(1 for p in self.compiled if "miss" in (p["cache"] or ""))
 
 
 @dataclass
@@ -54,15 +61,37 @@ class CompileCall:
     compiles: list[tuple[int, str]] = field(default_factory=list)  # (compile row, compile id)
     ranges: list[Range] = field(default_factory=list)
     own: dict = field(default_factory=dict)  # the settings where it differs from the other calls
+    attempt: int | None = None        # Dynamo's attempt of its compile the call was made in (0 first)
+    attempts: int | None = None       # how many attempts that compile made
+    abandoned: str | None = None      # why Dynamo restarted its analysis and dropped this call ("" unknown)
+
+    @property
+    def pieces(self) -> int:
+        """Piece compiles it completed (an abandoned call's were cut short: none count)."""
+        return sum(len(r.compiled) for r in self.ranges)
+
+    @property
+    def started(self) -> int:
+        return sum(len(r.pieces) for r in self.ranges)
 
 
 def has_vllm(conn: sqlite3.Connection, run_id: int) -> bool:
-    """Whether a run logged vLLM records (its config or piece compiles)."""
+    """Whether a run logged vLLM records (its config, piece compiles, or only its passes' graph dumps)."""
     return conn.execute("""
         SELECT 1 FROM envelopes e JOIN sources s ON s.id = e.source_id
         WHERE s.run_id = ? AND e.kind = 'artifact' AND e.name = ? LIMIT 1""", (run_id, VLLM_CONFIG)).fetchone() is not None \
         or conn.execute("""SELECT 1 FROM piece_compiles p JOIN compiles c ON c.id = p.compile
-                           WHERE c.run_id = ? LIMIT 1""", (run_id,)).fetchone() is not None
+                           WHERE c.run_id = ? LIMIT 1""", (run_id,)).fetchone() is not None \
+        or bool(pass_compiles(conn, run_id))
+
+
+def pass_compiles(conn: sqlite3.Connection, run_id: int) -> list[tuple[int, str, int]]:
+    """The compiles in which vLLM's own passes dumped graphs (`vllm_post_grad.<i>.<Pass>`): (compile row,
+    compile id, graph dumps), for a run that logged passes and no piece compile."""
+    return conn.execute("""
+        SELECT c.id, c.compile_id, count(*) FROM envelopes e JOIN compiles c ON c.id = e.compile
+        WHERE e.kind = 'graph_dump' AND e.name >= 'vllm_post_grad.' AND e.name < 'vllm_post_grad/'
+        AND c.run_id = ? GROUP BY c.id ORDER BY c.id""", (run_id,)).fetchall()
 
 
 def _config(text: str | None, size: int) -> dict | None:
@@ -75,16 +104,35 @@ def _config(text: str | None, size: int) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+def _restart_reason(restart_reasons: str | None, attempt: int) -> str:
+    """Why Dynamo restarted after `attempt` (its compile's restart_reasons, one per restart), or ""."""
+    try:
+        reasons = orjson.loads(restart_reasons or "[]")
+    except orjson.JSONDecodeError:
+        return ""
+    if not isinstance(reasons, list) or not reasons:
+        return ""
+    reason = reasons[min(attempt, len(reasons) - 1)]
+    text = str(reason)
+    return text.removeprefix("<class '").removesuffix("'>").rsplit(".", 1)[-1] if text.startswith("<class") else text
+
+
 def compile_calls(conn: sqlite3.Connection, run_id: int) -> tuple[list[CompileCall], dict]:
     """The run's compile calls in log order (per process), and the settings all their configs share."""
     calls: dict[tuple[int, int], CompileCall] = {}
-    for number, (source, rank, artifact, text, size) in enumerate(conn.execute("""
-            SELECT e.source_id, s.rank, a.id, p.text, a.size FROM artifacts a
+    for source, rank, artifact, text, size, compile_row, compile_id, attempt, attempts, restarts in conn.execute("""
+            SELECT e.source_id, s.rank, a.id, p.text, a.size, c.id, c.compile_id, e.attempt, c.attempts,
+                   c.restart_reasons FROM artifacts a
             JOIN envelopes e ON e.id = a.envelope_id JOIN sources s ON s.id = e.source_id
-            LEFT JOIN payloads p ON p.hash = a.payload
-            WHERE s.run_id = ? AND a.kind = 'artifact' AND a.name = ? ORDER BY a.id""", (run_id, VLLM_CONFIG))):
+            LEFT JOIN payloads p ON p.hash = a.payload LEFT JOIN compiles c ON c.id = e.compile
+            WHERE s.run_id = ? AND a.kind = 'artifact' AND a.name = ? ORDER BY a.id""", (run_id, VLLM_CONFIG)):
         index = sum(1 for key in calls if key[0] == source) + 1
-        calls[(source, index)] = CompileCall(index, source, rank, artifact, _config(text, size), None)
+        call = calls[(source, index)] = CompileCall(index, source, rank, artifact, _config(text, size), None)
+        if compile_row is not None:
+            call.compiles.append((compile_row, compile_id))
+            call.attempt, call.attempts = attempt or 0, attempts
+            if attempts is not None and call.attempt < attempts - 1:
+                call.abandoned = _restart_reason(restarts, call.attempt)
     for source, artifact, envelope in conn.execute("""
             SELECT e.source_id, a.id, e.id FROM artifacts a JOIN envelopes e ON e.id = a.envelope_id
             JOIN sources s ON s.id = e.source_id WHERE s.run_id = ? AND a.kind = 'graph_dump' AND a.name = ?
@@ -125,8 +173,9 @@ def compile_calls(conn: sqlite3.Connection, run_id: int) -> tuple[list[CompileCa
 
 
 def slowest_range(calls: list[CompileCall]) -> tuple[CompileCall, Range] | None:
-    """The range whose pieces took longest to compile (None when no piece logged a compile time)."""
-    timed = [(r.seconds, call, r) for call in calls for r in call.ranges if r.seconds > 0]
+    """The range whose pieces took longest to compile (None when no piece logged a compile time; an abandoned
+    call's pieces do not count)."""
+    timed = [(r.seconds, call, r) for call in calls for r in call.ranges if r.seconds > 0 and not call.abandoned]
     if not timed:
         return None
     _, call, found = max(timed, key=lambda t: t[0])
@@ -143,8 +192,8 @@ def lone_misses(calls: list[CompileCall]) -> list[dict]:
     out = []
     for call in calls:
         for r in call.ranges:
-            for piece in r.pieces:
-                others = [p for p in r.pieces if p is not piece]
+            for piece in r.compiled:
+                others = [p for p in r.compiled if p is not piece]
                 if "miss" in (piece["cache"] or "") and others and all(_hit(p) for p in others):
                     out.append(piece)
     return out

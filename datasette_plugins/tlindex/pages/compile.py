@@ -41,7 +41,8 @@ def compile_data(conn: sqlite3.Connection, compile_row: int) -> dict | None:
     compile["guard_headings"] = GUARD_HEADINGS
     compile["has_bytecode"] = has_bytecode(conn, compile_row)
     compile["snapshots"] = snapshot_counts(conn, compile_row)
-    compile["pieces"] = conn.execute("SELECT count(*) FROM piece_compiles WHERE compile = ?", (compile_row,)).fetchone()[0]
+    compile["pieces"] = conn.execute(  # the compiled ones: a piece of an abandoned attempt was cut short
+        "SELECT count(*) FROM piece_compile_spans WHERE compile = ? AND NOT abandoned", (compile_row,)).fetchone()[0]
     compile["resumes"] = resumes_created(conn, compile) if compile["graph_breaks"] else []
     compile["failure"] = folded(compile["fail_reason"])
     compile["traceback"] = folded(_traceback(metrics_rows))

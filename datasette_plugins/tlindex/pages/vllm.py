@@ -7,7 +7,7 @@ import sqlite3
 
 from datasette.utils.asgi import NotFound
 
-from tlindex.answers.vllm import compile_calls, has_vllm, lone_misses, slowest_range
+from tlindex.answers.vllm import compile_calls, has_vllm, lone_misses, pass_compiles, slowest_range
 
 from ..database import int_var, open_database, render
 
@@ -20,7 +20,9 @@ def vllm_data(conn: sqlite3.Connection, run_id: int) -> dict | None:
     return {"run_id": run_id, "calls": calls, "shared": shared,
             "slowest": {"call": slowest[0].number, "range": slowest[1].label, "seconds": slowest[1].seconds}
             if slowest else None,
-            "lone_misses": lone_misses(calls)}
+            "lone_misses": lone_misses(calls),
+            "pass_compiles": [{"compile": row, "compile_id": cid, "graphs": n}
+                              for row, cid, n in pass_compiles(conn, run_id)] if not calls else []}
 
 
 def setting(value) -> str:
