@@ -30,6 +30,43 @@ def test_a_rank_that_recompiled_alone_is_a_divergence_naming_it(db):
     assert divergence.count == len(only_rank_1) and f"[{only_rank_1[0]}]" in divergence.text
 
 
+def test_a_divergence_names_every_rank_group_so_the_outlier_is_never_hidden(db, corpus_db):
+    """tlparse's multi_rank_logs (4 ranks, each compiling a different number of graphs) and the 4-rank DDP
+    fixture: the compile-id finding gives every rank's count grouped by value, counted here from the
+    raw envelopes, so the rank that compiled more than the rest is named even when the first compile id
+    the finding quotes is not its."""
+    from conftest import SHARED_CORPUS, connect
+
+    cases = [(db, "ddp_4ranks_diverge", scenario_logs("ddp_4ranks_diverge")),
+             (connect(corpus_db), "multi_rank_logs", sorted((SHARED_CORPUS / "multi_rank_logs").iterdir()))]
+    for conn, scenario, logs in cases:
+        counts = {}
+        for log in logs:
+            ids = {(e.get("frame_id"), e.get("frame_compile_id")) for e in raw_envelopes([log])
+                   if "dynamo_start" in e}
+            rank = int(log.name.split("rank_")[1].split("_")[0].split(".")[0])
+            counts[rank] = len(ids)
+        (run,) = scenario_run(conn, scenario)
+        text = {f.kind: f for f in findings(conn, run)}["divergence:missing_compile"].text
+        for count in set(counts.values()):
+            ranks = sorted(r for r, n in counts.items() if n == count)
+            label = ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+            assert f"{label}: {count} compile" in text, (scenario, label, count, text)
+
+
+def test_ranks_are_grouped_by_value_and_the_smallest_groups_are_never_cut():
+    from tlindex.answers.findings import group_ranks, rank_list
+
+    assert rank_list([3, 0, 1, 2, 5]) == "ranks 0–3, 5" and rank_list([4]) == "rank 4"
+    assert group_ranks({0: 5, 1: 5, 2: 5, 3: 6}) == "ranks 0–2: 5; rank 3: 6"
+    many = {rank: (rank if rank >= 100 else 0) for rank in range(110)}  # 10 outliers, one value each
+    text = group_ranks(many)
+    assert text.startswith("ranks 0–99: 0; ") and text.endswith("rank 109: 109; 5 other groups of ranks")
+    assert text.count("; rank ") == 5  # the largest group and the 5 smallest (the outliers) are named
+    uneven = {0: "a", 1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "d", 7: "e", 8: "f", 9: "g", 10: "g"}
+    assert "ranks 0–2: a" in group_ranks(uneven) and all(f": {v}" in group_ranks(uneven) for v in "cdef")
+
+
 def test_collective_schedules_that_differ_name_the_rank_groups(db):
     found = by_kind(db, "collectives_3ranks")
     assert "ranks 0,2:" in found["divergence:collective_schedule"].text and \

@@ -167,6 +167,50 @@ def export_issue_count(conn: sqlite3.Connection, run_id: int) -> int:
         WHERE s.id = e.source_id AND s.run_id = ?""", (run_id,)).fetchone()[0]
 
 
+def rank_list(ranks: list[int]) -> str:
+    """Ranks as people write them: "rank 3", "ranks 0–2, 5"."""
+    ranks = sorted(set(ranks))
+    parts, start = [], None
+    for i, rank in enumerate(ranks):
+        if start is None:
+            start = rank
+        if i + 1 == len(ranks) or ranks[i + 1] != rank + 1:
+            parts.append(str(start) if start == rank else f"{start}–{rank}" if rank > start + 1 else f"{start}, {rank}")
+            start = None
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(parts)
+
+
+MAX_GROUPS = 6  # groups of ranks a sentence names; past it, the largest stay unnamed, the smallest never
+
+
+def group_ranks(values: dict[int, object], say=str) -> str:
+    """Ranks grouped by value, the largest group first and every smaller one named in full, so the outlier is
+    never the one left out: "ranks 0–2: 5 compiles; rank 3: 6 compiles"."""
+    groups: dict[object, list[int]] = {}
+    for rank, value in values.items():
+        groups.setdefault(value, []).append(rank)
+    ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), min(item[1])))
+    shown = ordered if len(ordered) <= MAX_GROUPS else [ordered[0], *ordered[-(MAX_GROUPS - 1):]]
+    text = "; ".join(f"{rank_list(ranks)}: {say(value)}" for value, ranks in shown)
+    hidden = len(ordered) - len(shown)
+    return text + (f"; {_plural(hidden, 'other group')} of ranks" if hidden else "")
+
+
+def _compiles_by_rank(conn: sqlite3.Connection, run_id: int) -> dict[int, int]:
+    return dict(conn.execute("SELECT rank, count(*) FROM compiles WHERE run_id = ? AND compile_id != '-/-' "
+                             "AND rank IS NOT NULL GROUP BY rank", (run_id,)).fetchall())
+
+
+def _versions_by_rank(conn: sqlite3.Connection, run_id: int, compile_id: str, name: str) -> dict[int, str]:
+    """Which version of a graph each rank logged for a compile id (numbered in order of first appearance)."""
+    rows = conn.execute("""
+        SELECT c.rank, group_concat(a.payload) FROM compiles c JOIN artifacts a ON a.compile = c.id
+        WHERE c.run_id = ? AND c.compile_id = ? AND a.name = ? AND c.rank IS NOT NULL
+        GROUP BY c.rank ORDER BY c.rank""", (run_id, compile_id, name)).fetchall()
+    numbers: dict[str, int] = {}
+    return {rank: f"version {numbers.setdefault(payloads, len(numbers) + 1)}" for rank, payloads in rows}
+
+
 def _divergence(conn: sqlite3.Connection, run_id: int) -> list[Finding]:
     """rank_divergence's findings of a multi-rank run, one sentence per kind, naming the ranks."""
     rows = _rows(run_sql(conn, load_queries()["rank_divergence"].sql, {"run": str(run_id)}))
@@ -182,12 +226,18 @@ def _divergence(conn: sqlite3.Connection, run_id: int) -> list[Finding]:
         first = hits[0]
         where = f"[{first['compile_id']}] " if first["compile_id"] else ""
         more = f" (and {_plural(len(hits) - 1, 'more compile id')})" if len(hits) > 1 else ""
-        detail = first["detail"]
-        if kind == "missing_compile":  # name the ranks that compiled it
-            ranks = str(first["ranks"]).split(",")
-            detail = f"only on {'rank' if len(ranks) == 1 else 'ranks'} {', '.join(ranks)} ({detail})"
+        detail, groups = first["detail"], ""
+        if kind == "missing_compile":  # every rank's count, grouped: the outlier is always named
+            ranks = [int(r) for r in str(first["ranks"]).split(",") if r.strip().lstrip("-").isdigit()]
+            detail = f"only on {rank_list(ranks)} ({detail})"
+            groups = group_ranks(_compiles_by_rank(conn, run_id),
+                                 lambda n: _plural(n, "compile")) + ". "
+        elif kind == "graph" and first["compile_id"]:
+            versions = _versions_by_rank(conn, run_id, first["compile_id"], str(detail).split(":", 1)[0])
+            if len(set(versions.values())) > 1:
+                detail = f"{detail} ({group_ranks(versions)})"
         found.append(Finding(severity, f"divergence:{kind}", len(hits),
-                             f"Ranks diverge in {what}: {where}{_short(detail, 200)}{more}.",
+                             f"Ranks diverge in {what}: {groups}{where}{_short(detail, 240)}{more}.",
                              "rank_divergence", {"run": str(run_id)}))
     parity = [r for r in _rows(run_sql(conn, load_queries()["collectives"].sql, {"run": str(run_id)}))
               if r.get("parity") == "mismatch"]
