@@ -49,15 +49,6 @@ def known_tlindex(datasette, name: str) -> bool:
     return name in datasette.__dict__.get("_tlindex_databases", ())
 
 
-def sources_of(table: str) -> set[str]:
-    """The other tables whose rows `table` shows: a view follows its table, a full-text index (and its
-    shadow tables: they hold the indexed text) the table it indexes. Empty for a table of its own."""
-    if table == "payloads" or table.startswith("payloads_fts"):
-        return {"payload_data"}
-    base, fts, _ = table.partition("_fts")
-    return {base} if fts and base else set()
-
-
 async def denied(datasette, actor, database: str, tables=TLINDEX_TABLES) -> str | None:
     """None when `actor` may see the database and all `tables` (default: every tlindex table); else the
     permission refused."""
