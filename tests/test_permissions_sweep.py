@@ -268,6 +268,8 @@ async def test_sql_a_request_carries_reads_what_it_names(swept_db):
                _sql_path("", "WITH c AS (SELECT * FROM run_totals) SELECT * FROM c"),
                _sql_path(".csv", "EXPLAIN QUERY PLAN SELECT * FROM compiles"),
                "/traces/runs.json?" + urlencode({"_where": "id IN (SELECT run_id FROM compiles)"}),
+               # a comment opened in one _where and closed in the next: Datasette joins them with " and "
+               "/traces/runs.json?" + urlencode([("_where", "id > 0 /*"), ("_where", "*/ id IN (SELECT run_id FROM compiles)")]),
                "/traces/runs.json?_search=x&_fts_table=compiles_fts", "/traces/runs.json?" + through,
                "/traces/COMPILES.json", "/traces.db",
                _sql_path(".json", "SELECT * FROM runs WHERE"),  # SQLite cannot prepare it: who may see all tables may

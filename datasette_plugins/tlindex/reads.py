@@ -93,7 +93,8 @@ async def request_reads(datasette, scope, actor: Callable[[], Awaitable[dict | N
             what = f"canned query {named}"
         if schema.knows(named):
             found.append(schema.behind(named))
-            found += [schema.reads(f"SELECT * FROM {quote(named)} WHERE {where}") for where in args.getlist("_where")]
+            if args.getlist("_where"):  # joined as Datasette joins them: a comment may span two
+                found.append(schema.reads(f"SELECT * FROM {quote(named)} WHERE " + " and ".join(args.getlist("_where"))))
             found += [schema.behind(table) for table in args.getlist("_fts_table") + _through_tables(args)]
     if not found:
         return None
