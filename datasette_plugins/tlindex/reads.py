@@ -19,12 +19,11 @@ from typing import Awaitable, Callable
 from datasette.utils import tilde_decode
 from datasette.utils.asgi import Request
 
-from tlindex.store.reads import Reads, SchemaCopy, quote
+from tlindex.store.reads import SCHEMA_SQL, Reads, SchemaCopy, quote
 
 from .database import is_tlindex
 
 log = logging.getLogger(__name__)
-SCHEMA_SQL = "SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'view') ORDER BY rowid"
 
 
 @dataclass

@@ -23,6 +23,7 @@ Reads = frozenset[str]
 STEP_BUDGET = 1_000
 MAX_VALUE = 1_000_000  # bytes any value built here may take (SQLite's length limit)
 SQL_MEMO, MEMO_SQL_LENGTH = 256, 20_000  # statements whose reads are remembered (canned queries, repeated SQL)
+SCHEMA_SQL = "SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'view') ORDER BY rowid"
 EXPLAIN_RE = re.compile(r"^(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*explain\b", re.I | re.S)
 
 
@@ -54,6 +55,7 @@ class SchemaCopy:
         self._sql: dict[str, Reads | None] = {}
 
     def _over_budget(self) -> bool:
+        """Whether the statement running here has run past STEP_BUDGET (SQLite then interrupts it)."""
         self._steps += 1
         return self._steps > STEP_BUDGET
 
@@ -81,6 +83,7 @@ class SchemaCopy:
         return self._behind[canonical]
 
     def _find_behind(self, name: str) -> Reads | None:
+        """behind() of a name the copy has, found (not remembered)."""
         kind = self.kinds[name]
         if kind == "view":  # the authorizer names the tables of the views within it too
             return self._expand(self._authorized("EXPLAIN SELECT * FROM " + quote(name)), skip={name})
@@ -172,5 +175,4 @@ def quote(name: str) -> str:
 
 def schema_rows(conn: sqlite3.Connection) -> list[SchemaRow]:
     """A database's tables and views as sqlite_master has them, in the order they were made."""
-    return [tuple(row) for row in conn.execute(
-        "SELECT type, name, sql FROM sqlite_master WHERE type IN ('table', 'view') ORDER BY rowid")]
+    return [tuple(row) for row in conn.execute(SCHEMA_SQL)]
