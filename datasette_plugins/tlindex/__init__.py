@@ -11,6 +11,7 @@ own pages untouched.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 
@@ -20,8 +21,9 @@ from datasette.utils.asgi import Response
 from markupsafe import Markup
 
 from .cells import cell_link
-from .database import Urls, denied, denied_to, is_tlindex, known_tlindex, sources_of
+from .database import Urls, denied, denied_to, is_tlindex, known_tlindex
 from .pages import ROUTES
+from .reads import request_reads
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,14 @@ log = logging.getLogger(__name__)
 def _canned_queries() -> dict[str, dict]:
     """The queries/*.sql files as Datasette canned queries: results first (the SQL folded), the title and
     its one-line summary above them, the rest of the description and the parameters folded."""
+    # A copy each time (Datasette adds keys to them), of entries built once: 0.65 asks on every request
+    # to a table page, and the gate asks again (reads._canned_sql).
+    return {name: dict(query) for name, query in _built_canned_queries().items()}
+
+
+@functools.lru_cache(maxsize=1)  # the files do not change under a running server (load_queries is cached too)
+def _built_canned_queries() -> dict[str, dict]:
+    """_canned_queries, built once."""
     from tlindex.answers.queries import load_queries
 
     def description_html(q) -> str:
@@ -126,29 +136,21 @@ def _without_facet_suggestions(datasette, scope: dict) -> dict:
 
 
 async def _refused(datasette, scope) -> str | None:
-    """Why the request may not see what it asks for, when it asks a tlindex canned query or a table that
-    shows another's rows (the `payloads` view, full-text indexes) and the actor may not view every table
-    behind it. Datasette checks a canned query's own permission and a table's, not the tables behind them."""
-    parts = scope.get("path", "").strip("/").split("/")
-    if len(parts) < 2 or parts[1].startswith("-"):
-        return None
-    database = tilde_decode(parts[0])
-    if not await is_tlindex(datasette, database):
-        return None
-    name = tilde_decode(parts[1]).rsplit(".", 1)[0] if len(parts) == 2 else tilde_decode(parts[1])
-    from tlindex.answers.queries import load_queries, tables_read
+    """Why the request may not see what it reads, when it reads a table the actor may not view through
+    another (a view, a full-text index, a canned query, SQL): see reads.py. Datasette checks the table
+    or canned query a request names, not the tables behind it."""
+    memo: list = []
 
-    query = load_queries().get(name) if len(parts) == 2 else None
-    if query is not None:
-        behind = {source for table in tables_read(query.sql) for source in {table, *sources_of(table)}}
-    else:
-        behind = sources_of(name)  # (Datasette checks the table itself)
-        if not behind:
-            return None  # a table of its own: Datasette's check is the whole check
-    actor = await _actor(datasette, scope)
-    refused = await denied(datasette, actor, database, frozenset(behind))
-    return None if refused is None else (f"{'canned query' if query else 'table'} {name} shows rows of tables "
-                                         f"this actor may not see ({refused})")
+    async def actor():
+        if not memo:
+            memo.append(await _actor(datasette, scope))
+        return memo[0]
+
+    reading = await request_reads(datasette, scope, actor)
+    if reading is None:
+        return None
+    refused = await denied(datasette, await actor(), reading.database, reading.tables)
+    return None if refused is None else f"{reading.what} shows rows of tables this actor may not see ({refused})"
 
 
 async def _actor(datasette, scope):

@@ -17,6 +17,7 @@ import sqlite3
 import sys
 from dataclasses import dataclass, field
 
+from tlindex.store.reads import SchemaCopy, schema_rows
 from tlindex.store.resources import resource_dir
 
 PARAM_RE = re.compile(r"^--\s*:(\w+)\s+(.*)$")
@@ -134,33 +135,24 @@ def guard_functions(conn: sqlite3.Connection) -> sqlite3.Connection:
     return conn
 
 
-_SCHEMA: list[sqlite3.Connection] = []  # an empty database of the current schema, made once
+@functools.lru_cache(maxsize=1)  # the migrations do not change under a running process
+def _schema() -> SchemaCopy:
+    """An empty database of the migrations' schema, made once."""
+    from tlindex.store.compression import register
+    from tlindex.store.db import apply_schema
+
+    conn = sqlite3.connect(":memory:")
+    apply_schema(conn)
+    return SchemaCopy(schema_rows(conn), prepare=register)
 
 
 def tables_read(sql: str) -> frozenset[str]:
-    """The tables a query reads, as SQLite sees it prepare the query on an empty database of the schema
-    (its authorizer names the tables behind views: a query of `payloads` reads `payload_data`)."""
-    if not _SCHEMA:
-        from tlindex.store.db import apply_schema
-
-        schema = sqlite3.connect(":memory:", check_same_thread=False)
-        apply_schema(schema)
-        _SCHEMA.append(schema)
-    conn = _SCHEMA[0]
-    known = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")}
-    seen: set[str] = set()
-
-    def record(action: int, arg1, arg2, database, trigger) -> int:
-        if action == sqlite3.SQLITE_READ and arg1 in known:
-            seen.add(arg1)
-        return sqlite3.SQLITE_OK
-
-    conn.set_authorizer(record)
-    try:
-        run_sql(conn, "EXPLAIN " + sql, {}).fetchall()
-    finally:
-        conn.set_authorizer(None)
-    return frozenset(seen)
+    """The tables and views a query reads, as SQLite says preparing it on an empty database of the schema
+    (tlindex.store.reads: a query of `payloads` reads `payload_data`)."""
+    found = _schema().reads(sql)
+    if found is None:
+        raise ValueError("SQLite cannot prepare this query on the schema")
+    return found
 
 
 def run_sql(conn: sqlite3.Connection, sql: str, params: dict[str, str] | None = None) -> sqlite3.Cursor:
