@@ -153,3 +153,18 @@ def test_equal_guard_fingerprints_are_equal_guards_and_unknown_ones_are_compared
     rank0, rank2 = old.execute("SELECT min(id), max(id) FROM compiles WHERE run_id = ? AND compile_id = '0/0' "
                                "AND rank IN (0, 2)", (run,)).fetchone()
     assert compare(old, rank0, rank2)["changes"] == compare(db, rank0, rank2)["changes"]
+
+
+def test_the_counts_agree_with_the_lists_and_records_without_a_compile_id_are_counted_apart(db):
+    """break_added: A has 3 compiles and B 4 (the totals above the diff); the diff matched 3 of them and
+    lists B's resume function alone; each process's [-/-] records are counted on a line of their own."""
+    from tlindex.answers.diff import as_text, diff
+
+    a, b = scenario_run(db, "break_added")
+    result = diff(db, str(a), str(b))
+    s = result["summary"]
+    real = [c for c in result["compiles"] if c["key"].get("compile") != "-/-"]
+    assert s["matched"] + s["only_a"] == result["a"]["compiles"] and s["matched"] + s["only_b"] == result["b"]["compiles"]
+    assert s["matched"] == sum(1 for c in real if c["a"] and c["b"])
+    assert s["without_compile_id"]["matched"] >= 1
+    assert any(line.startswith("records without a compile id ([-/-]") for line in as_text(result))

@@ -64,12 +64,16 @@ def test_recompile_reasons_are_exactly_the_guard_failures_provoked(db):
     for envelope, payload, *_ in raw_records("recompiles"):
         if envelope.get("artifact", {}).get("name") == "recompile_reasons":
             text = payload.decode()
-            raw += json.loads(text) if text.startswith("[") else [text]
-    raw_guards = Counter(reason.split(": ", 1)[1] for reason in raw)
+            raw.append(json.loads(text) if text.startswith("[") else [text])
+    # one artifact per compile; a guard that failed against several cache entries caused that one compile
+    raw_guards = Counter(guard for reasons in raw for guard in {reason.split(": ", 1)[1] for reason in reasons})
     counted = Counter()
     for r in found:
-        counted[r["failed_guard"]] += r["times"]
-    assert counted == raw_guards
+        counted[r["failed_guard"]] += r["compiles"]
+        # the count agrees with the list beside it: every id once, or ×N for N compiles of it
+        listed = [item.split(" ×") for item in r["compile_ids"].split(", ")]
+        assert sum(int(item[1]) if len(item) > 1 else 1 for item in listed) == r["compiles"]
+    assert counted == raw_guards  # each failed guard once per compile it caused, as the raw artifacts list them
     by_function = {}
     for r in found:
         by_function.setdefault(r["co_name"], set()).add(r["failed_guard"].split("#")[0].strip())

@@ -384,3 +384,19 @@ def test_compiles_by_status_add_up_and_say_what_has_no_compile_id(db):
     export_error = db.execute("SELECT run_id FROM compiles WHERE compile_id = '-/-' AND status = 'error'").fetchone()
     assert export_error, "a fixture run fails outside any compile (export)"
     assert any(row["unattributed"] == "error" for row in run_data(db, export_error[0])["by_rank"])
+
+
+def test_a_rank_claimed_by_two_files_is_said_with_its_files(tmp_path):
+    """The 4-rank DDP job plus another job's rank-1 file, ingested as one run: 4 ranks and 5 processes, and
+    `runs` says which files claim rank 1 (it said "4 ranks")."""
+    from tlindex.ingest.pipeline import ingest as run_ingest
+
+    extra = next(p for p in scenario_logs("ddp_2ranks") if "rank_1" in p.name)
+    db = tmp_path / "messy.db"
+    run_ingest(db, [str(p) for p in scenario_logs("ddp_4ranks_diverge")] + [str(extra)], run_label="messy")
+    result = CliRunner().invoke(cli, ["runs", "--db", str(db)])
+    assert "4 ranks, 5 processes: rank 1 is claimed by 2 processes" in result.output
+    rank_1 = [p.name for p in scenario_logs("ddp_4ranks_diverge") if "rank_1" in p.name] + [extra.name]
+    assert all(name in result.output for name in rank_1)
+    listed = json.loads(CliRunner().invoke(cli, ["runs", "--db", str(db), "--json"]).output)
+    assert listed[0]["ranks"] == 4 and listed[0]["processes"] == 5 and extra.name in listed[0]["ranks_text"]

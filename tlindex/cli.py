@@ -548,6 +548,7 @@ def runs_command(db_path: str, as_json: bool) -> None:
 
     from tlindex.answers.findings import findings as run_findings
     from tlindex.answers.findings import problems
+    from tlindex.ingest.runs import rank_decisions, ranks_text
 
     conn = read_db(db_path)
     try:
@@ -557,6 +558,7 @@ def runs_command(db_path: str, as_json: bool) -> None:
             totals = conn.execute("SELECT compiles, failures FROM run_totals WHERE run_id = ?", (run_id,)).fetchone()
             found = problems(run_findings(conn, run_id))
             listed.append({"id": run_id, "label": label, "start": start, "ranks": ranks, "processes": processes,
+                           "ranks_text": ranks_text(ranks, processes or 0, rank_decisions(conn, run_id)),
                            "compiles": totals[0] if totals else 0, "failures": totals[1] if totals else 0,
                            "worst_finding": found[0].text if found else None})
     finally:
@@ -565,8 +567,7 @@ def runs_command(db_path: str, as_json: bool) -> None:
         click.echo(json.dumps(listed, indent=2))
         return
     for run in listed:
-        ranks = f"{run['ranks']} ranks" if run["ranks"] else "1 process" if run["processes"] == 1 else \
-            f"{run['processes']} processes"
+        ranks = run["ranks_text"]
         say(f"{run['id']:>4}  {run['label']}  {(run['start'] or '')[:19]}  {ranks}, {run['compiles']} compiles, "
             f"{run['failures']} failed  {run['worst_finding'] or 'nothing to report'}")
 

@@ -289,11 +289,21 @@ def diff(conn: sqlite3.Connection, run_a: str, run_b: str, graphs: bool = False)
                 entry["graph_diffs"] = [pair.unified() for pair in graph_pairs(conn, entry["a"]["id"], entry["b"]["id"])
                                         if pair.changed]
     return {"a": _run_summary(conn, a), "b": _run_summary(conn, b),
-            "summary": {"matched": sum(1 for c in compiles if c["a"] and c["b"]),
-                        "changed": sum(1 for c in compiles if c["changes"]),
-                        "only_a": sum(1 for c in compiles if c["b"] is None),
-                        "only_b": sum(1 for c in compiles if c["a"] is None)},
-            "compiles": compiles}
+            "summary": _summary(compiles), "compiles": compiles}
+
+
+def _summary(compiles: list[dict]) -> dict:
+    """How many compiles matched, changed or stand alone, as the runs' totals count them: without the
+    records that carry no compile id (tlparse's [-/-], one per process), which are counted apart."""
+    real = [c for c in compiles if c["key"].get("compile") != "-/-"]
+    unattributed = [c for c in compiles if c["key"].get("compile") == "-/-"]
+    return {"matched": sum(1 for c in real if c["a"] and c["b"]),
+            "changed": sum(1 for c in real if c["changes"]),
+            "only_a": sum(1 for c in real if c["b"] is None),
+            "only_b": sum(1 for c in real if c["a"] is None),
+            "without_compile_id": {"matched": sum(1 for c in unattributed if c["a"] and c["b"]),
+                                   "changed": sum(1 for c in unattributed if c["changes"]),
+                                   "alone": sum(1 for c in unattributed if not (c["a"] and c["b"]))}}
 
 
 def compare(conn: sqlite3.Connection, compile_a: int, compile_b: int) -> dict | None:
@@ -377,6 +387,10 @@ def as_text(result: dict) -> list[str]:
         lines.append("(the same run twice: nothing can have changed)")
     lines.append(f"{summary['matched']} compiles matched, {summary['changed']} changed, "
                  f"{summary['only_a']} only in A, {summary['only_b']} only in B")
+    loose = summary.get("without_compile_id") or {}
+    if any(loose.values()):
+        lines.append(f"records without a compile id ([-/-], one set per process): {loose['matched']} matched, "
+                     f"{loose['changed']} changed, {loose['alone']} in one run only")
     for entry in result["compiles"]:
         if not entry["changes"] and entry["a"] and entry["b"]:
             continue

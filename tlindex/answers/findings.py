@@ -167,9 +167,10 @@ def export_issue_count(conn: sqlite3.Connection, run_id: int) -> int:
         WHERE s.id = e.source_id AND s.run_id = ?""", (run_id,)).fetchone()[0]
 
 
-def rank_list(ranks: list[int]) -> str:
-    """Ranks as people write them: "rank 3", "ranks 0–2, 5"."""
-    ranks = sorted(set(ranks))
+def rank_list(ranks: list[int | str]) -> str:
+    """Ranks (or processes, "1 (restart 1)") as people write them: "rank 3", "ranks 0–2, 5, 1 (restart 1)"."""
+    named = sorted({r for r in ranks if not isinstance(r, int)}, key=str)
+    ranks = sorted({r for r in ranks if isinstance(r, int)})
     parts, start = [], None
     for i, rank in enumerate(ranks):
         if start is None:
@@ -177,7 +178,7 @@ def rank_list(ranks: list[int]) -> str:
         if i + 1 == len(ranks) or ranks[i + 1] != rank + 1:
             parts.append(str(start) if start == rank else f"{start}–{rank}" if rank > start + 1 else f"{start}, {rank}")
             start = None
-    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(parts)
+    return ("rank " if len(ranks) + len(named) == 1 else "ranks ") + ", ".join(parts + [str(n) for n in named])
 
 
 MAX_GROUPS = 6  # groups of ranks a sentence names; past it, the largest stay unnamed, the smallest never
@@ -196,9 +197,12 @@ def group_ranks(values: dict[int, object], say=str) -> str:
     return text + (f"; {_plural(hidden, 'other group')} of ranks" if hidden else "")
 
 
-def _compiles_by_rank(conn: sqlite3.Connection, run_id: int) -> dict[int, int]:
-    return dict(conn.execute("SELECT rank, count(*) FROM compiles WHERE run_id = ? AND compile_id != '-/-' "
-                             "AND rank IS NOT NULL GROUP BY rank", (run_id,)).fetchall())
+def _compiles_by_rank(conn: sqlite3.Connection, run_id: int) -> dict[int | str, int]:
+    """Compiles per process of the run, named as the comparison names them (a rank, or "1 (restart 1)")."""
+    rows = conn.execute("""SELECT s.process, count(*) FROM compiles c JOIN sources s ON s.id = c.source_id
+                           WHERE c.run_id = ? AND c.compile_id != '-/-' AND s.process IS NOT NULL
+                           GROUP BY s.process""", (run_id,)).fetchall()
+    return {int(name) if name.lstrip("-").isdigit() else name: n for name, n in rows}
 
 
 def _versions_by_rank(conn: sqlite3.Connection, run_id: int, compile_id: str, name: str) -> dict[int, str]:
@@ -228,7 +232,8 @@ def _divergence(conn: sqlite3.Connection, run_id: int) -> list[Finding]:
         more = f" (and {_plural(len(hits) - 1, 'more compile id')})" if len(hits) > 1 else ""
         detail, groups = first["detail"], ""
         if kind == "missing_compile":  # every rank's count, grouped: the outlier is always named
-            ranks = [int(r) for r in str(first["ranks"]).split(",") if r.strip().lstrip("-").isdigit()]
+            ranks = [int(r) if r.strip().lstrip("-").isdigit() else r.strip()
+                     for r in str(first["ranks"]).split(",") if r.strip()]
             detail = f"only on {rank_list(ranks)} ({detail})"
             groups = group_ranks(_compiles_by_rank(conn, run_id),
                                  lambda n: _plural(n, "compile")) + ". "

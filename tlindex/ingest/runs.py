@@ -193,20 +193,32 @@ def resolve_processes(conn: sqlite3.Connection, run_id: int) -> None:
 def rank_decisions(conn: sqlite3.Connection, run_id: int) -> list[str]:
     """What resolve_processes decided for a run, one sentence per rank it had to decide for."""
     rows = conn.execute("""
-        SELECT logged_rank, group_concat(process, ', '), count(*), max(restart), min(rank_decision), count(DISTINCT rank)
-        FROM (SELECT * FROM sources WHERE run_id = ? ORDER BY rank, restart, pid)
+        SELECT logged_rank, group_concat(process, ', '), count(*), max(restart), min(rank_decision), count(DISTINCT rank),
+               group_concat(name, ', ')
+        FROM (SELECT s.*, f.name FROM sources s JOIN files f ON f.id = s.file_id WHERE s.run_id = ?
+              ORDER BY s.rank, s.restart, s.pid)
         GROUP BY logged_rank HAVING count(DISTINCT pid) > 1 ORDER BY logged_rank""", (run_id,)).fetchall()
     said = []
-    for logged, processes, count, restarts, decision, ranks in rows:
+    for logged, processes, count, restarts, decision, ranks, files in rows:
+        claimed = f"rank {logged} is claimed by {count} processes ({files})"
         if ranks > 1:
-            said.append(f"{count} processes logged rank {logged}; their file names give them ranks "
-                        f"{processes} (read as tlparse reads them)")
+            said.append(f"{claimed}; their file names give them ranks {processes} (read as tlparse reads them)")
         elif restarts:
-            said.append(f"rank {logged} ran {count} times one after another: restarts, compared as processes "
-                        f"{processes}")
+            said.append(f"{claimed}, one after another: restarts, compared as processes {processes}")
         else:
-            said.append(f"{count} processes logged rank {logged} at the same time: compared as processes {processes}")
+            said.append(f"{claimed} at the same time: compared as processes {processes}")
     return said
+
+
+def ranks_text(world_size: int | None, processes: int, decisions: list[str]) -> str:
+    """How many ranks a run has, in words, with what its processes claimed when they share ranks:
+    "4 ranks", "1 process", "4 ranks, 5 processes: rank 1 is claimed by 2 processes (a.log, b.log), ..."."""
+    if not world_size:
+        return f"{processes} process{'es' * (processes != 1)}"
+    text = f"{world_size} rank{'s' * (world_size != 1)}"
+    if processes != world_size:
+        text += f", {processes} processes" + (f": {'; '.join(decisions)}" if decisions else "")
+    return text
 
 
 def _refresh_run(conn: sqlite3.Connection, run_id: int) -> None:

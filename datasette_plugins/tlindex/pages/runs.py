@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from tlindex.answers.findings import findings, problems
+from tlindex.ingest.runs import rank_decisions, ranks_text
 
 from ..database import dicts, int_value, one, open_database, render
 
@@ -19,6 +20,7 @@ def runs_data(conn: sqlite3.Connection, only: list[int] | None = None) -> list[d
     if only is not None:
         runs = [run for run in runs if run["id"] in only]
     for run in runs:
+        run["ranks_text"] = ranks_text(run["world_size"], run["source_count"] or 0, rank_decisions(conn, run["id"]))
         found = findings(conn, run["id"])
         run["worst"] = (problems(found) or [None])[0]
         run["problem_count"] = len(problems(found))
