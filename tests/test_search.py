@@ -121,3 +121,41 @@ async def test_the_search_page_finds_payload_text_on_a_fresh_database(tmp_path):
     conn.close()
     indexed = await Datasette([str(db)]).client.get("/fresh/-/tlindex/search.json?q=cpp_fused")
     assert {(g["compile"], h["table"]) for g in indexed.json()["groups"] for h in g["hits"]} == scanned
+
+
+def test_a_function_name_or_break_reason_ranks_above_matches_deep_in_payloads(searchable):
+    """Searching a function's name finds the compiles of that function first, and a graph-break reason the
+    compiles that broke, before compiles whose generated code or guards merely mention it."""
+    conn = connect(searchable)
+    (name,) = conn.execute("SELECT co_name FROM compiles WHERE co_name = 'with_explicit_break' LIMIT 1").fetchone()
+    hits = search(conn, name)
+    named = {row[0] for row in conn.execute("SELECT id FROM compiles WHERE co_name LIKE ?", (f"%{name}%",))}
+    first_groups = []
+    for hit in hits:
+        if hit.compile not in first_groups:
+            first_groups.append(hit.compile)
+    assert set(first_groups[:len(named)]) == named  # the compiles named so come before any other group
+    hits = search(conn, "graph_break()")
+    broke = {row[0] for row in conn.execute("SELECT DISTINCT compile FROM graph_break_events WHERE reason LIKE "
+                                            "'%graph_break()%'")}
+    leading = []
+    for hit in hits:
+        if hit.compile not in leading:
+            leading.append(hit.compile)
+    assert set(leading[:len(broke)]) <= broke | named | {h.compile for h in hits if h.table == "compiles"}
+    assert hits[0].table in ("compiles", "graph_break_events")
+
+
+def test_tlindex_s_own_words_about_a_line_are_not_search_results(tmp_path):
+    """An ingest error is found by the line it is about, not by the message tlindex wrote about it. HAND-MADE:
+    a real log with one line that is no trace record appended."""
+    log = tmp_path / "dedicated_log_torch_trace_odd.log"
+    log.write_bytes(next((DATA / "graph_breaks").glob("*.log")).read_bytes() + b"garbage ZZQQXX line\n")
+    db = tmp_path / "t.db"
+    ingest(db, [str(log)], jobs=1)
+    conn = connect(db)
+    (message,) = conn.execute("SELECT message FROM ingest_errors WHERE excerpt LIKE '%ZZQQXX%'").fetchone()
+    words = " ".join(message.split()[:3])
+    ensure_payload_index(sqlite3.connect(db, isolation_level=None))
+    assert [h for h in search(conn, "ZZQQXX") if h.table == "ingest_errors"]  # by its line
+    assert not [h for h in search(conn, words) if h.table == "ingest_errors"], words  # not by tlindex's words

@@ -72,7 +72,7 @@ def _text(*columns: str) -> str:
 COMPILE_TEXT = _text("c.co_name", "c.co_filename", "c.fail_type", "c.fail_reason", "c.recompile_reason")
 BREAK_TEXT = _text("g.reason", "g.user_file")
 GUARD_TEXT = _text("g.text", "g.user_code", "g.source")
-ERROR_TEXT = _text("e.kind", "e.message", "e.excerpt")
+ERROR_TEXT = "coalesce(e.excerpt, '')"  # the line as logged (the index holds tlindex's message too)
 
 # (index, content table, SQL of one matched row: run, compile, compile_id, text to show, page id; the page's
 # route in tlindex.routes, or None for a Datasette row page)
@@ -124,6 +124,8 @@ def search(conn: sqlite3.Connection, term: str, run: int | None = None, limit: i
             if row is None or (run is not None and row[0] != run):
                 continue
             snippet, _, marked = _snippet(row[3] or "", term)
+            if table == "ingest_errors" and marked is None:
+                continue  # the term is in tlindex's own words about the line, not in the line
             hits.append(Hit(row[0], row[1], row[2], table, snippet, _page_path(route, row[4], table), None, marked))
     if has_payload_index(conn):
         hits += _payload_hits(conn, match, term, run, limit)
@@ -132,10 +134,27 @@ def search(conn: sqlite3.Connection, term: str, run: int | None = None, limit: i
         hits += found
         if not complete and notes is not None:
             notes.append(f"the payload text was read for {scan_seconds:g} s without finishing")
+    return ranked(hits)
+
+
+# What users look for first: a function's name, a failure or a recompile reason, then a graph break, a failed
+# guard, an artifact's name, a guard, payload text. An ingest error is tlindex's note about a line: it is
+# found by that line's own text (its excerpt) only, never by the words tlindex wrote about it.
+TABLE_RANK = {"compiles": 0, "graph_break_events": 1, "failed_guards": 2, "artifacts": 3, "guards": 4,
+              "payloads": 5, "ingest_errors": 6}
+
+
+def ranked(hits: list[Hit]) -> list[Hit]:
+    """Hits grouped by run and compile: groups whose best hit users look for first lead (a compile named by
+    the term before one whose payload merely contains it), then the groups with most hits; within a group,
+    the same order."""
     groups: dict[tuple, list[Hit]] = {}
     for hit in hits:
         groups.setdefault((hit.run, hit.compile), []).append(hit)
-    ordered = sorted(groups.values(), key=lambda group: (-len(group), group[0].run or 0, group[0].compile or 0))
+    for group in groups.values():
+        group.sort(key=lambda hit: TABLE_RANK.get(hit.table, len(TABLE_RANK)))
+    ordered = sorted(groups.values(), key=lambda group: (TABLE_RANK.get(group[0].table, len(TABLE_RANK)), -len(group),
+                                                         group[0].run or 0, group[0].compile or 0))
     return [hit for group in ordered for hit in group]
 
 
