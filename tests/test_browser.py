@@ -364,3 +364,53 @@ def test_a_kernel_name_searched_from_the_runs_page_of_a_fresh_database_is_found(
     follow(page, hit)
     assert kernel in page.locator("body").inner_text()
     page.set_viewport_size({"width": 1300, "height": 1000})
+
+
+# A number, a time or a version, as a table cell holds it: it must stay on one line.
+NUMERIC_CELLS_JS = r"""() => {
+  const wrapped = [];
+  for (const cell of document.querySelectorAll('td, td span, dd')) {
+    const text = cell.innerText.trim();
+    if (!/^\(?[-+]?[\d][\d,.:+\- Tcpu]*\)?$/.test(text) || text.length < 4) continue;
+    const range = document.createRange();
+    range.selectNodeContents(cell);
+    const lines = new Set(Array.from(range.getClientRects()).map(r => Math.round(r.top)));
+    if (lines.size > 1) wrapped.push(text);
+  }
+  return wrapped;
+}"""
+
+
+def test_numbers_never_wrap_at_1400_px(server, page):
+    """Every page a run links (runs, run, compile, vLLM) at 1400 px: no cell holding a number, a time or a
+    version is on two lines (the runs page broke 4,228,717 after 4,228,71)."""
+    base, path = server
+    conn = sqlite3.connect(path)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    urls = [f"{base}/traces/-/tlindex"]
+    for scenario in ("vllm_restart", "ddp_4ranks_diverge", "train_step"):
+        (run,) = scenario_run(conn, scenario)
+        (compile_row,) = conn.execute("SELECT id FROM compiles WHERE run_id = ? AND compile_id != '-/-' "
+                                      "ORDER BY id LIMIT 1", (run,)).fetchone()
+        urls += [f"{base}/traces/-/tlindex/run/{run}", f"{base}/traces/-/tlindex/compile/{compile_row}"]
+    (vllm,) = scenario_run(conn, "vllm_restart")
+    urls.append(f"{base}/traces/-/tlindex/run/{vllm}/vllm")
+    for url in urls:
+        page.goto(url)
+        assert page.evaluate(NUMERIC_CELLS_JS) == [], url
+    page.goto(urls[0])
+    shot(page, "runs-1400")
+    page.set_viewport_size({"width": 1300, "height": 1000})
+
+
+def test_the_vllm_config_rows_align(server, page):
+    """Each key of the vLLM config stands level with its value."""
+    base, path = server
+    (run,) = scenario_run(sqlite3.connect(path), "vllm_piecewise")
+    page.goto(f"{base}/traces/-/tlindex/run/{run}/vllm")
+    offsets = page.evaluate("""() => Array.from(document.querySelectorAll('table.vllm-config tr')).map(tr => {
+        const text = el => { const r = document.createRange(); r.selectNodeContents(el);
+                             return r.getClientRects()[0]; };
+        const key = text(tr.querySelector('th')), value = text(tr.querySelector('td code'));
+        return Math.abs((key.top + key.bottom) / 2 - (value.top + value.bottom) / 2); })""")
+    assert offsets and max(offsets) < 2, offsets
