@@ -652,6 +652,41 @@ SCENARIOS["vllm_passes_only"] = (
 """))
 assert "return compile_fx(gm, example_inputs)" in SCENARIOS["vllm_passes_only"]
 
+# The same model trained once a day, four days (STEP 0-3, one process each, one trace dir): the runs a
+# trend compares. Day 1 adds input shapes (a recompile, then dynamic shapes), day 2 a graph break
+# (torch._dynamo.graph_break()), day 3 a deeper model (more compile time), a data-dependent branch (a
+# second kind of graph break) and two config changes (an Inductor and a Dynamo setting). Inductor's cache
+# is shared by the four days, as on one machine: unchanged graphs hit it.
+SCENARIOS["series"] = """
+STEP = int(os.environ["STEP"])
+if STEP >= 3:
+    torch._inductor.config.max_fusion_size = 16
+    torch._dynamo.config.cache_size_limit = 16
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x)) + x
+
+model = torch.nn.Sequential(*[Block() for _ in range(6 if STEP >= 3 else 2)])
+
+def train_step(x):
+    y = model(x)
+    if STEP >= 2:
+        torch._dynamo.graph_break()
+    y = y * 2
+    if STEP >= 3 and y.sum() > 0:
+        y = y - 1
+    return y.sum()
+
+compiled = torch.compile(train_step)
+for rows in [4] + ([6, 8] if STEP >= 1 else []):
+    compiled(torch.randn(rows, 16)).backward()
+"""
+
 # Environment a scenario's program runs with, beyond the common one ({trace}: the trace dir).
 EXTRA_ENV = {"collectives_3ranks": {"LOG_TLPARSE": "1"}, "draft_export": {"TORCH_DTRACE": "{trace}"},
              "provenance": {"INDUCTOR_PROVENANCE": "1"}, "train_provenance": {"INDUCTOR_PROVENANCE": "1"},
@@ -692,7 +727,7 @@ finish(body(prepare(x)) * x)
 
 # Scenarios whose program runs more than once into the same trace dir, with the
 # environment of each run.
-RUNS = {"cache": [{}, {}], "vllm_two_models": [{}, {"CHANGE_PIECE": "1"}], "break_added": [{}, {"ADD_BREAK": "1"}],
+RUNS = {"series": [{"STEP": str(step)} for step in range(4)], "cache": [{}, {}], "vllm_two_models": [{}, {"CHANGE_PIECE": "1"}], "break_added": [{}, {"ADD_BREAK": "1"}],
         "inductor_break_added": [{}, {"ADD_BREAK": "1"}]}
 
 
