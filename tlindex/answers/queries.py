@@ -142,8 +142,9 @@ def tables_read(sql: str) -> frozenset[str]:
     (its authorizer names the tables behind views: a query of `payloads` reads `payload_data`)."""
     if not _SCHEMA:
         from tlindex.store.db import apply_schema
+        from tlindex.store.limits import connect
 
-        schema = sqlite3.connect(":memory:", check_same_thread=False)
+        schema = connect(":memory:", check_same_thread=False)
         apply_schema(schema)
         _SCHEMA.append(schema)
     conn = _SCHEMA[0]
