@@ -191,6 +191,7 @@ def query(name_or_sql: str, params: tuple[tuple[str, str], ...], db_path: str, *
     import sqlite3
 
     from tlindex.answers.queries import check_params, load_queries, read_only, run_sql
+    from tlindex.store.limits import too_big_message
 
     canned = load_queries()
     sql = canned[name_or_sql].sql if name_or_sql in canned else name_or_sql
@@ -215,6 +216,8 @@ def query(name_or_sql: str, params: tuple[tuple[str, str], ...], db_path: str, *
         if message == "not authorized":
             message += (" (tlindex query only reads, and calls SQLite's own functions: no writes, ATTACH, "
                         "VACUUM INTO, load_extension or fts3_tokenizer)")
+        elif too_big_message(error):
+            message = too_big_message(error)
         elif message == "user-defined function raised exception":
             message += " (sqlar_uncompress inflates at most the largest payload stored: its size argument was larger)"
         raise click.ClickException(f"SQL error: {message}")

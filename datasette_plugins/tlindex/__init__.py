@@ -55,11 +55,31 @@ def _built_canned_queries() -> dict[str, dict]:
 def prepare_connection(conn):
     """The sqlite3 shell's sqlar functions, which the `payloads` view reads compressed payloads with
     (bounded: tlindex.store.compression), and no function that hands out native pointers, loads code or
-    allocates by its argument (tlindex.answers.queries.DENIED_FUNCTIONS), whatever SQL a request sends."""
+    allocates by its argument (tlindex.answers.queries.DENIED_FUNCTIONS), whatever SQL a request sends;
+    on the databases whose values all fit it, tlindex's limit on the length of a value (tlindex.store.limits)."""
     from tlindex.answers.queries import guard_functions
     from tlindex.store.compression import register
+    from tlindex.store.limits import limit_connection
 
+    if _fits_the_limit(conn):
+        limit_connection(conn)
     guard_functions(register(conn))
+
+
+def _fits_the_limit(conn) -> bool:
+    """Whether every value the connection's database holds is known to fit tlindex's limit: a tlindex
+    database's (the ingest stores none longer), an in-memory one's (Datasette's _memory and _internal hold
+    nothing that long), one whose schema cannot be read (nothing can be read from it). Not a database file
+    tlindex did not make: it may hold longer values (images, archives) that the limit would make unreadable,
+    and the plugin does not change what another database answers, as it adds no pages or queries to it."""
+    import sqlite3
+
+    try:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (MIGRATIONS_TABLE,)).fetchone():
+            return True
+        return not any(file for _, name, file in conn.execute("PRAGMA database_list") if name == "main")
+    except sqlite3.Error:
+        return True
 
 
 @hookimpl

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sqlite3
 import tempfile
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from tlindex.ingest.fingerprints import write_prints
 from tlindex.ingest.task import Task, run_task
 from tlindex.store.compression import register
 from tlindex.store.db import apply_schema
+from tlindex.store.limits import connect
 
 DRIVER_TABLES = ("files", "sources", "compiles")   # small: grouped into runs on the driver
 PAYLOAD_PARTS = "_payload_parts"
@@ -46,7 +46,7 @@ def ingest_file(item: tuple[int, str, str]) -> dict:
     try:
         staging = work / "staging.db"
         result = run_task(Task(path, str(staging)))
-        conn = register(sqlite3.connect(staging, check_same_thread=False))
+        conn = register(connect(staging, check_same_thread=False))
         write_prints(conn, index=True)  # as the merge of an ingest writes them (staging has no indexes)
         base = number << 32
         tables = [r[0] for r in conn.execute(
@@ -84,7 +84,7 @@ def spark_ingest(paths: list[str], out_dir: str | Path, *, master: str = "local[
         results = spark.sparkContext.parallelize(items, max(1, len(items))).map(ingest_file).collect()
 
         # Runs, on the driver, with the SQLite ingest's own grouping code.
-        conn = sqlite3.connect(":memory:", check_same_thread=False)
+        conn = connect(":memory:", check_same_thread=False)
         conn.isolation_level = None
         apply_schema(conn)
         for result in results:

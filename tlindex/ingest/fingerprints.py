@@ -60,4 +60,14 @@ def write_prints(conn: sqlite3.Connection, which: str = "", index: bool = False)
     for table, column in READ_THROUGH.items() if index else ():
         conn.execute(f"CREATE INDEX IF NOT EXISTS main.prints_{table} ON {table}({column})")
     sets = ", ".join(f"{column} = ({subquery})" for column, subquery in PRINTS.items())
-    conn.execute(f"UPDATE main.compiles SET {sets} {which}")
+    try:
+        conn.execute(f"UPDATE main.compiles SET {sets} {which}")
+    except sqlite3.DataError:
+        # A compile whose rows join into a text past the connection's limit (tlindex.store.limits; only a
+        # hostile log's: break reasons longer together than that): its prints NULL, "not known", the others one by one.
+        for (compile_row,) in conn.execute(f"SELECT id FROM main.compiles {which}").fetchall():
+            try:
+                conn.execute(f"UPDATE main.compiles SET {sets} WHERE id = ?", (compile_row,))
+            except sqlite3.DataError:
+                conn.execute(f"UPDATE main.compiles SET {', '.join(f'{c} = NULL' for c in PRINTS)} WHERE id = ?",
+                             (compile_row,))

@@ -12,8 +12,10 @@ import json
 import sqlite3
 from pathlib import Path
 
+from tlindex.ingest.reader import MAX_RECORD_BYTES
 from tlindex.store.compression import pack, register
 from tlindex.store.db import apply_schema
+from tlindex.store.limits import connect
 from tlindex.store.tables import COLUMNS
 
 # Buffers a worker holds before writing them (memory is the sum over workers): 500 rows per table, 1 MB
@@ -38,6 +40,28 @@ def storable(value: object) -> object:
         return repr(value)
 
 
+def cut_text(text: str) -> str:
+    """The text's first MAX_RECORD_BYTES of UTF-8 (a character cut in two dropped)."""
+    return text.encode("utf-8")[:MAX_RECORD_BYTES].decode("utf-8", "ignore")
+
+
+def within_record(row: tuple) -> tuple:
+    """The row, its longest texts and blobs NULL until the rest fits in MAX_RECORD_BYTES.
+
+    Every connection refuses a value (or row) past tlindex.store.limits.MAX_VALUE_BYTES, so that what is
+    stored can always be read. Values read from one record fit; only a value the normalizer made longer
+    than its record (JSON written again: `1e15` is `1000000000000000.0`) can be refused, and is then not
+    stored rather than failing the ingest."""
+    sizes = {i: len(v.encode("utf-8", "surrogatepass")) if isinstance(v, str) else len(v)
+             for i, v in enumerate(row) if isinstance(v, (str, bytes))}
+    values, total = list(row), sum(sizes.values())
+    for i in sorted(sizes, key=sizes.get, reverse=True):
+        if total <= MAX_RECORD_BYTES:
+            break
+        values[i], total = None, total - sizes[i]
+    return tuple(values)
+
+
 class StagingWriter:
     """Buffer rows per table and write them with executemany in one transaction."""
 
@@ -45,8 +69,8 @@ class StagingWriter:
         self.path = Path(path)
         # Payloads the main database holds already (other ranks' graphs, an earlier
         # run's code) are not written again: a read-only look-up is far cheaper.
-        self.main = sqlite3.connect(f"file:{main_db}?mode=ro", uri=True) if main_db else None
-        self.conn = register(sqlite3.connect(self.path, isolation_level=None))
+        self.main = connect(f"file:{main_db}?mode=ro", uri=True) if main_db else None
+        self.conn = register(connect(self.path, isolation_level=None))
         for conn in filter(None, (self.main, self.conn)):
             conn.execute(f"PRAGMA cache_size = -{CACHE_KB}")
         self.conn.execute("PRAGMA journal_mode=OFF")
@@ -76,7 +100,10 @@ class StagingWriter:
         if self.main is not None and self.main.execute(
                 "SELECT 1 FROM payload_data WHERE hash = ?", (digest,)).fetchone():
             return
-        self.buffers["payload_data"].append((digest, size, *pack(text)))
+        text_size, data = pack(text)
+        if text_size > MAX_RECORD_BYTES:  # only a text widened past its record (U+FFFD for invalid UTF-8 bytes)
+            text_size, data = pack(cut_text(text))
+        self.buffers["payload_data"].append((digest, size, text_size, data))
         self.buffered_bytes += size
         if self.buffered_bytes >= FLUSH_BYTES or len(self.buffers["payload_data"]) >= FLUSH_ROWS:
             self.flush("payload_data")
@@ -87,13 +114,14 @@ class StagingWriter:
             if rows:
                 try:
                     self.conn.executemany(self.statements[name], rows)
-                except (OverflowError, sqlite3.InterfaceError, sqlite3.ProgrammingError):
+                except (OverflowError, sqlite3.InterfaceError, sqlite3.ProgrammingError, sqlite3.DataError):
                     # A value SQLite cannot bind (an int past 64 bits, a list where a log had a
-                    # number): the batch again, such values stored as their text. The rows before
+                    # number) or one past the connection's limit (DataError: see within_record): the
+                    # batch again, such values stored as their text, too long ones NULL. The rows before
                     # the bad one are in already (no journal: no rollback), so the retry replaces
                     # by key; `volume` has no key, but its values come from the reader, all bindable.
                     retry = self.statements[name].replace("INSERT INTO", "INSERT OR REPLACE INTO", 1)
-                    self.conn.executemany(retry, [tuple(map(storable, row)) for row in rows])
+                    self.conn.executemany(retry, [within_record(tuple(map(storable, row))) for row in rows])
                 rows.clear()
                 if name == "payload_data":
                     self.buffered_bytes = 0

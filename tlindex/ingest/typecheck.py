@@ -39,8 +39,9 @@ def typed_columns() -> dict[str, tuple[tuple[str, str], ...]]:
     """{table: ((column, declared type), ...)}: the nullable INTEGER and REAL columns rows fill, less
     references to other rows (the normalizer's own ids)."""
     from tlindex.store.db import apply_schema
+    from tlindex.store.limits import connect
 
-    conn = sqlite3.connect(":memory:")
+    conn = connect(":memory:")
     try:
         apply_schema(conn)
         found = {}

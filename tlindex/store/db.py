@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
 from tlindex.store.compression import register
+from tlindex.store.limits import connect
 from tlindex.store.resources import schema_files
 
 if TYPE_CHECKING:
@@ -96,8 +97,8 @@ def apply_schema(conn: sqlite3.Connection) -> list[str]:
 
 
 def connect_read_only(path: str | Path, **kwargs) -> sqlite3.Connection:
-    """A read-only connection to a tlindex database, with the functions its `payloads` view needs."""
-    return register(sqlite3.connect(f"file:{path}?mode=ro", uri=True, **kwargs))
+    """A read-only connection to a tlindex database, with the functions its `payloads` view needs (limited)."""
+    return register(connect(f"file:{path}?mode=ro", uri=True, **kwargs))
 
 
 def check_database(path: str | Path) -> None:
@@ -109,7 +110,7 @@ def check_database(path: str | Path) -> None:
         if file.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
             raise DatabaseError(f"{path}: not a SQLite database; give --db a tlindex database or a new file name")
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        conn = connect(f"file:{path}?mode=ro", uri=True)
         try:
             tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         finally:
@@ -144,7 +145,7 @@ def open_db(path: str | Path) -> sqlite3.Connection:
     """
     check_database(path)
     try:
-        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S)
+        conn = connect(str(path), timeout=BUSY_TIMEOUT_S)
         _wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")
         apply_schema(conn)

@@ -15,6 +15,8 @@ import re
 import sqlite3
 from typing import Callable, Iterable
 
+from tlindex.store.limits import connect
+
 SchemaRow = tuple[str, str, "str | None"]  # sqlite_master's type, name and sql
 Reads = frozenset[str]
 
@@ -31,12 +33,11 @@ class SchemaCopy:
     """An empty in-memory database with another's tables and views, which says what SQL would read there."""
 
     def __init__(self, rows: Iterable[SchemaRow], prepare: Callable[[sqlite3.Connection], object] | None = None):
-        self.conn = sqlite3.connect(":memory:", check_same_thread=False)
+        self.conn = connect(":memory:", check_same_thread=False)
         if prepare is not None:
             prepare(self.conn)  # the functions the real connections have, which views and queries may call
         self.conn.set_authorizer(None)
-        if hasattr(self.conn, "setlimit"):  # Python 3.11+
-            self.conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE)
+        self.conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE)  # empty: far less than a real database's
         names = set()  # every table and view of the real database
         for kind, name, sql in rows:
             if kind not in ("table", "view") or name.startswith("sqlite_"):

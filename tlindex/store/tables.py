@@ -22,11 +22,10 @@ FILLED_LATER = {
 
 def _schema_columns() -> dict[str, tuple[str, ...]]:
     """Each emitted table's columns in schema order (schema/*.sql applied to an empty database), less FILLED_LATER."""
-    import sqlite3
-
     from tlindex.store.db import apply_schema
+    from tlindex.store.limits import connect
 
-    conn = sqlite3.connect(":memory:")
+    conn = connect(":memory:")
     try:
         apply_schema(conn)
         return {table: tuple(row[1] for row in conn.execute(f"PRAGMA table_info({table})")

@@ -16,7 +16,7 @@ import orjson
 from tlindex.ingest.normalize.handlers import HANDLERS, METRICS_KINDS
 from tlindex.ingest.normalize.protocols import Sink
 from tlindex.ingest.normalize.state import RANK_CONFLICT, Compile, CompileState, Process, context_ids, integer
-from tlindex.ingest.reader import ReadError, Record
+from tlindex.ingest.reader import MAX_RECORD_BYTES, ReadError, Record
 
 # Envelope context keys, stored as logged in the envelopes row (compile ids are read through context_ids).
 CONTEXT_FIELDS = ("compiled_autograd_id", "frame_id", "frame_compile_id", "attempt", "rank")
@@ -143,8 +143,11 @@ class FileNormalizer:
             text = payload.decode("utf-8")
         except UnicodeDecodeError:
             text = payload.decode("utf-8", "replace")
+            # three bytes of UTF-8 for each byte replaced: the staging writer cuts a text widened past a record
+            cut = len(text) * 3 > MAX_RECORD_BYTES and len(text.encode("utf-8")) > MAX_RECORD_BYTES
             self.error(record.line + 1, record.offset + record.envelope_bytes, "invalid_utf8",
-                       "payload is not valid UTF-8 (stored with U+FFFD replacements; md5 checked on the bytes)",
+                       f"payload is not valid UTF-8 (stored with U+FFFD replacements"
+                       f"{f', cut to its first {MAX_RECORD_BYTES >> 20} MiB' if cut else ''}; md5 checked on the bytes)",
                        lines=record.payload_lines, pid=record.pid)
         digest = record.payload_hash
         if digest not in self.payloads_seen:
