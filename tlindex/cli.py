@@ -586,10 +586,10 @@ def label_command(run: str, new_label: str, db_path: str) -> None:
 @cli.command(name="run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @db_option
 @click.option("--label", help="The run's label (default: the command line)")
-@click.option("--trace-dir", type=click.Path(file_okay=False), help="Where TORCH_TRACE writes (default: a new "
-              "folder beside the database, named by time and command)")
+@click.option("--trace-dir", type=click.Path(file_okay=False), help="Where the run's own trace folder is made, named "
+              "by time and command; TORCH_TRACE points at it [default: <db>.traces]")
 @click.option("--keep-trace/--no-keep-trace", default=True, show_default=True,
-              help="Keep the trace folder once it is ingested")
+              help="Keep the run's trace folder once it is ingested")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run_command(db_path: str, label: str | None, trace_dir: str | None, keep_trace: bool,
                 command: tuple[str, ...]) -> None:
