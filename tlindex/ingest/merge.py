@@ -165,7 +165,8 @@ def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | No
                 complete(conn, file_id)
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # SQLite has already rolled back after some errors (a full disk)
+                conn.execute("ROLLBACK")
             raise
     finally:
         conn.execute("DETACH DATABASE staging")

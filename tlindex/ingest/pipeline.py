@@ -14,7 +14,7 @@ import multiprocessing
 import os
 import shutil
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -28,6 +28,7 @@ from tlindex.ingest.runs import assign_runs, rank_decisions
 from tlindex.ingest.task import Resume, Task, TaskResult, init_worker, run_in_worker, run_task
 from tlindex.ingest.text_index import refresh_fts
 from tlindex.owned import discard, owns, temporary_dir
+from tlindex.stopping import WorkerPool
 from tlindex.store.db import immediate, open_db
 
 MERGE_CACHE_KB = 4 << 10  # the merges' index updates touch fewer pages on disk than with 2 MB; 8 MB gained little more
@@ -360,8 +361,7 @@ def run_in_parallel(planned: list[Planned], jobs: int, merge_result: Merger, sum
                     progress: Callable[[int], None] | None) -> None:
     """The tasks in `jobs` worker processes, each merged here as it finishes (in the order they finish)."""
     counter = multiprocessing.get_context("spawn").Value("q", 0)
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=init_worker, initargs=(counter, os.getpid())) as pool:
+    with WorkerPool(jobs, multiprocessing.get_context("spawn"), init_worker, (counter,)) as pool:
         futures: dict[Future, Planned] = {}
         for item in planned:
             if item.split is not None:  # scanned as late as possible: workers start at once
