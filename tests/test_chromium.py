@@ -93,8 +93,8 @@ def test_cli_leaves_no_half_trace_when_it_fails_midway(fixtures_db, tmp_path, mo
     out.write_text("an earlier trace")
     result = CliRunner().invoke(cli, ["export", "chromium", str(out), "--db", str(fixtures_db), "--run", str(run)])
     assert result.exit_code != 0 and isinstance(result.exception, sqlite3.OperationalError)
-    assert not out.exists()
-    out.write_text("an earlier trace")  # refused before a byte is written: OUT is left as it was
+    assert out.read_text() == "an earlier trace"  # written beside it, never moved in: OUT is as it was
+    assert [p.name for p in tmp_path.iterdir()] == ["trace.json"]  # and nothing is left beside it
     result = CliRunner().invoke(cli, ["export", "chromium", str(out), "--db", str(fixtures_db), "--run", "99999"])
     assert result.exit_code == 1 and out.read_text() == "an earlier trace"
 

@@ -65,11 +65,11 @@ def test_reexport_is_explicit(fixtures_db, export_dir, tmp_path):
     runner = CliRunner()
     result = runner.invoke(cli, ["export", "parquet", str(out), "--db", str(fixtures_db), "-t", "runs", "-t", "compiles"])
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in out.iterdir()) == ["_manifest.json", "compiles", "runs"]
+    assert sorted(p.name for p in out.iterdir()) == [".tlindex-owned", "_manifest.json", "compiles", "runs"]
     result = runner.invoke(cli, ["export", "parquet", str(out), "--db", str(fixtures_db), "-t", "runs"])
     assert result.exit_code == 1 and "--replace" in result.output
     result = runner.invoke(cli, ["export", "parquet", str(out), "--db", str(fixtures_db), "-t", "runs", "--replace"])
-    assert result.exit_code == 0 and sorted(p.name for p in out.iterdir()) == ["_manifest.json", "runs"]
+    assert result.exit_code == 0 and sorted(p.name for p in out.iterdir()) == [".tlindex-owned", "_manifest.json", "runs"]
 
 
 def normalize(rows: list[tuple], columns: list[str]) -> Counter:

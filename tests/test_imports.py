@@ -63,7 +63,7 @@ def test_the_library_never_imports_the_plugin():
 
 
 LAYERS = {  # lowest first: a module imports only from its own layer or below
-    "tlindex": 0, "tlindex.routes": 0, "tlindex.store": 0,
+    "tlindex": 0, "tlindex.routes": 0, "tlindex.store": 0, "tlindex.owned": 0, "tlindex.stopping": 0,
     "tlindex.ingest": 1,
     "tlindex.answers": 2,
     "tlindex.formats": 3,
@@ -87,4 +87,5 @@ def test_folders_are_layers_and_imports_only_go_down():
                     if layer_of(target) > layer_of(name))
     assert upward == []
     top_level = sorted(path.name for path in (ROOT / "tlindex").glob("*.py"))
-    assert top_level == ["__init__.py", "__main__.py", "cli.py", "output.py", "routes.py", "run.py"]
+    assert top_level == ["__init__.py", "__main__.py", "cli.py", "output.py", "owned.py", "routes.py", "run.py",
+                         "stopping.py"]

@@ -116,7 +116,7 @@ def test_the_folder_is_refused_unless_empty_or_a_report_replaced_with_overwrite(
     (mine / "notes.txt").write_text("keep me")
     with pytest.raises(ReportError, match="not empty"):
         write_report(fixtures_db, mine, [run], overwrite=False)
-    with pytest.raises(ReportError, match="holds no report"):
+    with pytest.raises(ReportError, match="tlindex did not write as a report"):
         write_report(fixtures_db, mine, [run], overwrite=True)
     assert (mine / "notes.txt").read_text() == "keep me"
     out = tmp_path / "out"

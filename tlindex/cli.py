@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import sys
@@ -103,24 +104,72 @@ def db_option(fn):
                         type=click.Path(dir_okay=False), help="SQLite database (env TLINDEX_DB)")(fn)
 
 
+COMMAND_WORDS = "tlindex.command"  # ctx.meta: the words of the command running (`export parquet`)
+
+
 class Commands(click.Group):
-    """The command group: an error is one line, escaped for the terminal; a full disk met anywhere says so
-    (never a traceback)."""
+    """tlindex's commands. Each runs stoppable (tlindex.stopping: SIGINT, SIGTERM and SIGHUP unwind it like
+    an error), and whatever way it ends, its temporaries and workers are gone after it (tlindex.owned)."""
+
+    group_class = type  # `export`, and any group added later, is one of these too
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        name, command, rest = super().resolve_command(ctx, args)
+        ctx.meta.setdefault(COMMAND_WORDS, []).append(name)
+        return name, command, rest
 
     def invoke(self, ctx: click.Context):
-        try:
+        if ctx.parent is not None:  # a group within: the outermost one stops and cleans up
             return super().invoke(ctx)
-        except click.ClickException as error:  # its message names what a log or a user named: one safe line
-            error.message = terminal_line(error.message)
-            raise
-        except (OSError, sqlite3.OperationalError) as error:
-            from tlindex.store.db import disk_full
+        from tlindex import owned, stopping
 
-            if not disk_full(error):
+        spared = stopping.children()  # (a process that calls the command line may have its own)
+        with stopping.stoppable() as stop:
+            try:
+                result = super().invoke(ctx)
+            except click.ClickException as error:  # its message names what a log or a user named: one safe line
+                error.message = terminal_line(error.message)
                 raise
-            raise click.ClickException(f"the disk is full ({error}); nothing was lost: what was written before "
-                                       f"stays whole, and what this command was writing was removed; free some "
-                                       f"space and run it again") from None
+            except BaseException as error:
+                if stop.signum is None and isinstance(error, (OSError, sqlite3.OperationalError)) and _disk_error(error):
+                    raise click.ClickException(terminal_line(_disk_message(error))) from error  # one line
+                if stop.signum is None:
+                    raise  # an error, or an exit: after the cleanup below
+            finally:
+                stopping.settle()  # from here on nothing is raised: the cleanup and its line are not cut short
+                left = [str(path) for path in owned.remove_temporaries()] + stopping.end_children(spared)
+                _say_what_is_left(" ".join(ctx.meta.get(COMMAND_WORDS, [])), stop, left)
+        if stop.signum is not None:
+            ctx.exit(stop.exit_code)  # 130 for Ctrl-C, 128 + N for the others
+        return result
+
+
+def _say_what_is_left(words: str, stop, left: list[str]) -> None:
+    """One line when the command was stopped (and what it left, if anything could not be removed)."""
+    if stop.signum is not None:
+        say(f"tlindex {words}: stopped ({stop.name}); " + (f"left behind: {', '.join(left)}" if left else
+            "nothing of it is left behind (its workers ended, its temporary files removed)"), err=True)
+    elif left:
+        say(f"warning: tlindex {words} left behind: {', '.join(left)}", err=True)
+
+
+def _disk_error(error: OSError | sqlite3.OperationalError) -> bool:
+    """Whether an error is the disk's or the file system's (said in one line), not a bug (a traceback)."""
+    if isinstance(error, sqlite3.OperationalError):  # SQLITE_FULL, SQLITE_IOERR, SQLITE_CANTOPEN, SQLITE_READONLY
+        return (getattr(error, "sqlite_errorcode", 0) & 0xFF) in (13, 10, 14, 8)
+    return error.errno != errno.EPIPE  # a closed pipe is click's own to handle
+
+
+def _disk_message(error: OSError | sqlite3.OperationalError) -> str:
+    """What the disk said, and, when it is full, that nothing was lost."""
+    from tlindex.store.db import disk_full
+
+    filename = getattr(error, "filename", None)
+    said = f"{filename}: {error.strerror}" if filename and getattr(error, "strerror", None) else str(error)
+    if disk_full(error):
+        return (f"the disk is full ({said}); nothing was lost: what was written before stays whole, and what "
+                f"this command was writing was removed; free some space and run it again")
+    return said
 
 
 @click.group(cls=Commands)
@@ -385,21 +434,21 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
     in tlparse's formats; with several, DIR/index.html lists them and each has DIR/run-<id>/. Links are
     relative and assets local: the folder works from file:// and from any static host.
     """
-    import tempfile
     from pathlib import Path
 
     from tlindex.formats.report import ReportError, check_out_dir, runs_by_name, runs_of_paths, write_empty_report, write_report
     from tlindex.ingest.pipeline import ingest as run_ingest
     from tlindex.ingest.runs import UnknownRun
+    from tlindex.owned import scratch
     from tlindex.store.db import DatabaseError
 
     out = Path(out_dir)
     failed = False
-    with tempfile.TemporaryDirectory(prefix="tlindex-report-") as scratch:
+    with scratch("tlindex-report-") as temporary:
         try:
             check_out_dir(out, overwrite)  # before any work
             if paths:
-                db = Path(db_path) if db_path else Path(scratch) / "traces.db"
+                db = Path(db_path) if db_path else temporary / "traces.db"
                 bar = ProgressBar(enabled=not silent and sys.stderr.isatty())
                 try:
                     summary = run_ingest(db, list(paths), jobs=jobs, progress=bar.update,
@@ -486,33 +535,26 @@ def parquet(out_dir: str, db_path: str, tables: tuple[str, ...], replace: bool) 
 
 
 @export.command()
-@click.argument("out", type=click.File("wb"))
+@click.argument("out", type=click.Path(dir_okay=False, allow_dash=True))
 @db_option
 @click.option("--run", "run_id", required=True, type=int, help="Run id (see the runs table)")
-def chromium(out, db_path: str, run_id: int) -> None:
+def chromium(out: str, db_path: str, run_id: int) -> None:
     """Write a run's chromium events as one trace for Perfetto or chrome://tracing (OUT, - for stdout).
 
     Each rank is a process; spans carry the args of their begin and end events.
     """
-
-    from pathlib import Path
-
     from tlindex.formats.chromium import trace_chunks
+    from tlindex.owned import write_whole
 
     conn = read_db(db_path)
-    written = False
     try:
         if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
             raise click.ClickException(f"{db_path}: no run {run_id}")
-        for chunk in trace_chunks(conn, run_id):
-            written = True
-            out.write(chunk)
-    except BaseException:
-        name = getattr(out, "name", "-")
-        if written and isinstance(name, str) and name != "-":  # no half trace to half-read: OUT whole or absent
-            out.close()
-            Path(name).unlink(missing_ok=True)
-        raise
+        if out == "-":
+            for chunk in trace_chunks(conn, run_id):
+                sys.stdout.buffer.write(chunk)
+        else:  # written beside OUT, moved in when whole: stopped or failing midway, OUT is as it was
+            write_whole(Path(out), trace_chunks(conn, run_id))
     finally:
         conn.close()
 
@@ -625,10 +667,10 @@ def label_command(run: str, new_label: str, db_path: str) -> None:
 @cli.command(name="run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @db_option
 @click.option("--label", callback=label_value, help="The run's label (default: the command line)")
-@click.option("--trace-dir", type=click.Path(file_okay=False), help="Where TORCH_TRACE writes (default: a new "
-              "folder beside the database, named by time and command)")
+@click.option("--trace-dir", type=click.Path(file_okay=False), help="Where the run's own trace folder is made, named "
+              "by time and command; TORCH_TRACE points at it [default: <db>.traces]")
 @click.option("--keep-trace/--no-keep-trace", default=True, show_default=True,
-              help="Keep the trace folder once it is ingested")
+              help="Keep the run's trace folder once it is ingested")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run_command(db_path: str, label: str | None, trace_dir: str | None, keep_trace: bool,
                 command: tuple[str, ...]) -> None:
@@ -649,9 +691,15 @@ def run_command(db_path: str, label: str | None, trace_dir: str | None, keep_tra
 @click.pass_context
 def serve(ctx: click.Context, db: str | None) -> None:
     """Browse the database with Datasette (extra options go to `datasette serve`)."""
+    import signal
+
     from datasette.cli import serve as datasette_serve
 
+    from tlindex.stopping import relay
+
     path = str(existing_db(db or os.environ.get("TLINDEX_DB", DEFAULT_DB)))
+    if hasattr(signal, "SIGHUP"):  # the server stops gracefully on SIGTERM; a closed terminal, the same way
+        relay(signal.SIGHUP, signal.SIGTERM)
     datasette_serve.main([path, *ctx.args], prog_name="tlindex serve", standalone_mode=True)
 
 

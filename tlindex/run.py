@@ -1,17 +1,18 @@
 """`tlindex run -- COMMAND`: one command from a script to answers.
 
-COMMAND runs with TORCH_TRACE set to a fresh folder and the user's terminal (it is the terminal's
-foreground job, so Ctrl-C reaches it and its workers; a SIGINT or SIGTERM sent to tlindex is passed
-on to its whole process group). Whatever it wrote is then ingested as one run, whose summary,
-findings and page are printed. The exit code is COMMAND's (128 + the signal when one ended it;
-127 when it cannot be started), so `tlindex run` drops into scripts and CI.
+COMMAND runs with TORCH_TRACE set to a fresh folder of the run's own (made and marked here, inside
+--trace-dir or beside the database: logs already there are never taken for this run's) and the
+user's terminal (it is the terminal's foreground job, so Ctrl-C reaches it and its workers; a SIGINT
+or SIGTERM sent to tlindex is passed on to its whole process group). Whatever it wrote is then
+ingested as one run, whose summary, findings and page are printed. The exit code is COMMAND's (128
++ the signal when one ended it; 127 when it cannot be started), so `tlindex run` drops into scripts
+and CI.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,21 +21,30 @@ from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
+from tlindex import owned
+
 SERVE_PORT = 8001  # where `tlindex serve` (Datasette) answers by default
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
-def default_trace_dir(db_path: Path, command: list[str]) -> Path:
-    """A new folder beside the database, named by time and command: <db>.traces/<time>-<command>."""
+def trace_base(db_path: Path) -> Path:
+    """Where the runs' trace folders go by default: beside the database, <db>.traces."""
+    return db_path.resolve().parent / f"{db_path.stem}.traces"
+
+
+def new_trace_folder(base: Path, command: list[str]) -> Path:
+    """A fresh folder of the run's own in `base`, named by time and command (<time>-<command>[-N]) and marked
+    as tlindex's: the run ingests what was written there, and --no-keep-trace removes that folder alone."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     words = [Path(word).name for word in command[:3] if not word.startswith("-")]
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(words))[:60] or "command"
-    base = db_path.resolve().parent / f"{db_path.stem}.traces"
-    folder, n = base / f"{stamp}-{name}", 1
-    while folder.exists():
-        n += 1
-        folder = base / f"{stamp}-{name}-{n}"
-    return folder
+    base.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while True:
+        try:  # made here, never found: a folder of the same name (the user's, another run's) is not taken
+            return owned.make_dir(base / (f"{stamp}-{name}" if n == 1 else f"{stamp}-{name}-{n}"), "trace")
+        except FileExistsError:
+            n += 1
 
 
 def run_command(command: list[str], trace_dir: Path) -> int:
@@ -110,21 +120,17 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
     except DatabaseError as error:
         echo(f"tlindex run: {error}")
         return 1
-    folder = trace_dir or default_trace_dir(db_path, command)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = new_trace_folder(trace_dir or trace_base(db_path), command)
     try:
         code = run_command(command, folder)
     except OSError as error:
         echo(f"tlindex run: cannot start {command[0]!r}: {error.strerror or error}")
-        if not any(folder.iterdir()) and trace_dir is None:
-            folder.rmdir()
+        owned.remove(folder, "trace")
         return 127
-    logs = sorted(p for p in folder.rglob("*") if p.is_file())
-    if not logs:
+    if not any(p.is_file() and p.name != owned.MARKER for p in folder.rglob("*")):
         echo(f"tlindex run: {command[0]} exited with {code} and wrote no trace in {folder} (did it call "
              f"torch.compile or torch.export?)")
-        if not keep_trace or trace_dir is None:
-            shutil.rmtree(folder, ignore_errors=True)
+        owned.remove(folder, "trace")
         return code
     summary = ingest(db_path, [str(folder)], run_label=_unique_label(db_path, label or " ".join(command)))
     for problem in summary.problems:
@@ -152,7 +158,7 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
         echo(f"see it: tlindex serve {db_path}  (then http://127.0.0.1:{SERVE_PORT}/{db_path.stem}/-/tlindex/run/"
              f"{run['id']})")
     if not keep_trace:
-        shutil.rmtree(folder, ignore_errors=True)
+        owned.remove(folder, "trace")
     return code
 
 

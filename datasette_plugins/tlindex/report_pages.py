@@ -33,6 +33,7 @@ import sys
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
@@ -42,6 +43,7 @@ from datasette.utils.asgi import Request
 from tlindex.answers.queries import guard_functions, load_queries, read_only, run_sql
 from tlindex.formats.tlparse_files import Links, compile_directory, raw_jsonl
 from tlindex.routes import match as route_match
+from tlindex.stopping import WorkerPool
 from tlindex.store.db import connect_read_only
 
 from .cells import cell_link
@@ -158,20 +160,26 @@ class Report:
 
     def write(self, jobs: int = 1) -> ReportSummary:
         """Write the report; with jobs > 1 the compile and payload pages are rendered by that many processes."""
-        try:
-            self._load_maps()
-            if jobs > 1 and can_fork():  # forked now: they share the maps, and hold no connection of this process
-                _WORKER.clear()
-                _WORKER[self._key()] = self
-                self.workers = start_workers(jobs)
-            self._open_site()
-            return self._write(jobs)
-        finally:
-            if self.workers is not None:
-                self.workers.shutdown(cancel_futures=True)
-            _WORKER.pop(self._key(), None)
-            if hasattr(self, "site"):
-                self.site.close()
+        # the workers are shut down on the way out: killed when it is an error or a stop (tlindex.stopping)
+        with ExitStack() as self.pools:
+            try:
+                self._load_maps()
+                if jobs > 1 and can_fork():  # forked now: they share the maps, and hold no connection of this process
+                    _WORKER.clear()
+                    _WORKER[self._key()] = self
+                    self._start_workers(jobs)
+                self._open_site()
+                return self._write(jobs)
+            finally:
+                _WORKER.pop(self._key(), None)
+                if hasattr(self, "site"):
+                    self.site.close()
+
+    def _start_workers(self, jobs: int) -> Executor:
+        """The worker processes, started once, shut down (or killed) when write() ends."""
+        if self.workers is None:
+            self.workers = self.pools.enter_context(start_workers(jobs))
+        return self.workers
 
     def _write(self, jobs: int) -> ReportSummary:
         import asyncio
@@ -180,7 +188,7 @@ class Report:
         self.summary = self.total  # what this process writes counts in the total (a task counts its own, merged)
         pages = sum(len(task[1]) for task in tasks if task[0] == "pages")
         if jobs > 1 and pages >= (PARALLEL_FROM if self.workers is not None else SPAWNED_FROM):
-            self.workers = self.workers or start_workers(jobs)
+            self._start_workers(jobs)
             futures = [self.workers.submit(_worker_task, (self.db_path, self.out, self.runs, task)) for task in tasks]
             self.done |= self._task_files(tasks)  # theirs: the crawl below leaves them to the workers
             self.deferred = {}  # and the pages of their compiles (SUBPAGE_RE)
@@ -600,9 +608,8 @@ def start_workers(jobs: int) -> Executor:
     process that a fork would copy mid-flight): a fork starts in milliseconds with the renderer imported,
     where a fresh process (spawn, elsewhere) spends about 0.4 s importing it."""
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
-    pool = ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork" if can_fork() else "spawn"))
+    pool = WorkerPool(jobs, multiprocessing.get_context("fork" if can_fork() else "spawn"))  # they die with this process
     for _ in range(jobs):
         pool.submit(_started)  # a forking pool starts every process at its first task; a spawning one, one per task
     return pool

@@ -10,13 +10,13 @@ version and the row count of every table.
 from __future__ import annotations
 
 import json
-import shutil
+import os
 import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
-from tlindex import __version__
+from tlindex import __version__, owned
 from tlindex.store.db import MIGRATIONS_TABLE, connect_read_only
 
 BATCH_ROWS = 20_000
@@ -115,32 +115,61 @@ def new_manifest(conn: sqlite3.Connection) -> dict:
             "tables": {}}
 
 
+def check_out_dir(out: Path, replace: bool) -> None:
+    """Refuse a link, and a non-empty OUT_DIR unless `replace` is given and tlindex wrote it (its export marker)."""
+    if out.is_symlink():
+        raise ExportError(f"{out}: a symbolic link; give the folder itself")
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"{out}: exists and is not a directory")
+    if owned.is_empty(out) or not out.exists():
+        return
+    if not replace:
+        raise ExportError(f"{out} is not empty: pass --replace to overwrite it")
+    if not owned.owns(out, "export"):
+        raise ExportError(f"{out}: refusing to replace a folder tlindex did not export into (no {owned.MARKER} marker "
+                          f"of an export in it); remove it yourself, or choose another folder")
+
+
 def prepare_out_dir(out: Path, replace: bool) -> None:
-    if out.exists() and any(out.iterdir()):
-        if not replace:
-            raise ExportError(f"{out} is not empty: pass --replace to overwrite it")
-        shutil.rmtree(out)
+    """OUT_DIR made ready to be written in place (spark-ingest): checked, an old export removed, marked as one."""
+    check_out_dir(out, replace)
+    if out.exists() and not owned.is_empty(out):
+        owned.remove(out, "export")
     out.mkdir(parents=True, exist_ok=True)
+    owned.mark(out, "export")
 
 
 def export_parquet(db_path: str | Path, out_dir: str | Path, tables: list[str] | None = None,
                    replace: bool = False) -> dict:
-    """Write the tables as Parquet datasets under out_dir; return the manifest."""
-    out = Path(out_dir)
+    """Write the tables as Parquet datasets under out_dir; return the manifest.
+
+    They are written into a folder beside out_dir and swapped in when complete: stopped or failing
+    midway, the export leaves out_dir as it was (an earlier export stays whole) and nothing beside it."""
+    out = Path(os.path.abspath(out_dir))
     # pyarrow pulls batches on a worker thread: the connection must allow it.
     conn = connect_read_only(db_path, check_same_thread=False)
-    available = schema_tables(conn)
-    unknown = set(tables or ()) - set(available)
-    if unknown:
-        raise ExportError(f"no such table: {', '.join(sorted(unknown))}")
-    prepare_out_dir(out, replace)
-    manifest = new_manifest(conn)
-    for table in tables or available:
-        write_table(conn, table, out)
-        rows = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-        manifest["tables"][table] = table_manifest(conn, table, rows)
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=2))
-    conn.close()
+    partial = None
+    try:
+        available = schema_tables(conn)
+        unknown = set(tables or ()) - set(available)
+        if unknown:
+            raise ExportError(f"no such table: {', '.join(sorted(unknown))}")
+        check_out_dir(out, replace)
+        partial = owned.new_partial(out, "export")
+        manifest = new_manifest(conn)
+        for table in tables or available:
+            write_table(conn, table, partial)
+            rows = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            manifest["tables"][table] = table_manifest(conn, table, rows)
+        (partial / MANIFEST).write_text(json.dumps(manifest, indent=2))
+        try:
+            owned.swap_into_place(partial, out, "export")
+        except owned.NotOwned as error:
+            raise ExportError(str(error))
+    finally:
+        conn.close()
+        if partial is not None:
+            owned.discard(partial)  # still there only when it was not swapped in
     return manifest
 
 

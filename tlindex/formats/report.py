@@ -2,22 +2,21 @@
 
 The report is written into a fresh folder beside DIR and moved into place when complete, so an
 interrupted report leaves no half-written DIR. An existing DIR is replaced only with
-`overwrite`, and only when it holds a report (tlindex's, or tlparse's compile_directory.json):
-`-o ~ --overwrite` must not delete a home directory.
+`overwrite`, and only when tlindex wrote it (its marker, tlindex.owned): `-o ~ --overwrite` must not
+delete a home directory, nor `-o tlparse_output --overwrite` what tlparse wrote.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
+from tlindex import owned
 from tlindex.ingest.discover import discover
 from tlindex.ingest.runs import resolve_run
 from tlindex.store.db import connect_read_only
 
-MARKER = "tlindex-report.json"
+SUMMARY = "tlindex-report.json"  # what the report holds (runs, pages, degraded files); not what makes it tlindex's
 
 
 class ReportError(Exception):
@@ -34,9 +33,10 @@ def check_out_dir(out: Path, overwrite: bool) -> None:
         return
     if not overwrite:
         raise ReportError(f"{out}: not empty (give --overwrite to replace it)")
-    if not ((out / MARKER).exists() or (out / "compile_directory.json").exists()):
-        raise ReportError(f"{out}: refusing to replace a directory that holds no report "
-                          f"(no {MARKER} or compile_directory.json in it)")
+    if not owned.owns(out, "report"):
+        raise ReportError(f"{out}: refusing to replace a folder tlindex did not write as a report (no {owned.MARKER} "
+                          f"marker of one in it: tlparse's output, and reports of older tlindex, are not replaced "
+                          f"either); remove it yourself, or choose another folder")
 
 
 def runs_of_paths(db_path: Path, paths: list[str]) -> list[int]:
@@ -75,14 +75,13 @@ def write_empty_report(out: Path, overwrite: bool, why: str) -> None:
 
     out = absolute(out)
     check_out_dir(out, overwrite)
-    partial = new_partial(out)
+    partial = owned.new_partial(out, "report")
     try:
         (partial / "index.html").write_text(EMPTY_INDEX.format(why=html.escape(why)), encoding="utf-8")
-        (partial / MARKER).write_text(json.dumps({"runs": [], "pages": 1, "database": None, "degraded": []}) + "\n")
-        swap_into_place(partial, out)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
+        (partial / SUMMARY).write_text(json.dumps({"runs": [], "pages": 1, "database": None, "degraded": []}) + "\n")
+        swap(partial, out)
+    finally:
+        owned.discard(partial)  # still there only when it was not swapped in
 
 
 def write_report(db_path: Path, out: Path, runs: list[int], overwrite: bool, progress=None, jobs: int | None = None):
@@ -92,13 +91,12 @@ def write_report(db_path: Path, out: Path, runs: list[int], overwrite: bool, pro
         raise ReportError(f"{db_path}: no run to report")
     out = absolute(out)
     check_out_dir(out, overwrite)
-    partial = new_partial(out)
+    partial = owned.new_partial(out, "report")
     try:
         summary = Report(db_path, partial, runs, progress).write(jobs or os.cpu_count() or 1)
-        swap_into_place(partial, out)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
+        swap(partial, out)
+    finally:
+        owned.discard(partial)  # still there only when it was not swapped in
     return summary
 
 
@@ -120,28 +118,9 @@ def absolute(out: Path) -> Path:
     return Path(os.path.abspath(out))
 
 
-def new_partial(out: Path) -> Path:
-    """A fresh folder beside DIR to write the report into, with the permissions a new folder gets here
-    (mkdtemp's are 0700: a report on a shared file server would be unreadable to others)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    partial = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    partial.chmod(0o777 & ~umask)
-    return partial
-
-
-def swap_into_place(partial: Path, out: Path) -> None:
-    """The complete report becomes DIR; an old one stays until then, and is removed after."""
-    old = None
-    if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
-        out.rename(old / "report")
+def swap(partial: Path, out: Path) -> None:
+    """The complete report becomes DIR (an old report of tlindex's is replaced; anything else, refused)."""
     try:
-        partial.rename(out)
-    except BaseException:
-        if old is not None:
-            (old / "report").rename(out)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        owned.swap_into_place(partial, out, "report")
+    except owned.NotOwned as error:
+        raise ReportError(str(error))

@@ -13,9 +13,8 @@ import hashlib
 import multiprocessing
 import os
 import shutil
-import tempfile
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -28,6 +27,8 @@ from tlindex.ingest.merge import delete_file_rows, merge
 from tlindex.ingest.runs import assign_runs, check_label, rank_decisions
 from tlindex.ingest.task import Resume, Task, TaskResult, init_worker, run_in_worker, run_task
 from tlindex.ingest.text_index import refresh_fts
+from tlindex.owned import discard, owns, temporary_dir
+from tlindex.stopping import WorkerPool
 from tlindex.store.db import immediate, open_db
 
 MERGE_CACHE_KB = 4 << 10  # the merges' index updates touch fewer pages on disk than with 2 MB; 8 MB gained little more
@@ -164,13 +165,14 @@ def claim_paths(db_path: Path, files: list[Path]) -> list:
 
 
 def remove_stale_staging(db_path: Path, keep: Path) -> None:
-    """Remove the staging folders that killed ingests of this database left (nobody holds their lock)."""
+    """Remove the staging folders that killed ingests of this database left (nobody holds their lock): only
+    folders an ingest made (its marker), whatever else is named like one."""
     try:
         import fcntl
     except ImportError:
         return
     for folder in db_path.resolve().parent.glob(f".{db_path.name}.staging-*"):
-        if folder == keep or not folder.is_dir():
+        if folder == keep or not owns(folder, "staging"):
             continue
         lock_path = folder / STAGING_LOCK
         try:
@@ -241,8 +243,7 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
     conn.isolation_level = None  # transactions are explicit (BEGIN IMMEDIATE ... COMMIT)
     conn.execute(f"PRAGMA cache_size = -{MERGE_CACHE_KB}")
     assign_runs(conn, run_label)  # sources left without a run by an interrupted ingest
-    staging_dir = Path(tempfile.mkdtemp(prefix=f".{Path(db_path).name}.staging-",
-                                        dir=Path(db_path).resolve().parent))
+    staging_dir = temporary_dir(f".{Path(db_path).name}.staging-", Path(db_path).resolve().parent, "staging")
     lock = hold_staging(staging_dir)
     remove_stale_staging(Path(db_path), keep=staging_dir)
     claims = claim_paths(Path(db_path), files)  # before planning: another ingest of a path waits here
@@ -266,7 +267,7 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
         if progress:
             progress(total, total)
     finally:
-        shutil.rmtree(staging_dir, ignore_errors=True)
+        discard(staging_dir)
         if lock is not None:
             lock.close()
         for claim in claims:
@@ -362,8 +363,7 @@ def run_in_parallel(planned: list[Planned], jobs: int, merge_result: Merger, sum
                     progress: Callable[[int], None] | None) -> None:
     """The tasks in `jobs` worker processes, each merged here as it finishes (in the order they finish)."""
     counter = multiprocessing.get_context("spawn").Value("q", 0)
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=init_worker, initargs=(counter, os.getpid())) as pool:
+    with WorkerPool(jobs, multiprocessing.get_context("spawn"), init_worker, (counter,)) as pool:
         futures: dict[Future, Planned] = {}
         for item in planned:
             if item.split is not None:  # scanned as late as possible: workers start at once

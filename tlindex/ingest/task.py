@@ -5,9 +5,6 @@ from __future__ import annotations
 import hashlib
 import io
 import os
-import signal
-import threading
-import time
 import zlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -279,30 +276,10 @@ class LimitedReader(io.RawIOBase):
 _progress = None  # a multiprocessing.Value shared with the main process
 
 
-def init_worker(counter, parent: int) -> None:
+def init_worker(counter) -> None:
+    """A worker's set-up (it runs in a stopping.WorkerPool: it dies with the ingest that started it)."""
     global _progress
     _progress = counter
-    _die_with_parent(parent)
-
-
-def _die_with_parent(parent: int) -> None:
-    """End this worker when the ingest that started it (pid `parent`) dies, kill -9 included,
-    so that no worker outlives it holding the caller's stdout and stderr open."""
-    try:  # Linux: the kernel sends SIGKILL when the parent dies
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-    if os.getppid() != parent:  # it died while this worker was starting
-        os._exit(1)
-
-    def watch() -> None:  # where prctl is missing: poll
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True).start()
 
 
 def _report(n: int) -> None:

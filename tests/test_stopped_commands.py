@@ -1,0 +1,436 @@
+"""Every long command, stopped midway, leaves nothing behind: no process, no partial folder, no temporary file.
+
+The cases come from the command line's own registry: every click command of `tlindex.cli.cli` (groups
+walked) has a recipe here (its arguments on a big input, and the points where it is stopped) or a
+stated reason it is instant, and `test_every_command_has_a_recipe_or_a_reason` fails for a command
+with neither, so a new command is covered the day it lands. Each case runs `python -m tlindex` in a
+folder of its own with its own TMPDIR and an environment variable that its descendants inherit,
+stops it at a point (SIGINT to its process group, as Ctrl-C does; SIGTERM or SIGHUP to the main
+process alone, as `timeout`, a job runner or a closed terminal do), and checks, within 5 s of its
+exit: no process carries the variable, TMPDIR is empty, and its folder holds nothing new but what
+the recipe may leave (its database, a kept trace), none of it partial or staging.
+
+A fast sample runs by default; the whole sweep (every recipe, point and way of stopping, and a full
+disk) is marked slow.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import resource
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import click
+import pytest
+from conftest import DATA
+
+from tlindex.cli import cli
+from tlindex.ingest.pipeline import ingest
+
+MARK = "TLINDEX_STOPPED_COMMAND_TEST"
+SETTLE_S = 5  # what a stopped command leaves must be gone this long after it exits
+REACH_S = 60  # a point not reached by then: the recipe's input is too small (or the command hangs)
+CHROMIUM_COPIES = 400  # the biggest run's chromium events, copied in SQL: an export long enough to stop
+
+
+# --- the inputs: real logs, and a database of them ---------------------------------------------
+
+@dataclass(frozen=True)
+class Inputs:
+    logs: Path      # a folder of real logs (tests/data: 33 logs, 22 MB)
+    db: Path        # those logs ingested, with one big run (chromium events copied); no payload index
+    big_run: int    # that run
+
+
+@pytest.fixture(scope="session")
+def inputs(tmp_path_factory) -> Inputs:
+    folder = tmp_path_factory.mktemp("stop-inputs")
+    db = folder / "traces.db"
+    assert not ingest(db, [str(DATA)], jobs=2).problems
+    conn = sqlite3.connect(db)
+    (run,) = conn.execute("""SELECT s.run_id FROM chromium_events c JOIN sources s ON s.id = c.source_id
+                             GROUP BY 1 ORDER BY count(*) DESC LIMIT 1""").fetchone()
+    columns = "source_id, compile, name, cat, ph, ts_us, duration_us, begin_envelope, end_envelope"
+    with conn:  # copies of its events, a microsecond apart: a trace of hundreds of thousands of spans
+        conn.execute(f"""WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {CHROMIUM_COPIES})
+            INSERT INTO chromium_events ({columns})
+            SELECT c.source_id, c.compile, c.name, c.cat, c.ph, c.ts_us + n.i, c.duration_us, c.begin_envelope,
+                   c.end_envelope FROM chromium_events c JOIN sources s ON s.id = c.source_id, n WHERE s.run_id = ?""",
+                     (run,))
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    return Inputs(DATA, db, run)
+
+
+# --- one command run, and what it leaves -------------------------------------------------------
+
+@dataclass
+class Case:
+    root: Path                     # work/ (the command's folder), tmp/ (its TMPDIR), its stdout and stderr
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    proc: subprocess.Popen | None = None
+    started: float = 0.0
+    before: set[str] = field(default_factory=set)
+
+    @property
+    def work(self) -> Path:
+        return self.root / "work"
+
+    @property
+    def tmp(self) -> Path:
+        return self.root / "tmp"
+
+    def start(self, args: list[str], env: dict[str, str], limit_file_bytes: int | None = None) -> None:
+        """Run `python -m tlindex ARGS` in work/, in a process group of its own, marked by the token."""
+        self.before = set(os.listdir(self.work))
+        env = {**os.environ, **env, MARK: self.token, "TMPDIR": str(self.tmp)}
+
+        def limit() -> None:  # a full disk, as far as this command can tell: every file stops growing here
+            if limit_file_bytes is not None:
+                resource.setrlimit(resource.RLIMIT_FSIZE, (limit_file_bytes, limit_file_bytes))
+
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen([sys.executable, "-m", "tlindex", *args], cwd=self.work, env=env,
+                                     stdin=subprocess.DEVNULL, stdout=open(self.root / "stdout", "wb"),
+                                     stderr=open(self.root / "stderr", "wb"), start_new_session=True,
+                                     preexec_fn=limit)
+
+    def processes(self) -> dict[int, bytes]:
+        """The processes that carry this case's token (the command and its descendants): pid, command line."""
+        found, needle = {}, f"{MARK}={self.token}".encode()
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    if needle in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                        found[int(entry)] = Path(f"/proc/{entry}/cmdline").read_bytes()
+                except OSError:
+                    continue  # gone, or not ours to read
+        return found
+
+    def workers(self) -> list[int]:
+        """Its worker processes: started by multiprocessing (spawned), or forked (the command's own command line)."""
+        main = self.processes().get(self.proc.pid)
+        return [pid for pid, line in self.processes().items() if pid != self.proc.pid and b"resource_tracker" not in line
+                and (b"multiprocessing" in line or line == main)]
+
+    def new_entries(self) -> list[str]:
+        return sorted(set(os.listdir(self.work)) - self.before)
+
+    def stderr(self) -> str:
+        return (self.root / "stderr").read_text(errors="replace")
+
+    def left(self, outputs: tuple[str, ...]) -> dict[str, list]:
+        """What is left that should not be: processes, temporary files, new entries of work/ no output pattern allows."""
+        return {"processes": [line.replace(b"\0", b" ").decode(errors="replace") for line in self.processes().values()],
+                "temporary files": sorted(os.listdir(self.tmp)),
+                "in its folder": [name for name in self.new_entries()
+                                  if not any(re.fullmatch(pattern, name) for pattern in outputs)]}
+
+    def settled(self, outputs: tuple[str, ...]) -> dict[str, list]:
+        """What is left SETTLE_S after the command exited (or nothing, as soon as nothing is)."""
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            left = self.left(outputs)
+            if not any(left.values()) or time.monotonic() > deadline:
+                return left
+            time.sleep(0.1)
+
+    def kill_everything(self) -> None:
+        """After the test: whatever it left, killed (a failing case must not leave processes to the next)."""
+        for pid in self.processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
+@pytest.fixture
+def case(tmp_path) -> Iterator[Case]:
+    made = Case(tmp_path)
+    made.work.mkdir()
+    made.tmp.mkdir()
+    yield made
+    made.kill_everything()
+
+
+# --- where to stop a command -------------------------------------------------------------------
+
+Point = Callable[[Case], bool]
+
+
+def after(seconds: float) -> Point:
+    return lambda case: time.monotonic() - case.started > seconds
+
+
+def has_workers(case: Case) -> bool:
+    return bool(case.workers())
+
+
+def entry(pattern: str) -> Point:
+    """Something named like `pattern` appeared in the command's folder (a partial output, a staging folder)."""
+    return lambda case: any(re.fullmatch(pattern, name) for name in case.new_entries())
+
+
+def both(*points: Point) -> Point:
+    return lambda case: all(point(case) for point in points)
+
+
+def partial_holds(pattern: str) -> Point:
+    """A partial folder named like `pattern` holds a folder already (a table of an export)."""
+    def point(case: Case) -> bool:
+        try:
+            return any(re.fullmatch(pattern, name) and any(p.is_dir() for p in (case.work / name).iterdir())
+                       for name in case.new_entries())
+        except OSError:  # (gone meanwhile)
+            return False
+    return point
+
+
+def file_grows(name: str) -> Point:
+    return lambda case: (case.work / name).exists() and (case.work / name).stat().st_size > 0
+
+
+def says(text: str) -> Point:
+    return lambda case: text in case.stderr()
+
+
+def has_open(name: str) -> Point:
+    """The command holds a file of this name open (so it is past its imports, running)."""
+    def point(case: Case) -> bool:
+        try:
+            return any(os.readlink(fd).endswith(f"/{name}") for fd in Path(f"/proc/{case.proc.pid}/fd").iterdir())
+        except OSError:
+            return False
+    return point
+
+
+# --- how to make each command long -------------------------------------------------------------
+
+WRITER = """import os, shutil, sys, time
+for number, log in enumerate(sys.argv[1:]):  # as torch would: one file per process, into TORCH_TRACE
+    shutil.copy(log, os.path.join(os.environ["TORCH_TRACE"], f"{number}-" + os.path.basename(log)))
+open("written", "w").close()
+try:
+    time.sleep(float(os.environ.get("SLEEP", "0")))
+except KeyboardInterrupt:  # quietly, as a training script would not
+    sys.exit(130)
+"""
+
+
+@dataclass(frozen=True)
+class Recipe:
+    args: Callable[[Inputs], list[str]]     # its command line after `tlindex`, run in its own folder
+    points: dict[str, Point]                # where to stop it (name: when it is there)
+    outputs: tuple[str, ...] = ()           # what it may leave in its folder (full-match patterns)
+    db: bool = False                        # a copy of the inputs' database is traces.db in its folder
+    setup: Callable[[Case, Inputs], None] | None = None
+    needs: str | None = None                # a module it needs, else skipped
+    env: dict[str, str] = field(default_factory=dict)
+    full_disk: int | None = None            # a file size past which it fails midway (RLIMIT_FSIZE): a full disk
+
+
+DATABASE = (r"traces\.db", r"traces\.db-(wal|shm)", r"\.traces\.db\.claims")  # a database and its lock files
+
+
+def _writer(case: Case, inputs: Inputs) -> None:
+    (case.work / "writer.py").write_text(WRITER)
+
+
+RECIPES: dict[str, Recipe] = {
+    "ingest": Recipe(lambda i: ["ingest", str(i.logs), "--db", "traces.db", "-j", "2"],
+                     {"staging": entry(r"\.traces\.db\.staging-.*"), "workers": has_workers}, outputs=DATABASE,
+                     full_disk=2 << 20),
+    "report": Recipe(lambda i: ["report", str(i.logs), "-o", "out", "-j", "2"],
+                     {"ingest workers": both(has_workers, lambda case: not entry(r"\.out\..*")(case)),
+                      "page workers": both(has_workers, entry(r"\.out\.partial-.*"))}, full_disk=2 << 20),
+    "run": Recipe(lambda i: ["run", "--db", "traces.db", "--", sys.executable, "writer.py",
+                             *map(str, sorted(i.logs.glob("*/*.log")))],
+                  {"command": entry("written"), "ingest workers": both(entry("written"), has_workers)},
+                  outputs=(*DATABASE, r"traces\.traces", "written"), setup=_writer, env={"SLEEP": "3"},
+                  full_disk=4 << 20),  # (the biggest log it copies is 3.8 MB)
+    "export parquet": Recipe(lambda i: ["export", "parquet", "out", "--db", "traces.db"],
+                             {"started": entry(r"\.out\.partial-.*"), "writing": partial_holds(r"\.out\.partial-.*")},
+                             db=True, outputs=DATABASE, full_disk=4 << 20),
+    "export chromium": Recipe(lambda i: ["export", "chromium", "trace.json", "--db", "traces.db", "--run", str(i.big_run)],
+                              {"writing": entry(r"(\.trace\.json\..*|trace\.json)")}, db=True, outputs=DATABASE,
+                              full_disk=2 << 20),
+    "search": Recipe(lambda i: ["search", "aten", "--db", "traces.db"],  # builds the payload index first
+                     {"indexing": file_grows("traces.db-wal")}, db=True, outputs=DATABASE, full_disk=4 << 20),
+    "query": Recipe(lambda i: ["query", "--db", "traces.db", "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 "
+                               "FROM n) SELECT count(*) FROM n"],  # never ends
+                    {"running": both(has_open("traces.db"), after(0.5))}, db=True, outputs=DATABASE),
+    "serve": Recipe(lambda i: ["serve", "traces.db", "-p", "0"], {"serving": says("Uvicorn running")},
+                    db=True, outputs=DATABASE),
+    "spark-ingest": Recipe(lambda i: ["spark-ingest", str(i.logs), "--out", "out"],
+                           {"started": entry("out")}, needs="pyspark"),
+}
+
+# Commands that end in a moment on any input: nothing to stop midway, and nothing they could leave.
+INSTANT = {
+    "queries": "lists the canned queries of queries/: reads no database",
+    "findings": "reads a run's aggregates; no worker, temporary file or output folder",
+    "diff": "reads two runs' compiles; no worker, temporary file or output folder",
+    "runs": "reads one row per run; no worker, temporary file or output folder",
+    "rm": "one transaction: stopped, SQLite rolls it back; no worker or temporary file",
+    "label": "one UPDATE; no worker or temporary file",
+}
+
+WAYS = {  # how a command is stopped: (signal, to its whole process group?)
+    "SIGINT to the group": (signal.SIGINT, True),
+    "SIGTERM to the main process": (signal.SIGTERM, False),
+    "SIGHUP to the main process": (signal.SIGHUP, False),
+}
+
+
+def commands(group: click.Group = cli, prefix: str = "") -> Iterator[str]:
+    """Every command of the command line, by its words (`export parquet`), groups walked."""
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            yield from commands(command, f"{prefix}{name} ")
+        else:
+            yield f"{prefix}{name}"
+
+
+def uncovered(group: click.Group = cli) -> list[str]:
+    """Commands with neither a recipe nor a reason they are instant."""
+    return [name for name in commands(group) if name not in RECIPES and name not in INSTANT]
+
+
+def test_every_command_has_a_recipe_or_a_reason():
+    """A command added without a way to make it long (or a reason it is instant) fails here."""
+    listed = sorted(commands())
+    assert "export parquet" in listed and "report" in listed
+    assert uncovered() == []
+    assert sorted(set(RECIPES) | set(INSTANT)) == listed  # and none named that no longer exists
+    grown = click.Group(commands={**cli.commands, "export": click.Group("export", commands={
+        **cli.commands["export"].commands, "duckdb": click.Command("duckdb")})})
+    assert uncovered(grown) == ["export duckdb"]  # the day a command lands
+
+
+def stop_cases(sample: bool) -> Iterator:
+    fast = {("report", "ingest workers", "SIGINT to the group"),
+            ("ingest", "workers", "SIGTERM to the main process"),
+            ("export parquet", "writing", "SIGINT to the group"),
+            ("search", "indexing", "SIGTERM to the main process")}
+    for name, recipe in RECIPES.items():
+        for point in recipe.points:
+            for way in WAYS:
+                if ((name, point, way) in fast) == sample:
+                    yield pytest.param(name, point, way, id=f"{name}-{point}-{way}".replace(" ", "_"),
+                                       marks=() if sample else pytest.mark.slow)
+
+
+def prepare(case: Case, recipe: Recipe, inputs: Inputs) -> None:
+    if recipe.needs:
+        pytest.importorskip(recipe.needs)
+    if recipe.db:
+        shutil.copy(inputs.db, case.work / "traces.db")
+    if recipe.setup:
+        recipe.setup(case, inputs)
+
+
+def stop_midway(case: Case, name: str, inputs: Inputs, point: str, way: str) -> None:
+    """Start the command, wait for the point, stop it the given way, and check what it leaves."""
+    recipe = RECIPES[name]
+    prepare(case, recipe, inputs)
+    case.start(recipe.args(inputs), recipe.env)
+    reached = recipe.points[point]
+    while not reached(case):
+        assert case.proc.poll() is None, f"it ended before {point!r} (input too small?): {case.stderr()}"
+        assert time.monotonic() - case.started < REACH_S, f"{point!r} not reached in {REACH_S} s"
+        time.sleep(0.02)
+    signum, group = WAYS[way]
+    (os.killpg if group else os.kill)(case.proc.pid, signum)
+    code = case.proc.wait(timeout=120)
+    err = case.stderr()
+    assert code == 128 + signum, f"exit {code}, not {128 + signum}: {err}"
+    assert "Traceback" not in err, err
+    assert case.settled(recipe.outputs) == {"processes": [], "temporary files": [], "in its folder": []}, err
+    if (name, point) != ("run", "command"):  # (a stopped command: tlindex's run ingests what it wrote, as said)
+        assert re.search(r"^tlindex [a-z -]+: (stopped|interrupted)", err.strip().splitlines()[-1]), err
+
+
+def test_a_report_stopped_by_sigterm_leaves_no_worker_partial_folder_or_temporary_database(case, inputs):
+    """Reproduction: SIGTERM to the report alone (`timeout`, a job runner, a closed terminal) left its page
+    workers running, .OUT.partial-* beside OUT and tlindex-report-* (the temporary database) in TMPDIR."""
+    stop_midway(case, "report", inputs, "page workers", "SIGTERM to the main process")
+
+
+@pytest.mark.parametrize("name, point, way", list(stop_cases(sample=True)))
+def test_a_command_stopped_midway_leaves_nothing(case, inputs, name, point, way):
+    stop_midway(case, name, inputs, point, way)
+
+
+@pytest.mark.parametrize("name, point, way", list(stop_cases(sample=False)))
+def test_every_command_stopped_at_every_point_leaves_nothing(case, inputs, name, point, way):
+    stop_midway(case, name, inputs, point, way)
+
+
+def full_disk_cases(sample: bool) -> Iterator:
+    for name, recipe in RECIPES.items():
+        if recipe.full_disk is not None and (name == "report") == sample:
+            yield pytest.param(name, id=name.replace(" ", "_"), marks=() if sample else pytest.mark.slow)
+
+
+def fill_the_disk(case: Case, recipe: Recipe, inputs: Inputs) -> None:
+    """Run the command with files that cannot grow past recipe.full_disk: it fails in one line, leaving nothing."""
+    prepare(case, recipe, inputs)
+    case.start(recipe.args(inputs), {**recipe.env, "SLEEP": "0"}, limit_file_bytes=recipe.full_disk)
+    code = case.proc.wait(timeout=300)
+    err = case.stderr()
+    assert code == 1 and "Traceback" not in err, err
+    assert re.match(r"(Error|error): ", err.strip().splitlines()[-1]), err
+    assert case.settled(recipe.outputs) == {"processes": [], "temporary files": [], "in its folder": []}, err
+
+
+@pytest.mark.parametrize("name", list(full_disk_cases(sample=True)))
+def test_a_command_that_fills_the_disk_fails_in_one_line_and_leaves_nothing(case, inputs, name):
+    fill_the_disk(case, RECIPES[name], inputs)
+
+
+@pytest.mark.parametrize("name", list(full_disk_cases(sample=False)))
+def test_every_command_that_fills_the_disk_fails_in_one_line_and_leaves_nothing(case, inputs, name):
+    fill_the_disk(case, RECIPES[name], inputs)
+
+
+SWALLOWS = """
+import sqlite3, sys
+from tlindex.stopping import Stopped, stoppable
+
+conn = sqlite3.connect(":memory:")
+conn.create_function("same", 1, lambda value: value)
+try:
+    with stoppable():
+        print("ready", flush=True)
+        while True:  # as a page that degrades alone would: a failed statement is not the end
+            try:
+                conn.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000) "
+                             "SELECT sum(same(i)) FROM n").fetchone()
+            except sqlite3.OperationalError:
+                pass
+except Stopped as stop:
+    print("stopped by", stop.name, flush=True)
+"""
+
+
+def test_a_stop_swallowed_by_a_sqlite_function_is_raised_again():
+    """A signal handled inside a function SQLite calls becomes an OperationalError, which code may catch and
+    carry on from: the stop is raised again until the command is out."""
+    proc = subprocess.Popen([sys.executable, "-c", SWALLOWS], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        time.sleep(0.3)  # in the statement, nearly all of the time in the function
+        proc.send_signal(signal.SIGTERM)
+        assert proc.communicate(timeout=10)[0] == "stopped by SIGTERM\n"
+    finally:
+        proc.kill()

@@ -1,0 +1,202 @@
+"""What tlindex owns on disk: it removes or replaces only folders it made, and its temporaries on any way out.
+
+A folder tlindex makes to keep (a report, a Parquet export, the trace folder of `tlindex run`, an
+ingest's staging folder) holds MARKER, a small file naming tlindex and what the folder is
+(`{"tlindex": "report"}`): a name and a content nobody writes by accident, so a folder someone else
+wrote (tlparse's output, a home directory, a folder of logs) is never taken for one. Every command
+that removes or replaces a folder goes through `remove` or `swap_into_place`, which check it first.
+
+What a command writes before it is complete (a report's or an export's folder beside its destination,
+a trace file, an old report moved aside, a temporary database) is a *temporary*: registered here from
+the moment it exists until it is moved into place or removed, so whatever way a command ends
+(tlindex.stopping), `remove_temporaries` can take away what it left and say whether anything stayed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tlindex.stopping import deferred_signals
+
+MARKER = ".tlindex-owned"
+MARKER_MAX_BYTES = 4096  # a marker is a line of JSON; anything bigger is not one
+KINDS = ("report", "export", "trace", "staging")
+
+_temporaries: dict[Path, None] = {}  # this process's temporaries that may still exist (insertion order)
+
+
+class NotOwned(Exception):
+    """A folder tlindex was asked to remove or replace, but did not make; the message names it."""
+
+
+def marker_text(kind: str) -> str:
+    """What MARKER holds in a folder of this kind (always the same: two reports of one database are identical)."""
+    assert kind in KINDS, kind
+    return json.dumps({"tlindex": kind}) + "\n"
+
+
+def mark(folder: Path, kind: str) -> None:
+    """Say in `folder` that tlindex made it, as a `kind`."""
+    (folder / MARKER).write_text(marker_text(kind), encoding="utf-8")
+
+
+def owns(folder: Path, kind: str) -> bool:
+    """Whether `folder` (itself, not a link to it) holds tlindex's marker of `kind` (a regular file, not a link)."""
+    marker = folder / MARKER
+    try:
+        if folder.is_symlink() or not folder.is_dir():
+            return False
+        info = marker.lstat()
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MARKER_MAX_BYTES:
+            return False
+        return marker.read_text(encoding="utf-8") == marker_text(kind)
+    except (OSError, ValueError):
+        return False
+
+
+def is_empty(folder: Path) -> bool:
+    """Whether `folder` is a folder with nothing in it."""
+    return folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir())
+
+
+def make_dir(path: Path, kind: str) -> Path:
+    """Create `path` (which must not exist: FileExistsError) as a folder of tlindex's of `kind`."""
+    with deferred_signals():  # never a folder without its marker
+        path.mkdir()
+        try:
+            mark(path, kind)
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+    return path
+
+
+def remove(folder: Path, kind: str) -> None:
+    """Remove a folder tlindex made as a `kind`, with everything in it; anything else is refused (NotOwned)."""
+    if not owns(folder, kind):
+        raise NotOwned(f"{folder}: not a {kind} folder made by tlindex (it holds no {MARKER} of one): left alone")
+    shutil.rmtree(folder)
+
+
+# --- temporaries ----------------------------------------------------------------------------------
+
+def temporary_dir(prefix: str, parent: Path | None = None, kind: str | None = None) -> Path:
+    """A new folder (in `parent`, else the temporary folder), registered until `discard`ed or `keep`t; marked
+    when it will become a folder of `kind`."""
+    with deferred_signals():  # registered (and marked) as it is made: a stop cannot fall in between
+        folder = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+        _temporaries[folder] = None
+        if kind is not None:
+            mark(folder, kind)
+    return folder
+
+
+def temporary_file(prefix: str, parent: Path) -> Path:
+    """A new empty file in `parent`, registered until `discard`ed or `keep`t."""
+    with deferred_signals():  # registered as it is made: a stop cannot fall in between
+        handle, name = tempfile.mkstemp(prefix=prefix, dir=parent)
+        _temporaries[Path(name)] = None
+    os.close(handle)
+    return Path(name)
+
+
+@contextmanager
+def scratch(prefix: str) -> Iterator[Path]:
+    """A temporary folder for the length of a `with` (in the temporary folder: TMPDIR), gone after it."""
+    folder = temporary_dir(prefix)
+    try:
+        yield folder
+    finally:
+        discard(folder)
+
+
+def keep(path: Path) -> None:
+    """A temporary that became something to keep (moved into place): no longer removed on the way out."""
+    _temporaries.pop(path, None)
+
+
+def discard(path: Path) -> bool:
+    """Remove a temporary (a folder with everything in it, or a file) if it is still there; whether it is gone
+    (one that could not be removed stays registered, and `remove_temporaries` names it)."""
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    _temporaries.pop(path, None)
+    return True
+
+
+def remove_temporaries() -> list[Path]:
+    """Remove every temporary of this process still there (newest first); the paths that could not be removed."""
+    return [path for path in reversed(list(_temporaries)) if not discard(path)]
+
+
+def write_whole(path: Path, pieces: Iterable[bytes]) -> None:
+    """Write a file piece by piece beside `path` and move it into place when whole: stopped or failing midway,
+    `path` is as it was and nothing is left beside it."""
+    partial = temporary_file(f".{path.name}.partial-", path.parent)
+    try:
+        partial.chmod(0o666 & ~_umask())  # mkstemp's file is 0600: the trace gets a new file's permissions
+        with open(partial, "wb") as out:
+            for piece in pieces:
+                out.write(piece)
+        with deferred_signals():
+            os.replace(partial, path)
+            keep(partial)
+    finally:
+        discard(partial)  # still there only when it was not moved into place
+
+
+# --- a folder written beside its destination, then swapped in -------------------------------------
+
+def new_partial(out: Path, kind: str) -> Path:
+    """A fresh folder of `kind` beside `out` to write it into, with the permissions a new folder gets here
+    (mkdtemp's are 0700: a report on a shared file server would be unreadable to others)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    partial = temporary_dir(f".{out.name}.partial-", out.parent, kind)
+    partial.chmod(0o777 & ~_umask())
+    return partial
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
+def replaceable(out: Path, kind: str) -> bool:
+    """Whether `out` may be replaced by a new folder of `kind`: absent, empty, or one tlindex made as a `kind`."""
+    return not out.exists() or is_empty(out) or owns(out, kind)
+
+
+def swap_into_place(partial: Path, out: Path, kind: str) -> None:
+    """The complete folder becomes `out`; an old `out` (checked again: it may have changed since the command
+    started) stays until then, and is removed after."""
+    if out.is_symlink() or (out.exists() and not replaceable(out, kind)):
+        raise NotOwned(f"{out}: changed while tlindex wrote its {kind}, and is no longer one tlindex may replace")
+    old = None
+    with deferred_signals():  # stopped between the two renames, the old one would be lost with the temporaries
+        if out.exists():
+            old = temporary_dir(f".{out.name}.old-", out.parent)
+            out.rename(old / kind)
+        try:
+            partial.rename(out)
+        except BaseException:
+            if old is not None:
+                (old / kind).rename(out)
+            raise
+        keep(partial)
+    if old is not None:
+        discard(old)
