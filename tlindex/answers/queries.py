@@ -140,8 +140,9 @@ def _schema() -> SchemaCopy:
     """An empty database of the migrations' schema, made once."""
     from tlindex.store.compression import register
     from tlindex.store.db import apply_schema
+    from tlindex.store.limits import connect
 
-    conn = sqlite3.connect(":memory:")
+    conn = connect(":memory:")
     apply_schema(conn)
     return SchemaCopy(schema_rows(conn), prepare=register)
 

@@ -14,7 +14,10 @@ anywhere else in tlindex or its plugin.
 
 from __future__ import annotations
 
+import math
+import re
 import sqlite3
+import threading
 from pathlib import Path
 
 # The value: every value tlindex stores comes from one record of a log, and the reader holds no record
@@ -28,9 +31,60 @@ MAX_VALUE_BYTES = (64 << 20) + (1 << 20)
 
 
 def limit_connection(conn: sqlite3.Connection) -> sqlite3.Connection:
-    """Bound the length of any string or blob the connection's statements build, read or write."""
+    """Bound the length of any string or blob the connection's statements build, read or write, and the
+    time printf spends on a width or precision no value could have (bounded_printf)."""
     conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+    for name in ("printf", "format"):  # an application's function of a built-in's name takes its place
+        conn.create_function(name, -1, bounded_printf, deterministic=True)
     return conn
+
+
+# A conversion of SQLite's printf: %, flags, width (digits or *), precision (.digits or .*), its type.
+CONVERSION_RE = re.compile(r"%[-+ 0#,!]*(\*|\d+)?(?:\.(\*|\d+))?(.)", re.S)
+_SIDE = threading.local()  # a plain connection per thread, whose own printf does the formatting
+
+
+def _number(value: object) -> int:
+    """A '*' argument as SQLite reads it: an integer, a number's integer part, a text's leading integer."""
+    if isinstance(value, bool) or value is None:
+        return int(bool(value))
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) else 1 << 62
+    match = re.match(r"\s*([-+]?\d+)", value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value))
+    return int(match.group(1)) if match else 0
+
+
+def bounded_printf(fmt: object, *args: object) -> object:
+    """SQLite's printf, but a width or precision past MAX_VALUE_BYTES answers NULL at once, as SQLite answers a
+    value past the limit. SQLite 3.40 repeats %c one character per turn, up to its precision, and goes on
+    turning once the value has passed the limit: `printf('%.*c', 2000000000, 'x')` spent 3.5 s building
+    nothing, out of reach of a time limit (a progress handler runs between steps, never within one)."""
+    if isinstance(fmt, str) and "%" not in fmt:
+        return fmt  # nothing to convert (a long text: no copy made through the other connection)
+    if isinstance(fmt, bytes) and b"%" not in fmt:
+        return fmt.decode("utf-8", "replace")  # a blob's bytes, as the text printf makes of them
+    if isinstance(fmt, (str, bytes)):
+        text = fmt.decode("utf-8", "replace") if isinstance(fmt, bytes) else fmt
+        used = total = 0
+        for width, precision, kind in CONVERSION_RE.findall(text):
+            for part in (width, precision):
+                if part == "*":
+                    size = _number(args[used]) if used < len(args) else 0
+                    used += 1
+                else:
+                    size = int(part) if part else 0
+                total += min(abs(size), 1 << 62)
+                if total > MAX_VALUE_BYTES:  # together past the limit: each would still count to its own
+                    return None
+            used += kind != "%"
+    side = getattr(_SIDE, "conn", None)
+    if side is None:
+        side = _SIDE.conn = sqlite3.connect(":memory:")
+        side.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+    marks = "".join(", ?" for _ in args)
+    return side.execute(f"SELECT printf(?{marks})", (fmt, *args)).fetchone()[0]
 
 
 def connect(database: str | Path, **kwargs) -> sqlite3.Connection:
