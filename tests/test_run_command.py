@@ -165,7 +165,7 @@ def test_rm_leaves_the_database_a_fresh_ingest_of_the_rest_would_be(tmp_path):
         len(sqlite_tables(rest)["payload_data"])
 
 
-def test_runs_are_listed_newest_first_and_renamed(fixtures_db, tmp_path):
+def test_runs_are_listed_oldest_first_as_on_the_runs_page_and_renamed(fixtures_db, tmp_path):
     import shutil
 
     db = tmp_path / "copy.db"
@@ -175,14 +175,17 @@ def test_runs_are_listed_newest_first_and_renamed(fixtures_db, tmp_path):
     shutil.copy(fixtures_db, db)
     listed = json.loads(CliRunner().invoke(cli, ["runs", "--db", str(db), "--json"]).output)
     starts = [run["start"] for run in listed]
-    assert starts == sorted(starts, reverse=True) and len(listed) == connect(db).execute(
+    assert starts == sorted(starts) and len(listed) == connect(db).execute(
         "SELECT count(*) FROM runs").fetchone()[0]
+    from datasette_plugins.tlindex.pages.runs import runs_data
+
+    assert [run["id"] for run in runs_data(connect(db))] == [run["id"] for run in listed]  # one order everywhere
     failing = next(run for run in listed if run["failures"])
     assert failing["worst_finding"] and "failed" in failing["worst_finding"]
-    first = listed[-1]
+    first = listed[0]
     assert CliRunner().invoke(cli, ["label", str(first["id"]), "baseline", "--db", str(db)]).exit_code == 0
     assert connect(db).execute("SELECT label FROM runs WHERE id = ?", (first["id"],)).fetchone()[0] == "baseline"
-    clash = CliRunner().invoke(cli, ["label", str(listed[0]["id"]), "baseline", "--db", str(db)])
+    clash = CliRunner().invoke(cli, ["label", str(listed[-1]["id"]), "baseline", "--db", str(db)])
     assert clash.exit_code == 1 and "already labelled 'baseline'" in clash.output
     text = CliRunner().invoke(cli, ["runs", "--db", str(db)]).output
     assert "baseline" in text and len(text.strip().splitlines()) == len(listed)

@@ -588,7 +588,8 @@ def spark_ingest(paths: tuple[str, ...], out_dir: str, master: str, run_label: s
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as a JSON list")
 def runs_command(db_path: str, as_json: bool) -> None:
-    """List the runs, newest first: id, label, start, ranks, compiles, failures, worst finding."""
+    """List the runs, oldest first (as every page and command lists them): id, label, start, ranks, compiles,
+    failures, worst finding."""
     import json
 
     from tlindex.answers.findings import findings as run_findings
@@ -599,7 +600,7 @@ def runs_command(db_path: str, as_json: bool) -> None:
     try:
         listed = []
         for run_id, label, start, ranks, processes in conn.execute(
-                "SELECT id, label, start_time, world_size, source_count FROM runs ORDER BY start_time DESC, id DESC"):
+                "SELECT id, label, start_time, world_size, source_count FROM runs ORDER BY start_time, id"):
             totals = conn.execute("SELECT compiles, failures FROM run_totals WHERE run_id = ?", (run_id,)).fetchone()
             found = problems(run_findings(conn, run_id))
             listed.append({"id": run_id, "label": label, "start": start, "ranks": ranks, "processes": processes,
