@@ -173,32 +173,33 @@ def stage_times(path: Path, work: Path, settle_seconds: float = 0) -> dict:
     subprocess.run([sys.executable, "-m", "tlindex", "ingest", str(path), "--db", str(db), "--silent"], check=True)
     ingest = time.perf_counter() - started
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "from tlindex.formats.report import renderer; import tlindex.cli; "
+    subprocess.run([sys.executable, "-c", "from tlindex.report import renderer; import tlindex.cli; "
                     "renderer()"], check=True)
     startup = time.perf_counter() - started
 
-    from datasette_plugins.tlindex import highlight, report_pages, report_site, sidebyside
-    from datasette_plugins.tlindex.pages import artifact, bytecode, passes
-    from tlindex.formats.report import runs_by_name
+    from datasette_tlindex import highlight, render, report_site
+
+    from tlindex import pages as page_table
+    from tlindex.report import build, output, renderer, runs_by_name, tlparse
+    from tlindex.report import pages as report_pages
 
     stages = Stages()
-    report_cls = report_pages.Report
-    stages.wrap(report_cls, "_render", lambda self, url, path: page_kind(path))
-    stages.wrap(report_cls, "_relink", "relinking")
-    stages.wrap(report_cls, "_save", "writing files")
-    stages.wrap(report_cls, "_write_chromium", "Perfetto trace")
-    stages.wrap(report_cls, "_tlparse_file", "tlparse's files (compile_directory, raw.jsonl)")
-    stages.wrap(report_site.ReportDatabase, "execute_fn", "SQL")
+    stages.wrap(report_pages.PageWriter, "render", lambda self, url, path: page_kind(path))
+    stages.wrap(report_pages.PageWriter, "relink", "relinking")
+    stages.wrap(output.Output, "save", "writing files")
+    stages.wrap(report_pages.PageWriter, "write_chromium", "Perfetto trace")
+    stages.wrap(tlparse, "write_tlparse_files", "tlparse's files (compile_directory, raw.jsonl)")
+    stages.wrap(page_table.Page, "read", "data (SQL and the library)")  # each page's data
     stages.wrap(report_site.ReportSite, "render_template", "templates")
-    for module in (artifact, bytecode, passes, sidebyside, highlight):
-        for name in ("render_payload", "highlighted_lines"):
+    for module in (render, highlight):
+        for name in ("render_payload", "highlighted_lines", "highlighted"):
             if hasattr(module, name):
                 stages.wrap(module, name, "highlighting")
     out = work / "stages_out"
     settle([out], settle_seconds)
     out.mkdir()
     started = time.perf_counter()
-    summary = report_cls(db, out, runs_by_name(db, [])).write(1)
+    summary = build.Report(db, out, runs_by_name(db, []), renderer()).write(1)
     total = time.perf_counter() - started
     shutil.rmtree(out, ignore_errors=True)
     return {"ingest (tlindex ingest --jobs 1, its own process)": round(ingest, 3),

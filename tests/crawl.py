@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from urllib.parse import quote, urljoin, urlsplit
 
-from tlindex import routes
+from tlindex import pages as routes
 
 # Real values for each placeholder of a route's path, by SQL over the database (first rows).
 SAMPLES = {
@@ -47,7 +47,7 @@ class _Links(HTMLParser):
 def route_seeds(conn: sqlite3.Connection, base: str) -> list[str]:
     """A few URLs of every route of the table, with the database's own values (and odd query strings)."""
     seeds = []
-    for route in routes.ROUTES:
+    for route in routes.PAGES:
         names = re.findall(r"\{(\w+)\}", route.path)
         missing = [name for name in names if name not in SAMPLES]
         assert not missing, f"route {route.name}: no sample value for {missing} in tests/crawl.py SAMPLES"

@@ -75,7 +75,7 @@ def test_cli_writes_the_trace_and_refuses_an_unknown_run(fixtures_db, tmp_path):
     assert result.exit_code == 0, result.output
     assert out.read_bytes() == b"".join(trace_chunks(conn, run))
     result = CliRunner().invoke(cli, ["export", "chromium", "-", "--db", str(fixtures_db), "--run", "99999"])
-    assert result.exit_code == 1 and "no run 99999" in result.output
+    assert result.exit_code == 1 and "no run matches '99999'" in result.output
 
 
 def test_cli_leaves_no_half_trace_when_it_fails_midway(fixtures_db, tmp_path, monkeypatch):

@@ -36,7 +36,7 @@ def test_query_parameters_are_checked_against_the_query(fixtures_db):
     cases = [
         (["query", "failures", "-p", "nosuchparam", "3"],
          "failures has no parameter :nosuchparam (its parameters: :run, :rank)"),
-        (["query", "failures", "-p", "run", "abc"], "-p run 'abc': run id (empty: every run): a whole number"),
+        (["query", "failures", "-p", "run", "abc"], "no run matches 'abc'"),  # a run by any of its names
         (["query", "log_volume", "-p", "by", "colour"],
          "-p by 'colour': one of kind, emitter, compile, rank, run"),
         (["query", "failures", "--db", str(fixtures_db), "-p", "run"], "Option '-p' requires 2 arguments"),

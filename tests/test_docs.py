@@ -26,11 +26,11 @@ def test_the_architecture_names_every_module():
     root = Path(__file__).resolve().parents[1]
     doc = (root / "docs" / "architecture.md").read_text()
     missing = []
-    for top in ("tlindex", "datasette_plugins/tlindex"):
+    for top in ("tlindex", "datasette_plugins/datasette_tlindex"):
         for path in sorted((root / top).rglob("*.py")):
             module = str(path.relative_to(root))
             # inside a package's own paragraph, a module may be named from the package: `core.py`, `pages/run.py`
-            within = next((f"`{module[len(p):]}`" for p in ("tlindex/ingest/normalize/", "datasette_plugins/tlindex/")
+            within = next((f"`{module[len(p):]}`" for p in ("tlindex/ingest/normalize/", "datasette_plugins/datasette_tlindex/")
                            if module.startswith(p)), None)
             if f"`{module}`" not in doc and (within is None or within not in doc):
                 missing.append(module)

@@ -24,7 +24,7 @@ from conftest import DATA, connect
 from crawl import crawl
 from odd_values import ODD_VALUES, oddify
 
-from tlindex import routes
+from tlindex import pages as routes
 from tlindex.cli import cli
 from tlindex.ingest.pipeline import ingest
 
@@ -185,6 +185,26 @@ def _queries(case: Case) -> list[list[str]]:
     return found
 
 
+def _show_cases(c: Case) -> list[tuple[str, list[str]]]:
+    """Every page with data to show, named from the odd database's first rows (from the page table)."""
+    from tlindex import pages
+
+    conn = sqlite3.connect(c.db)
+    first = {"run": "SELECT label FROM runs ORDER BY id", "a": "SELECT id FROM runs ORDER BY id",
+             "b": "SELECT id FROM runs ORDER BY id DESC", "compile": "SELECT id FROM compiles ORDER BY id",
+             "ca": "SELECT id FROM compiles ORDER BY id", "cb": "SELECT id FROM compiles ORDER BY id DESC",
+             "artifact": "SELECT id FROM artifacts ORDER BY id", "piece": "SELECT id FROM piece_compiles ORDER BY id",
+             "hash": "SELECT hash FROM payload_data ORDER BY hash", "node": "SELECT 1"}
+    cases = []
+    for page in pages.PAGES:
+        if page.json_twin:
+            rows = [conn.execute(first[p]).fetchone() for p in page.placeholders if p != "ext"]
+            if all(rows):
+                cases.append((page.name, [str(row[0]) for row in rows]))
+    conn.close()
+    return cases
+
+
 # How each command of the registry runs on the odd database (or its logs): every argument list to try.
 RECIPES: dict[tuple[str, ...], Callable[[Case], list[list[str]]]] = {
     ("ingest",): lambda c: [[str(c.logs), "--db", str(c.tmp / "again.db"), "--silent"]],
@@ -199,6 +219,7 @@ RECIPES: dict[tuple[str, ...], Callable[[Case], list[list[str]]]] = {
     ("export", "chromium"): lambda c: [[str(c.tmp / f"trace-{run}.json"), *c.d, "--run", run] for run in c.runs],
     ("runs",): lambda c: [c.d, [*c.d, "--json"]],
     ("label",): lambda c: [[c.runs[0], "renamed", *c.d]],
+    ("show",): lambda c: [[page, *names, *c.d, *json] for page, names in _show_cases(c) for json in ([], ["--json"])],
     ("rm",): lambda c: [[c.runs[-1], *c.d]],  # last: it removes a run
     ("run",): lambda c: [["--db", str(c.tmp / "run.db"), "--", sys.executable, "-c", WRITE_SCRIPT,
                           str(next(c.logs.rglob("*.log")))]],

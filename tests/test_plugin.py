@@ -82,7 +82,7 @@ async def test_the_trie_shows_every_compile_with_its_status(ds, traces_db):
 async def test_the_trie_lists_some_compile_id_less_records_and_links_all_of_them(ds, traces_db, monkeypatch):
     """A process has one [-/-] compile per torch._dynamo.reset(): thousands in a long test run. The trie lists
     ANONYMOUS_SHOWN of them and links the compiles table filtered to all of them."""
-    from datasette_plugins.tlindex.pages import trie
+    from tlindex.pages import trie
 
     conn = fixture_conn(traces_db)
     (run,) = scenario_run(conn, "ddp_4ranks_diverge")

@@ -18,8 +18,8 @@ from click.testing import CliRunner
 from conftest import DATA, connect, scenario_logs, scenario_run, write_hostile_log
 
 from tlindex.cli import cli
-from tlindex.formats.report import ReportError, write_report
 from tlindex.formats.tlparse_files import EMPTY
+from tlindex.report import ReportError, write_report
 
 SCENARIOS = sorted(path.name for path in DATA.iterdir() if path.is_dir())
 LINK_RE = re.compile(r'\b(?:href|src)="([^"]*)"')
@@ -131,14 +131,14 @@ def test_the_folder_is_refused_unless_empty_or_a_report_replaced_with_overwrite(
 
 
 def test_an_interrupted_report_leaves_no_folder(fixtures_db, tmp_path, monkeypatch):
-    from datasette_plugins.tlindex import report_pages as report
+    from tlindex.report import output
 
     (run,) = scenario_run(connect(fixtures_db), "graph_breaks")
 
     def fail(self, path, body):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(report.Report, "_save", fail)
+    monkeypatch.setattr(output.Output, "save", fail)
     with pytest.raises(KeyboardInterrupt):
         write_report(fixtures_db, tmp_path / "out", [run], overwrite=False)
     assert list(tmp_path.iterdir()) == []
@@ -177,13 +177,21 @@ def test_open_opens_the_report_s_index_in_a_browser(fixtures_db, tmp_path, monke
     assert opened == [(tmp_path / "out" / "index.html").resolve().as_uri()]
 
 
+def patch_can_fork(monkeypatch, answer) -> None:
+    """Whether the report may fork its workers, as decided in both places that ask."""
+    from tlindex.report import build, workers
+
+    monkeypatch.setattr(build, "can_fork", answer)
+    monkeypatch.setattr(workers, "can_fork", answer)
+
+
 def report_files(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
 
 
 @pytest.mark.parametrize("start", ["fork", "spawn"])
 def test_worker_processes_write_the_same_report_as_one_process(fixtures_db, tmp_path, monkeypatch, start):
-    from datasette_plugins.tlindex import report_pages as report
+    from tlindex.report import build as report
 
     (run,) = scenario_run(connect(fixtures_db), "ddp_4ranks_diverge")
     write_report(fixtures_db, tmp_path / "one", [run], overwrite=False, jobs=1)
@@ -191,9 +199,9 @@ def test_worker_processes_write_the_same_report_as_one_process(fixtures_db, tmp_
     monkeypatch.setattr(report, "SPAWNED_FROM", 1)
     monkeypatch.setattr(report, "TASK_PAGES", 7)
     if start == "spawn" or sys.platform != "linux":  # as where a fork is unsafe
-        monkeypatch.setattr(report, "can_fork", lambda: False)
+        patch_can_fork(monkeypatch, lambda: False)
     else:  # forked as from the command (which runs no other thread; this test process may: a server fixture's)
-        monkeypatch.setattr(report, "can_fork", lambda: True)
+        patch_can_fork(monkeypatch, lambda: True)
     write_report(fixtures_db, tmp_path / "two", [run], overwrite=False, jobs=2)
 
     one, two = report_files(tmp_path / "one"), report_files(tmp_path / "two")
@@ -204,19 +212,19 @@ def test_worker_processes_write_the_same_report_as_one_process(fixtures_db, tmp_
 def test_a_worker_that_dies_costs_time_not_pages(fixtures_db, tmp_path, monkeypatch):
     """A worker killed mid-report (out of memory, kill -9): its tasks, and those left, are rendered by the
     main process, the report is complete and says what happened."""
-    from datasette_plugins.tlindex import report_pages as report
+    from tlindex.report import build as report
 
     if sys.platform != "linux":
         pytest.skip("the dying worker is this test's code, which only a forked worker runs")
-    monkeypatch.setattr(report, "can_fork", lambda: True)  # as from the command (see above)
+    patch_can_fork(monkeypatch, lambda: True)  # as from the command (see above)
     (run,) = scenario_run(connect(fixtures_db), "ddp_4ranks_diverge")
     write_report(fixtures_db, tmp_path / "one", [run], overwrite=False, jobs=1)
     monkeypatch.setattr(report, "PARALLEL_FROM", 1)
     monkeypatch.setattr(report, "TASK_PAGES", 7)
-    run_task, marker, parent = report.Report._run_task, tmp_path / "die", os.getpid()
+    run_task, marker, parent = report.Report.run_task, tmp_path / "die", os.getpid()
     marker.touch()
 
-    async def dies_once(self, task):  # the first worker to take a task of pages dies (forked: it runs this)
+    def dies_once(self, task):  # the first worker to take a task of pages dies (forked: it runs this)
         if task[0] == "pages" and os.getpid() != parent:
             try:
                 marker.unlink()
@@ -224,9 +232,9 @@ def test_a_worker_that_dies_costs_time_not_pages(fixtures_db, tmp_path, monkeypa
                 pass
             else:
                 os._exit(9)
-        return await run_task(self, task)
+        return run_task(self, task)
 
-    monkeypatch.setattr(report.Report, "_run_task", dies_once)
+    monkeypatch.setattr(report.Report, "run_task", dies_once)
     summary = write_report(fixtures_db, tmp_path / "two", [run], overwrite=False, jobs=2)
     assert not marker.exists()  # a worker died
     assert any("worker process ended abruptly" in warning for warning in summary.warnings)
@@ -236,7 +244,7 @@ def test_a_worker_that_dies_costs_time_not_pages(fixtures_db, tmp_path, monkeypa
 
 def test_the_report_is_written_without_datasettes_application(fixtures_db, tmp_path):
     """The report renders the plugin's pages on its own site: importing Datasette's app (0.4 s) is not paid."""
-    script = ("import sys; from pathlib import Path; from tlindex.formats.report import write_report, runs_by_name; "
+    script = ("import sys; from pathlib import Path; from tlindex.report import write_report, runs_by_name; "
               f"db = Path({str(fixtures_db)!r}); write_report(db, Path({str(tmp_path / 'r')!r}), runs_by_name(db, [])[:1], "
               "False, jobs=1); print('datasette.app' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
@@ -249,11 +257,11 @@ def test_every_report_file_is_written_once(fixtures_db, tmp_path, monkeypatch):
     rewritten (a rewrite of a file just written costs a flush on ext4)."""
     from collections import Counter
 
-    from datasette_plugins.tlindex import report_pages as report
+    from tlindex.report import output
 
     saved: Counter = Counter()
-    save = report.Report._save
-    monkeypatch.setattr(report.Report, "_save", lambda self, path, body: saved.update([path]) or save(self, path, body))
+    save = output.Output.save
+    monkeypatch.setattr(output.Output, "save", lambda self, path, body: saved.update([path]) or save(self, path, body))
     (run,) = scenario_run(connect(fixtures_db), "ddp_4ranks_diverge")
     write_report(fixtures_db, tmp_path / "r", [run], overwrite=False, jobs=1)
     assert sum(path.endswith(".txt") for path in saved) > 20
@@ -263,7 +271,7 @@ def test_every_report_file_is_written_once(fixtures_db, tmp_path, monkeypatch):
 def test_a_report_is_the_same_whatever_the_process_rendered_before(fixtures_db, tmp_path):
     """Every run of the fixtures reported twice, in processes of other string hashes and with the pages in
     another order: byte for byte the same (a set's order, depyf's temporaries counted across pages)."""
-    script = ("import sys; from pathlib import Path; from tlindex.formats.report import write_report, runs_by_name; "
+    script = ("import sys; from pathlib import Path; from tlindex.report import write_report, runs_by_name; "
               f"db = Path({str(fixtures_db)!r}); runs = runs_by_name(db, []); "
               "write_report(db, Path(sys.argv[1]), runs if sys.argv[2] == 'up' else runs[::-1], False, jobs=1)")
     for name, seed, order in (("one", "1", "up"), ("two", "2", "down")):

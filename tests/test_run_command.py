@@ -177,9 +177,10 @@ def test_runs_are_listed_oldest_first_as_on_the_runs_page_and_renamed(fixtures_d
     starts = [run["start"] for run in listed]
     assert starts == sorted(starts) and len(listed) == connect(db).execute(
         "SELECT count(*) FROM runs").fetchone()[0]
-    from datasette_plugins.tlindex.pages.runs import runs_data
+    from tlindex.pages.rows import Args
+    from tlindex.pages.runs import runs_data
 
-    assert [run["id"] for run in runs_data(connect(db))] == [run["id"] for run in listed]  # one order everywhere
+    assert [run["id"] for run in runs_data(connect(db), Args())["runs"]] == [run["id"] for run in listed]  # one order
     failing = next(run for run in listed if run["failures"])
     assert failing["worst_finding"] and "failed" in failing["worst_finding"]
     first = listed[0]

@@ -283,6 +283,7 @@ INSTANT = {
     "runs": "reads one row per run; no worker, temporary file or output folder",
     "rm": "one transaction: stopped, SQLite rolls it back; no worker or temporary file",
     "label": "one UPDATE; no worker or temporary file",
+    "show": "reads one page's data; no worker, temporary file or output folder",
 }
 
 WAYS = {  # how a command is stopped: (signal, to its whole process group?)

@@ -24,12 +24,12 @@ from click.testing import CliRunner
 from conftest import DATA, SHARED_CORPUS, connect
 from tlparse_output import TlparseOutput, comparable_raw_line, directory_entries, run_all_ranks, run_tlparse, tlparse_binary
 
-from datasette_plugins.tlindex.report_pages import log_folders
 from tlindex.answers.queries import load_queries, run_sql
 from tlindex.cli import cli
 from tlindex.formats.tlparse_files import raw_jsonl
 from tlindex.formats.tlparse_names import compile_key, output_name
 from tlindex.ingest.discover import discover
+from tlindex.report.files import log_folders
 
 TLPARSE = tlparse_binary()
 pytestmark = pytest.mark.skipif(TLPARSE is None, reason="tlparse (pip install tlparse==0.4.3) is not installed")

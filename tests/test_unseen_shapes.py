@@ -73,7 +73,7 @@ async def test_every_closure_compile_page_and_bytecode_page_answers(ds, traces_d
 
 @pytest.mark.asyncio
 async def test_a_page_that_fails_says_what_failed_and_shows_the_listing(ds, traces_db, monkeypatch):
-    import datasette_plugins.tlindex.pages.bytecode as bytecode_page
+    import tlindex.pages.bytecode as bytecode_page
 
     def broken(*args, **kwargs):
         raise IndexError("tuple index out of range")
@@ -92,7 +92,7 @@ async def test_a_page_that_fails_says_what_failed_and_shows_the_listing(ds, trac
 
 
 def test_the_report_writes_everything_else_and_names_what_degraded(fixtures_db, tmp_path, monkeypatch):
-    import datasette_plugins.tlindex.pages.bytecode as bytecode_page
+    import tlindex.pages.bytecode as bytecode_page
 
     monkeypatch.setattr(bytecode_page, "resume_view", lambda *a, **k: 1 / 0)
     conn = connect(fixtures_db)
@@ -116,7 +116,7 @@ def test_a_streamed_file_that_fails_midway_leaves_no_half_file(fixtures_db, tmp_
     the first pieces (a database error, a bug on an unseen shape) names the file and leaves none of it,
     never a truncated JSON document that a tool would read as the real one."""
     import tlindex.formats.chromium as chromium
-    from datasette_plugins.tlindex import report_pages
+    from tlindex.report import tlparse as report_tlparse
 
     def fails_after(pieces):
         def failing(*args):
@@ -125,7 +125,7 @@ def test_a_streamed_file_that_fails_midway_leaves_no_half_file(fixtures_db, tmp_
         return failing
 
     monkeypatch.setattr(chromium, "trace_chunks", fails_after(chromium.trace_chunks))
-    monkeypatch.setattr(report_pages, "compile_directory", fails_after(report_pages.compile_directory))
+    monkeypatch.setattr(report_tlparse, "compile_directory", fails_after(report_tlparse.compile_directory))
     (run,) = scenario_run(connect(fixtures_db), "graph_breaks")
     out = tmp_path / "report"
     result = CliRunner().invoke(cli, ["report", "--db", str(fixtures_db), "--run", str(run), "-o", str(out), "-j", "1"])
@@ -373,7 +373,11 @@ def test_a_finding_that_cannot_be_computed_degrades_alone(restart_db, monkeypatc
 def test_compiles_by_status_add_up_and_say_what_has_no_compile_id(db):
     """Every run's per-process table: the status columns partition its compiles (an export or AOTInductor
     run's [-/-] is its own column, not a status without a compile), counted here from the compiles rows."""
-    from datasette_plugins.tlindex.pages.run import run_data
+    from tlindex.pages.rows import Args
+    from tlindex.pages.run import run_data as page_data
+
+    def run_data(conn, run):
+        return page_data(conn, Args(), run)["run"]
 
     for (run,) in db.execute("SELECT id FROM runs").fetchall():
         for row in run_data(db, run)["by_rank"]:

@@ -12,8 +12,8 @@ from pathlib import Path
 import click
 
 from tlindex import __version__
+from tlindex.errors import TlindexError
 from tlindex.output import check_format, emit, output_options, terminal_line
-from tlindex.store.db import connect_read_only
 
 DEFAULT_DB = "traces.db"
 
@@ -47,44 +47,18 @@ def say(text: str, **kwargs) -> None:
     click.echo(terminal_line(text), **kwargs)
 
 
-def existing_db(db_path: str | Path) -> Path:
-    """The database a reading command opens: exists, and is a tlindex database, else one line saying why."""
-    from tlindex.store.db import MIGRATIONS_TABLE, DatabaseError, check_database
-
-    path = Path(db_path)
-    if not path.exists():
-        raise click.ClickException(f"{path}: no such database (run `tlindex ingest` first)")
-    if path.is_dir():
-        raise click.ClickException(f"{path}: a directory, not a database (give --db the database file)")
-    try:
-        check_database(path)
-        conn = connect_read_only(path)
-        try:
-            made_by_tlindex = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (MIGRATIONS_TABLE,)).fetchone()
-        finally:
-            conn.close()
-    except DatabaseError as error:
-        raise click.ClickException(str(error))
-    except sqlite3.DatabaseError as error:
-        raise click.ClickException(f"{path}: cannot be read as a SQLite database ({error})")
-    if not made_by_tlindex:
-        raise click.ClickException(f"{path}: not a tlindex database (empty); run `tlindex ingest` to make one")
-    return path
-
-
 def read_db(db_path: str | Path) -> sqlite3.Connection:
-    """A read-only connection to an existing tlindex database (see existing_db)."""
-    return connect_read_only(existing_db(db_path))
+    """A read-only connection to an existing tlindex database (DatabaseError, said in one line, if not)."""
+    from tlindex.store.db import read_database
+
+    return read_database(db_path)
 
 
 def run_id_of(conn: sqlite3.Connection, name: str) -> int:
-    """A run named as everywhere (id, label, unique label prefix), else one line saying which match."""
-    from tlindex.ingest.runs import UnknownRun, resolve_run
+    """A run named as everywhere (id, label, log directory, unique label prefix; UnknownRun lists the matches)."""
+    from tlindex.answers.names import resolve_run
 
-    try:
-        return resolve_run(conn, name)["id"]
-    except UnknownRun as error:
-        raise click.ClickException(str(error))
+    return resolve_run(conn, name)["id"]
 
 
 def label_value(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -95,7 +69,7 @@ def label_value(ctx: click.Context, param: click.Parameter, value: str | None) -
         return None
     try:
         return check_label(value)
-    except ValueError as error:
+    except TlindexError as error:
         raise click.BadParameter(str(error)) from None
 
 
@@ -130,6 +104,10 @@ class Commands(click.Group):
             except click.ClickException as error:  # its message names what a log or a user named: one safe line
                 error.message = terminal_line(error.message)
                 raise
+            except TlindexError as error:  # the one place the library's errors become the command's one line
+                failed = click.ClickException(terminal_line(str(error)))
+                failed.exit_code = error.exit_code
+                raise failed from None
             except BaseException as error:
                 if stop.signum is None and isinstance(error, (OSError, sqlite3.OperationalError)) and _disk_error(error):
                     raise click.ClickException(terminal_line(_disk_message(error))) from error  # one line
@@ -189,14 +167,12 @@ def ingest(paths: tuple[str, ...], db_path: str, run_label: str | None, replace:
            jobs: int | None, silent: bool) -> None:
     """Ingest log files, TORCH_TRACE directories, globs and .gz files into the database."""
     from tlindex.ingest.pipeline import ingest as run_ingest
-    from tlindex.store.db import DatabaseError, disk_full
+    from tlindex.store.db import disk_full
 
     bar = ProgressBar(enabled=not silent and sys.stderr.isatty())
     try:
         summary = run_ingest(db_path, list(paths), run_label=run_label, replace=replace, jobs=jobs,
                              progress=bar.update)
-    except DatabaseError as error:
-        raise click.ClickException(str(error))
     except (sqlite3.OperationalError, OSError) as error:  # a full disk, a read-only folder: the database is intact
         what = "the disk is full" if disk_full(error) else "cannot write"
         raise click.ClickException(f"{db_path}: {what} ({error}); nothing was lost: every file merged before "
@@ -236,40 +212,23 @@ def _params_with_values(params: tuple[tuple[str, str], ...]) -> tuple[tuple[str,
 @db_option
 @output_options
 def query(name_or_sql: str, params: tuple[tuple[str, str], ...], db_path: str, **output) -> None:
-    """Run a canned query by name (see `tlindex queries`), or any SQL."""
-    import sqlite3
+    """Run a canned query by name (see `tlindex queries`), or any SQL; a run or compile parameter by any name."""
+    from tlindex.answers.queries import prepared, read_only, run_sql, sql_error_message
 
-    from tlindex.answers.queries import check_params, load_queries, read_only, run_sql
-    from tlindex.store.limits import too_big_message
-
-    canned = load_queries()
-    sql = canned[name_or_sql].sql if name_or_sql in canned else name_or_sql
-    if name_or_sql not in canned and " " not in name_or_sql.strip():
-        raise click.ClickException(f"no canned query named {name_or_sql!r}; see `tlindex queries`")
-    if name_or_sql in canned:
-        try:
-            check_params(canned[name_or_sql], dict(params))
-        except ValueError as error:
-            raise click.ClickException(str(error))
     check_format(output)
-    conn = read_only(read_db(db_path))
-    stop = interruptible(conn)
+    conn = read_db(db_path)
     try:
-        cursor = run_sql(conn, sql, dict(params))
-        emit([d[0] for d in cursor.description or []], cursor, **output)
-    except sqlite3.DatabaseError as error:
-        if stop.is_set():
-            click.echo("tlindex query: interrupted (Ctrl-C)", err=True)
-            sys.exit(130)
-        message = str(error)
-        if message == "not authorized":
-            message += (" (tlindex query only reads, and calls SQLite's own functions: no writes, ATTACH, "
-                        "VACUUM INTO, load_extension or fts3_tokenizer)")
-        elif too_big_message(error):
-            message = too_big_message(error)
-        elif message == "user-defined function raised exception":
-            message += " (sqlar_uncompress inflates at most the largest payload stored: its size argument was larger)"
-        raise click.ClickException(f"SQL error: {message}")
+        sql, values = prepared(conn, name_or_sql, dict(params))
+        read_only(conn)
+        stop = interruptible(conn)
+        try:
+            cursor = run_sql(conn, sql, values)
+            emit([d[0] for d in cursor.description or []], cursor, **output)
+        except sqlite3.DatabaseError as error:
+            if stop.is_set():
+                click.echo("tlindex query: interrupted (Ctrl-C)", err=True)
+                sys.exit(130)
+            raise click.ClickException(f"SQL error: {sql_error_message(error)}")
     finally:
         conn.close()
 
@@ -337,42 +296,32 @@ def search(term: str, db_path: str, run_name: str | None, as_json: bool, limit: 
     The first search builds the payload text index (a write, once; ingests keep it current).
     """
     import json
-    import sqlite3
 
-    from tlindex.answers.search import SearchError
     from tlindex.answers.search import search as run_search
     from tlindex.ingest.text_index import ensure_payload_index
-    from tlindex.store.db import DatabaseError, open_db
+    from tlindex.pages import hit_path
+    from tlindex.store.db import write_database
 
-    try:
-        conn = open_db(existing_db(db_path))
-    except DatabaseError as error:
-        raise click.ClickException(str(error))
-    conn.isolation_level = None
+    conn = write_database(db_path)  # the first search builds the payload index
     try:
         run_id = run_id_of(conn, run_name) if run_name is not None else None
         started = time.perf_counter()
         if ensure_payload_index(conn) and not as_json:
             click.echo(f"(indexed the payload text for search in {time.perf_counter() - started:.1f} s, once)",
                        err=True)
-        try:
-            hits = run_search(conn, term, run_id, limit)
-        except SearchError as error:
-            raise click.ClickException(str(error))
+        hits = run_search(conn, term, run_id, limit)
         labels = dict(conn.execute("SELECT id, label FROM runs").fetchall())
-    except sqlite3.Error as error:
-        raise click.ClickException(f"{db_path}: {error}")
     finally:
         conn.close()
-    from datasette.utils import tilde_encode
+    from tlindex.pages import database_path
 
-    prefix = base_url.rstrip("/") + "/" + tilde_encode(Path(db_path).stem)
+    prefix = base_url.rstrip("/") + database_path(Path(db_path).stem)
 
     def url(hit) -> str:
-        return prefix + hit.path
+        return prefix + hit_path(hit)
 
     if as_json:
-        click.echo(json.dumps([{**hit.as_dict(), "url": url(hit)} for hit in hits], indent=2))
+        click.echo(json.dumps([{**hit.as_dict(), "path": hit_path(hit), "url": url(hit)} for hit in hits], indent=2))
         return
     if not hits:
         say(f"no match for {term!r}")
@@ -434,68 +383,48 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
     in tlparse's formats; with several, DIR/index.html lists them and each has DIR/run-<id>/. Links are
     relative and assets local: the folder works from file:// and from any static host.
     """
-    from pathlib import Path
-
-    from tlindex.formats.report import ReportError, check_out_dir, runs_by_name, runs_of_paths, write_empty_report, write_report
-    from tlindex.ingest.pipeline import ingest as run_ingest
-    from tlindex.ingest.runs import UnknownRun
-    from tlindex.owned import scratch
-    from tlindex.store.db import DatabaseError
+    from tlindex.report import make_report
 
     out = Path(out_dir)
-    failed = False
-    with scratch("tlindex-report-") as temporary:
-        try:
-            check_out_dir(out, overwrite)  # before any work
-            if paths:
-                db = Path(db_path) if db_path else temporary / "traces.db"
-                bar = ProgressBar(enabled=not silent and sys.stderr.isatty())
-                try:
-                    summary = run_ingest(db, list(paths), jobs=jobs, progress=bar.update,
-                                         search_index=bool(db_path))  # a temporary database is never searched
-                finally:
-                    bar.close()
-                for problem in summary.problems:
-                    say(f"error: {problem}", err=True)
-                failed = bool(summary.problems)
-                runs = runs_of_paths(db, list(paths)) if db.exists() else []
-                if not runs and not run_names and not failed:  # logs read, no record in them: say so in the report
-                    write_empty_report(out, overwrite, f"{summary.files + summary.skipped} log file(s) read "
-                                                       f"({', '.join(paths)}): none holds a trace record.")
-                    if not silent:
-                        say(f"Report: the logs hold no trace record; {out / 'index.html'} says so", err=True)
-                    return
-                if run_names:
-                    runs = sorted(set(runs) & set(runs_by_name(db, list(run_names))))
-            else:
-                db = existing_db(db_path or DEFAULT_DB)
-                runs = runs_by_name(db, list(run_names))
-            show = not silent and sys.stderr.isatty()
+    bar = ProgressBar(enabled=not silent and sys.stderr.isatty())
+    show = not silent and sys.stderr.isatty()
 
-            def progress(pages: int) -> None:
-                if show and pages % 25 == 0:
-                    click.echo(f"\rWriting the report: {pages:,} pages", err=True, nl=False)
+    def progress(pages: int) -> None:
+        if show and pages % 25 == 0:
+            click.echo(f"\rWriting the report: {pages:,} pages", err=True, nl=False)
 
-            written = write_report(db, out, runs, overwrite, progress, jobs)
-        except (ReportError, UnknownRun, DatabaseError) as error:
-            raise click.ClickException(str(error))
+    try:
+        outcome = make_report(out, list(paths), db_path, list(run_names), overwrite, jobs, bar.update, progress)
+    finally:
+        bar.close()
     if show:
         click.echo("", err=True)
-    for warning in written.warnings:
-        say(f"warning: {warning}", err=True)
-    for path, what in written.degraded:
-        say(f"warning: {out / path} could not be rendered ({what}); the rest of the report was written",
-                   err=True)
-    index = out / "index.html"
-    if not silent:
-        say(f"Report of {len(runs)} run{'s' * (len(runs) != 1)}: {written.pages:,} pages, "
-                   f"{written.payloads:,} payloads, {written.bytes / 1e6:,.1f} MB in {out} (open {index})", err=True)
+    _say_report(out, outcome, silent)
     if open_browser:
         import webbrowser
 
-        webbrowser.open(index.resolve().as_uri())
-    if failed:
+        webbrowser.open((out / "index.html").resolve().as_uri())
+    if outcome.problems:
         sys.exit(1)
+
+
+def _say_report(out: Path, outcome, silent: bool) -> None:
+    """What the report holds, what could not be read or rendered: one line each."""
+    for problem in outcome.problems:
+        say(f"error: {problem}", err=True)
+    if outcome.summary is None:
+        if not silent:
+            say(f"Report: the logs hold no trace record; {out / 'index.html'} says so", err=True)
+        return
+    written, runs = outcome.summary, outcome.runs
+    for warning in written.warnings:
+        say(f"warning: {warning}", err=True)
+    for path, what in written.degraded:
+        say(f"warning: {out / path} could not be rendered ({what}); the rest of the report was written", err=True)
+    if not silent:
+        say(f"Report of {len(runs)} run{'s' * (len(runs) != 1)}: {written.pages:,} pages, "
+            f"{written.payloads:,} payloads, {written.bytes / 1e6:,.1f} MB in {out} (open {out / 'index.html'})",
+            err=True)
 
 
 @cli.command()
@@ -523,13 +452,10 @@ def export() -> None:
 @click.option("--replace", is_flag=True, help="Overwrite OUT_DIR when it is not empty")
 def parquet(out_dir: str, db_path: str, tables: tuple[str, ...], replace: bool) -> None:
     """Write every table as a Parquet dataset in OUT_DIR/<table>/, hive-partitioned by run and rank."""
-    from tlindex.formats.parquet import ExportError, export_parquet
+    from tlindex.formats.parquet import export_parquet
+    from tlindex.store.db import existing_database
 
-    existing_db(db_path)
-    try:
-        manifest = export_parquet(db_path, out_dir, list(tables) or None, replace)
-    except ExportError as error:
-        raise click.ClickException(str(error))
+    manifest = export_parquet(existing_database(db_path), out_dir, list(tables) or None, replace)
     rows = sum(t["rows"] for t in manifest["tables"].values())
     say(f"exported {len(manifest['tables'])} tables, {rows:,} rows to {out_dir}", err=True)
 
@@ -537,8 +463,8 @@ def parquet(out_dir: str, db_path: str, tables: tuple[str, ...], replace: bool) 
 @export.command()
 @click.argument("out", type=click.Path(dir_okay=False, allow_dash=True))
 @db_option
-@click.option("--run", "run_id", required=True, type=int, help="Run id (see the runs table)")
-def chromium(out: str, db_path: str, run_id: int) -> None:
+@click.option("--run", "run_name", required=True, help="The run (id, label, log directory or unique label prefix)")
+def chromium(out: str, db_path: str, run_name: str) -> None:
     """Write a run's chromium events as one trace for Perfetto or chrome://tracing (OUT, - for stdout).
 
     Each rank is a process; spans carry the args of their begin and end events.
@@ -548,8 +474,7 @@ def chromium(out: str, db_path: str, run_id: int) -> None:
 
     conn = read_db(db_path)
     try:
-        if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
-            raise click.ClickException(f"{db_path}: no run {run_id}")
+        run_id = run_id_of(conn, run_name)
         if out == "-":
             for chunk in trace_chunks(conn, run_id):
                 sys.stdout.buffer.write(chunk)
@@ -572,13 +497,9 @@ def spark_ingest(paths: tuple[str, ...], out_dir: str, master: str, run_label: s
 
     if importlib.util.find_spec("pyspark") is None:
         raise click.ClickException("spark-ingest needs pyspark: pip install 'tlindex[spark]'")
-    from tlindex.formats.parquet import ExportError
     from tlindex.formats.spark import spark_ingest as run_spark_ingest
 
-    try:
-        manifest = run_spark_ingest(list(paths), out_dir, master=master, replace=replace, run_label=run_label)
-    except ExportError as error:
-        raise click.ClickException(str(error))
+    manifest = run_spark_ingest(list(paths), out_dir, master=master, replace=replace, run_label=run_label)
     spark = manifest["spark"]
     say(f"{spark['files']} files ingested with Spark: {spark['envelopes']:,} envelopes, "
                f"{spark['ingest_errors']:,} ingest errors -> {out_dir}", err=True)
@@ -592,21 +513,11 @@ def runs_command(db_path: str, as_json: bool) -> None:
     failures, worst finding."""
     import json
 
-    from tlindex.answers.findings import findings as run_findings
-    from tlindex.answers.findings import problems
-    from tlindex.ingest.runs import rank_decisions, ranks_text
+    from tlindex.pages.runs import runs_listing
 
     conn = read_db(db_path)
     try:
-        listed = []
-        for run_id, label, start, ranks, processes in conn.execute(
-                "SELECT id, label, start_time, world_size, source_count FROM runs ORDER BY start_time, id"):
-            totals = conn.execute("SELECT compiles, failures FROM run_totals WHERE run_id = ?", (run_id,)).fetchone()
-            found = problems(run_findings(conn, run_id))
-            listed.append({"id": run_id, "label": label, "start": start, "ranks": ranks, "processes": processes,
-                           "ranks_text": ranks_text(ranks, processes or 0, rank_decisions(conn, run_id)),
-                           "compiles": totals[0] if totals else 0, "failures": totals[1] if totals else 0,
-                           "worst_finding": found[0].text if found else None})
+        listed = runs_listing(conn)
     finally:
         conn.close()
     if as_json:
@@ -618,15 +529,10 @@ def runs_command(db_path: str, as_json: bool) -> None:
             f"{run['failures']} failed  {run['worst_finding'] or 'nothing to report'}")
 
 
-def _writable(db_path: str):
-    from tlindex.store.db import DatabaseError, open_db
+def _writable(db_path: str) -> sqlite3.Connection:
+    from tlindex.store.db import write_database
 
-    try:
-        conn = open_db(existing_db(db_path))
-    except DatabaseError as error:
-        raise click.ClickException(str(error))
-    conn.isolation_level = None
-    return conn
+    return write_database(db_path)
 
 
 @cli.command(name="rm")
@@ -638,10 +544,7 @@ def rm_command(runs: tuple[str, ...], db_path: str) -> None:
 
     db = _writable(db_path)
     try:
-        ids = [run_id_of(db, name) for name in runs]
-        removed = remove_runs(db, ids)
-    except sqlite3.Error as error:
-        raise click.ClickException(f"{db_path}: {error}")
+        removed = remove_runs(db, [run_id_of(db, name) for name in runs])
     finally:
         db.close()
     click.echo(f"removed {removed['runs']} run{'s' * (removed['runs'] != 1)}: {removed['sources']} processes, "
@@ -659,8 +562,6 @@ def label_command(run: str, new_label: str, db_path: str) -> None:
     db = _writable(db_path)
     try:
         rename_run(db, run_id_of(db, run), new_label)
-    except ValueError as error:
-        raise click.ClickException(str(error))
     finally:
         db.close()
 
@@ -687,6 +588,40 @@ def run_command(db_path: str, label: str | None, trace_dir: str | None, keep_tra
                         echo=lambda text: say(text, err=True)))
 
 
+@cli.command()
+@click.argument("page", metavar="PAGE")
+@click.argument("names", nargs=-1, metavar="[NAME]...")
+@db_option
+@click.option("--arg", "args", multiple=True, metavar="KEY=VALUE", help="A page argument (repeatable): rank=1, q=aten")
+@click.option("--json", "as_json", is_flag=True, help="Print exactly the page's JSON twin")
+def show(page: str, names: tuple[str, ...], db_path: str, args: tuple[str, ...], as_json: bool) -> None:
+    """Print a page's data: what the page shows, and its JSON twin serves.
+
+    `tlindex show compile 0/1`, `show run train`, `show trie RUN --arg rank=1`, `show artifact 12`,
+    `show vllm RUN`, `show passes RUN:0/1`, `show runs`. Runs and compiles are named as everywhere.
+    """
+    import json
+
+    from tlindex.errors import UsageError
+    from tlindex.output import outline
+    from tlindex.pages import read_named
+    from tlindex.pages.rows import Args, as_data
+
+    pairs = [arg.split("=", 1) for arg in args]
+    if any(len(pair) != 2 for pair in pairs):
+        raise UsageError(f"--arg takes KEY=VALUE, not {next(a for a in args if '=' not in a)!r}")
+    conn = read_db(db_path)
+    try:
+        data = as_data(read_named(conn, page, list(names), Args([tuple(pair) for pair in pairs])))
+    finally:
+        conn.close()
+    if as_json:
+        click.echo(json.dumps(data, indent=2, default=str))
+        return
+    for line in outline(data):
+        say(line)
+
+
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.argument("db", required=False)
 @click.pass_context
@@ -697,8 +632,9 @@ def serve(ctx: click.Context, db: str | None) -> None:
     from datasette.cli import serve as datasette_serve
 
     from tlindex.stopping import relay
+    from tlindex.store.db import existing_database
 
-    path = str(existing_db(db or os.environ.get("TLINDEX_DB", DEFAULT_DB)))
+    path = str(existing_database(db or os.environ.get("TLINDEX_DB", DEFAULT_DB)))
     if hasattr(signal, "SIGHUP"):  # the server stops gracefully on SIGTERM; a closed terminal, the same way
         relay(signal.SIGHUP, signal.SIGTERM)
     datasette_serve.main([path, *ctx.args], prog_name="tlindex serve", standalone_mode=True)

@@ -6,7 +6,7 @@ import csv
 import json
 import re
 import sys
-from typing import Iterable, TextIO
+from typing import Iterable, Iterator, TextIO
 
 import click
 
@@ -89,3 +89,36 @@ def emit(columns: list[str], rows: Iterable[tuple], *, as_table=False, fmt="simp
         for i, row in enumerate(rows):
             out.write((",\n " if i else "") + json.dumps(dict(zip(columns, row)), default=repr))
         out.write("]\n")
+
+
+def outline(value, indent: str = "", limit: int = 20) -> Iterator[str]:
+    """Data (a page's, as JSON would hold it) as indented lines for a terminal: scalars after their key, a
+    long text as its first line and how many more, at most `limit` items of a list (and how many more)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, (dict, list)) and item:
+                yield f"{indent}{key}:"
+                yield from outline(item, indent + "  ", limit)
+            else:
+                yield f"{indent}{key}: {_scalar(item)}"
+    elif isinstance(value, list):
+        for item in value[:limit]:
+            if isinstance(item, (dict, list)) and item:
+                yield f"{indent}-"
+                yield from outline(item, indent + "  ", limit)
+            else:
+                yield f"{indent}- {_scalar(item)}"
+        if len(value) > limit:
+            yield f"{indent}… {len(value) - limit:,} more (--json has them all)"
+    else:
+        yield f"{indent}{_scalar(value)}"
+
+
+def _scalar(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return "{}" if isinstance(value, dict) else "[]"
+    text = str(value)
+    lines = text.split("\n")
+    return lines[0][:200] + (f" … (+{len(lines) - 1:,} lines)" if len(lines) > 1 else "")

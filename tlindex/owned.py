@@ -23,6 +23,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from tlindex.errors import NotOwned  # noqa: F401 (raised here, imported from here by callers)
 from tlindex.stopping import deferred_signals
 
 MARKER = ".tlindex-owned"
@@ -30,10 +31,6 @@ MARKER_MAX_BYTES = 4096  # a marker is a line of JSON; anything bigger is not on
 KINDS = ("report", "export", "trace", "staging")
 
 _temporaries: dict[Path, None] = {}  # this process's temporaries that may still exist (insertion order)
-
-
-class NotOwned(Exception):
-    """A folder tlindex was asked to remove or replace, but did not make; the message names it."""
 
 
 def marker_text(kind: str) -> str:

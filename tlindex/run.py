@@ -96,9 +96,9 @@ def _forward_to(proc: subprocess.Popen):
 
 def served_url(db_path: Path, run_id: int, port: int = SERVE_PORT) -> str | None:
     """The run page's URL when a `tlindex serve` of this database answers on localhost, else None."""
-    from datasette.utils import tilde_encode
+    from tlindex.pages import database_path
 
-    url = f"http://127.0.0.1:{port}/{tilde_encode(db_path.stem)}/-/tlindex/run/{run_id}"
+    url = f"http://127.0.0.1:{port}{database_path(db_path.stem)}/-/tlindex/run/{run_id}"
     try:
         with urllib.request.urlopen(url, timeout=0.5) as response:
             return url if response.status == 200 else None
@@ -110,9 +110,9 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
                echo: Callable[[str], None]) -> int:
     """The whole of `tlindex run`; returns the exit code to leave with."""
     from tlindex.answers.findings import findings, problems
-    from tlindex.formats.report import runs_of_paths
+    from tlindex.answers.names import resolve_run
     from tlindex.ingest.pipeline import ingest
-    from tlindex.ingest.runs import resolve_run
+    from tlindex.report import runs_of_paths
     from tlindex.store.db import DatabaseError, check_database, connect_read_only
 
     try:

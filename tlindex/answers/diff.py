@@ -31,8 +31,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from tlindex.answers.counters import content_key
+from tlindex.answers.names import resolve_run
 from tlindex.ingest.guard_keys import guard_identity
-from tlindex.ingest.runs import resolve_run
 from tlindex.store.kinds import GRAPH_KINDS
 
 TIME_NOISE_S = 0.05

@@ -17,6 +17,7 @@ import sqlite3
 import sys
 from dataclasses import dataclass, field
 
+from tlindex.errors import UsageError
 from tlindex.store.reads import SchemaCopy, schema_rows
 from tlindex.store.resources import resource_dir
 
@@ -161,7 +162,8 @@ def run_sql(conn: sqlite3.Connection, sql: str, params: dict[str, str] | None = 
     return conn.execute(sql, _Params(params or {}))
 
 
-INTEGER_PARAMS = {"run", "rank", "limit", "compile"}  # ids and counts; empty means "all"
+INTEGER_PARAMS = {"rank", "limit"}  # counts and ranks; empty means "all"
+NAMED_PARAMS = {"run", "compile"}  # named as everywhere (tlindex.answers.names): ids, labels, 0/1, ...
 
 
 def param_choices(help_text: str) -> list[str] | None:
@@ -171,21 +173,61 @@ def param_choices(help_text: str) -> list[str] | None:
 
 
 def check_params(query: CannedQuery, given: dict[str, str]) -> None:
-    """Raise ValueError naming the query's parameters for an unknown one or a bad value."""
+    """Raise UsageError naming the query's parameters for an unknown one or a bad value."""
     helps = dict(query.params)
     listed = ", ".join(f":{name}" for name in helps) or "none"
     for name, value in given.items():
         if name not in helps:
-            raise ValueError(f"{query.name} has no parameter :{name} (its parameters: {listed})")
+            raise UsageError(f"{query.name} has no parameter :{name} (its parameters: {listed})")
         if value == "":
             continue
         if name in INTEGER_PARAMS:
             try:
                 int(value)
             except ValueError:
-                raise ValueError(f"-p {name} {value!r}: {helps[name]}: a whole number") from None
+                raise UsageError(f"-p {name} {value!r}: {helps[name]}: a whole number") from None
         elif (choices := param_choices(helps[name])) and value not in choices:
-            raise ValueError(f"-p {name} {value!r}: one of {', '.join(choices)}")
+            raise UsageError(f"-p {name} {value!r}: one of {', '.join(choices)}")
+
+
+def named_params(conn: sqlite3.Connection, given: dict[str, str]) -> dict[str, str]:
+    """The parameters with a run or a compile given by name (a label, `0/1`, ...) as the ids the SQL compares;
+    UnknownRun or UnknownCompile (listing the matches) for a name that names nothing, or several."""
+    from tlindex.answers.names import resolve_compile, run_id
+
+    resolved = dict(given)
+    if resolved.get("run"):
+        resolved["run"] = str(run_id(conn, resolved["run"]))
+    if resolved.get("compile"):
+        run = int(resolved["run"]) if resolved.get("run") else None
+        resolved["compile"] = str(resolve_compile(conn, resolved["compile"], run))
+    return resolved
+
+
+def prepared(conn: sqlite3.Connection, name_or_sql: str, params: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """(SQL, parameters) of a canned query by name, its parameters checked and names resolved, or of any SQL."""
+    canned = load_queries()
+    if name_or_sql in canned:
+        check_params(canned[name_or_sql], params)
+        return canned[name_or_sql].sql, named_params(conn, params)
+    if " " not in name_or_sql.strip():
+        raise UsageError(f"no canned query named {name_or_sql!r}; see `tlindex queries`")
+    return name_or_sql, params
+
+
+def sql_error_message(error: sqlite3.Error) -> str:
+    """What SQLite said, with what it means for a query of tlindex's (read-only, bounded functions)."""
+    from tlindex.store.limits import too_big_message
+
+    message = str(error)
+    if message == "not authorized":
+        return message + (" (tlindex query only reads, and calls SQLite's own functions: no writes, ATTACH, "
+                          "VACUUM INTO, load_extension or fts3_tokenizer)")
+    if too_big_message(error):
+        return too_big_message(error)
+    if message == "user-defined function raised exception":
+        return message + " (sqlar_uncompress inflates at most the largest payload stored: its size argument was larger)"
+    return message
 
 
 def render_docs() -> str:

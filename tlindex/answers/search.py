@@ -3,7 +3,7 @@ reasons, guards, artifact names, ingest errors, and the payload text (graphs, ge
 
 A term is searched as a phrase (quotes, `_`, `.`, `::` and `(` are literal), through the FTS5
 indexes of tlindex.ingest.text_index. Hits carry their run and compile, a snippet with the match marked, and
-the URL path of the page that shows it (an artifact at the matching line). They are grouped by run
+the page that shows it (an artifact at the matching line: tlindex.pages.search.hit_path). They are grouped by run
 and compile, the groups with the most hits first.
 """
 
@@ -13,16 +13,12 @@ import sqlite3
 import time
 from dataclasses import asdict, dataclass
 
+from tlindex.errors import SearchError  # noqa: F401 (raised here, imported from here by callers)
 from tlindex.ingest.text_index import PAYLOAD_INDEX, has_payload_index
-from tlindex.routes import path as route_path
 from tlindex.store.compression import register
 
 MIN_CHARS = 3          # the trigram index cannot look for less
 SNIPPET_CHARS = 160
-
-
-class SearchError(ValueError):
-    """A term that cannot be searched; the message says why."""
 
 
 @dataclass
@@ -32,9 +28,11 @@ class Hit:
     compile_id: str | None
     table: str
     snippet: str
-    path: str            # URL path below the database, e.g. /-/tlindex/artifact/12#L-40
+    page: str | None     # the tlindex page that shows it (named after the id it takes), None: Datasette's row page
+    page_id: int         # that id (a compile, an artifact; the row's id for a row page)
     line: int | None = None
     match: tuple[int, int] | None = None  # where the term stands in the snippet
+    anchor: str = ""     # where on the page: "L-40" (a payload's line)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -75,7 +73,7 @@ GUARD_TEXT = _text("g.text", "g.user_code", "g.source")
 ERROR_TEXT = "coalesce(e.excerpt, '')"  # the line as logged (the index holds tlindex's message too)
 
 # (index, content table, SQL of one matched row: run, compile, compile_id, text to show, page id; the page's
-# route in tlindex.routes, or None for a Datasette row page)
+# page in tlindex.pages, or None for a Datasette row page)
 ROW_SOURCES = [
     ("compiles_fts", "compiles",
      f"SELECT c.run_id, c.id, c.compile_id, {COMPILE_TEXT}, c.id FROM compiles c WHERE c.rowid = ?", "compile"),
@@ -95,11 +93,6 @@ ROW_SOURCES = [
      f"SELECT s.run_id, NULL, NULL, {ERROR_TEXT}, e.id "
      "FROM ingest_errors e LEFT JOIN sources s ON s.id = e.source_id WHERE e.rowid = ?", None),
 ]
-
-
-def _page_path(route: str | None, row_id: int, table: str) -> str:
-    """Where a hit is shown: its tlindex page (routes named after the id they take), or Datasette's row page."""
-    return f"/{table}/{int(row_id)}" if route is None else route_path(route, **{route: row_id})
 
 
 def search(conn: sqlite3.Connection, term: str, run: int | None = None, limit: int = 200,
@@ -126,7 +119,7 @@ def search(conn: sqlite3.Connection, term: str, run: int | None = None, limit: i
             snippet, _, marked = _snippet(row[3] or "", term)
             if table == "ingest_errors" and marked is None:
                 continue  # the term is in tlindex's own words about the line, not in the line
-            hits.append(Hit(row[0], row[1], row[2], table, snippet, _page_path(route, row[4], table), None, marked))
+            hits.append(Hit(row[0], row[1], row[2], table, snippet, route, row[4], None, marked))
     if has_payload_index(conn):
         hits += _payload_hits(conn, match, term, run, limit)
     elif scan_seconds:
@@ -185,7 +178,7 @@ def _artifact_hits(conn: sqlite3.Connection, hash_: str, text: str, term: str, r
     """A payload containing the term, as hits: one per artifact carrying it, at the line it first occurs."""
     snippet, line, marked = _snippet(text, term)
     return [Hit(run_id, compile_row, compile_id, "payloads", snippet,
-                route_path("artifact", artifact=artifact) + (f"#L-{line}" if line else ""), line, marked)
+                "artifact", artifact, line, marked, f"L-{line}" if line else "")
             for artifact, compile_row, compile_id, run_id in conn.execute(
                 "SELECT a.id, c.id, c.compile_id, s.run_id FROM artifacts a JOIN envelopes e ON e.id = a.envelope_id "
                 "JOIN sources s ON s.id = e.source_id LEFT JOIN compiles c ON c.id = a.compile "

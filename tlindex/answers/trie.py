@@ -26,6 +26,13 @@ class Node:
     children: dict[FrameKey, "Node"] = field(default_factory=dict)
     compiles: list[tuple[int, str, str, int | None]] = field(default_factory=list)  # (row id, compile id, status, rank)
 
+    def as_data(self) -> dict:
+        """The node as JSON data: its frame, its compiles, its children (a page's JSON twin, `tlindex show trie`)."""
+        frame = dict(zip(("filename", "line", "name", "loc"), self.frame)) if self.frame else None
+        return {"id": self.id, "frame": frame,
+                "compiles": [dict(zip(("compile", "compile_id", "status", "rank"), c)) for c in self.compiles],
+                "children": list(self.children.values())}
+
 
 def short_path(filename: str | None) -> str:
     if not filename:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from tlindex import __version__, owned
+from tlindex.errors import ExportError  # noqa: F401 (raised here, imported from here by callers)
 from tlindex.store.db import MIGRATIONS_TABLE, connect_read_only
 
 BATCH_ROWS = 20_000
@@ -28,10 +29,6 @@ MANIFEST = "_manifest.json"
 # compresses it again its own way), so DuckDB and Spark read payload text as they always did.
 EXPORTED_AS = {"payload_data": "payloads"}
 VIEW_COLUMNS = {"payloads": [("hash", "TEXT"), ("size", "INTEGER"), ("text", "TEXT")]}
-
-
-class ExportError(Exception):
-    pass
 
 
 def declared_columns(conn: sqlite3.Connection, table: str) -> list[tuple[str, str]]:

@@ -14,6 +14,7 @@ import re
 import sqlite3
 from pathlib import Path
 
+from tlindex.errors import TlindexError, UsageError
 from tlindex.store.db import immediate
 
 
@@ -237,32 +238,14 @@ def _refresh_run(conn: sqlite3.Connection, run_id: int) -> None:
         WHERE id = ?""", (run_id,))
 
 
-class UnknownRun(ValueError):
-    """A run name that names no run, or several."""
-
-
 def check_label(label: str) -> str:
-    """A label a run may carry, else ValueError: not empty, and not a whole number (it would read as a run id)."""
+    """A label a run may carry, else UsageError: not empty, and not a whole number (it would read as a run id)."""
     if not label.strip():
-        raise ValueError("a run's label cannot be empty")
+        raise UsageError("a run's label cannot be empty")
     if re.fullmatch(r"[-+]?\d+", label.strip()):
-        raise ValueError(f"a run's label cannot be a whole number ({label.strip()!r} names run ids); "
+        raise UsageError(f"a run's label cannot be a whole number ({label.strip()!r} names run ids); "
                          f"give it a word, e.g. 'run {label.strip()}'")
     return label
-
-
-def resolve_run(conn: sqlite3.Connection, name: str) -> dict:
-    """A run by id, label, or unique label prefix: {"id", "label"}; an id is always the run of that id."""
-    rows = conn.execute("SELECT id, label FROM runs").fetchall()
-    found = ([r for r in rows if str(r[0]) == name.strip()] or [r for r in rows if r[1] == name]
-             or [r for r in rows if r[1].startswith(name)])
-    if not found:
-        raise UnknownRun(f"no run matches {name!r}: give a run id or a unique label prefix (`tlindex query "
-                         f"\"select id, label from runs\"` lists them)")
-    if len(found) > 1:
-        shown = "; ".join(f"{run_id} {label}" for run_id, label in found[:10]) + ("; …" if len(found) > 10 else "")
-        raise UnknownRun(f"{len(found)} runs match {name!r}: {shown}. Give a run id or a longer label prefix")
-    return dict(zip(("id", "label"), found[0]))
 
 
 def remove_runs(conn: sqlite3.Connection, run_ids: list[int]) -> dict[str, int]:
@@ -327,5 +310,5 @@ def rename_run(conn: sqlite3.Connection, run_id: int, label: str) -> None:
     with immediate(conn):
         taken = conn.execute("SELECT id FROM runs WHERE label = ? AND id != ?", (label, run_id)).fetchone()
         if taken:
-            raise ValueError(f"run {taken[0]} is already labelled {label!r}")
+            raise TlindexError(f"run {taken[0]} is already labelled {label!r}")
         conn.execute("UPDATE runs SET label = ? WHERE id = ?", (label, run_id))

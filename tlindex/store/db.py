@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterator
 
+from tlindex.errors import DatabaseError
 from tlindex.store.compression import register
 from tlindex.store.limits import connect
 from tlindex.store.resources import schema_files
@@ -26,10 +27,6 @@ def disk_full(error: BaseException) -> bool:
     if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
         return True
     return isinstance(error, sqlite3.OperationalError) and "disk is full" in str(error)
-
-
-class DatabaseError(Exception):
-    """A database tlindex must not (or cannot) write to; the message says why, naming the file."""
 
 
 @contextmanager
@@ -151,4 +148,37 @@ def open_db(path: str | Path) -> sqlite3.Connection:
         apply_schema(conn)
     except sqlite3.DatabaseError as error:
         raise DatabaseError(f"{path}: cannot be opened as a tlindex database ({error})")
+    return conn
+
+
+def existing_database(db_path: str | Path) -> Path:
+    """The database a reading command opens: it exists and is a tlindex database, else DatabaseError saying why."""
+    path = Path(db_path)
+    if not path.exists():
+        raise DatabaseError(f"{path}: no such database (run `tlindex ingest` first)")
+    if path.is_dir():
+        raise DatabaseError(f"{path}: a directory, not a database (give --db the database file)")
+    check_database(path)
+    try:
+        conn = connect_read_only(path)
+        try:
+            made_by_tlindex = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (MIGRATIONS_TABLE,)).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as error:
+        raise DatabaseError(f"{path}: cannot be read as a SQLite database ({error})") from None
+    if not made_by_tlindex:
+        raise DatabaseError(f"{path}: not a tlindex database (empty); run `tlindex ingest` to make one")
+    return path
+
+
+def read_database(db_path: str | Path) -> sqlite3.Connection:
+    """A read-only connection to an existing tlindex database (existing_database says why not)."""
+    return connect_read_only(existing_database(db_path))
+
+
+def write_database(db_path: str | Path) -> sqlite3.Connection:
+    """A connection that writes to an existing tlindex database, transactions explicit (`immediate`)."""
+    conn = open_db(existing_database(db_path))
+    conn.isolation_level = None
     return conn

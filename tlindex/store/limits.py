@@ -98,3 +98,15 @@ def too_big_message(error: sqlite3.Error) -> str | None:
         return None
     return (f"a value would exceed {MAX_VALUE_BYTES >> 20} MiB, the longest string or blob a statement may "
             f"build here (longer than any value the database stores)")
+
+
+def fits_the_limit(conn: sqlite3.Connection) -> bool:
+    """Whether every value a connection's database holds is known to fit the limit: a tlindex database's (the
+    ingest stores none longer), an in-memory one's (Datasette's _memory and _internal hold nothing that long),
+    one whose schema cannot be read (nothing can be read from it); not a database file tlindex did not make."""
+    try:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_tlindex_migrations'").fetchone():
+            return True
+        return not any(file for _, name, file in conn.execute("PRAGMA database_list") if name == "main")
+    except sqlite3.Error:
+        return True

@@ -11,20 +11,19 @@ URL is built from `datasette.urls`.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from datasette.utils import tilde_decode
-from datasette.utils.asgi import BadRequest, Forbidden, NotFound, Response
+from datasette.utils.asgi import Forbidden, NotFound
 
-from tlindex.routes import path as route_path
+from tlindex.pages import BY_NAME
+from tlindex.pages import path as page_path
 from tlindex.store.tables import COLUMNS
 
 # The tables the tlindex pages read: the schema's own.
 TLINDEX_TABLES = frozenset({*COLUMNS, "runs", "payloads"})  # payloads: the view of payload_data
 DETECTED_BY = {"runs", "sources", "envelopes", "compiles", "artifacts"}
-SQLITE_MAX = (1 << 63) - 1
 # Up to this many tables, 1.0a answers faster asked one table at a time (0.7 ms each) than asked for
 # every table it allows (5 ms): the tables behind a view or a canned query are a few.
 FEW_TABLES = 6
@@ -95,68 +94,47 @@ async def denied_to(datasette, request, database: str) -> str | None:
 
 
 class Urls:
-    """The URLs of the tlindex pages of one database (and of its Datasette pages)."""
+    """The URLs of the tlindex pages of one database (and of its Datasette pages).
+
+    `urls.compile(12)`, `urls.artifact(3)`, `urls.vllm(run)`: every page of tlindex.pages by its name, its
+    path's values given in the order the path names them; the few below take more than their path."""
 
     def __init__(self, datasette, database: str):
         self.datasette = datasette
         self.database = database
         self.base = datasette.urls.database(database)  # encoded as Datasette encodes it
 
-    def _page(self, name: str, **values) -> str:
-        return self.base + route_path(name, **values)
+    def page(self, name: str, **values) -> str:
+        return self.base + page_path(name, **values)
 
-    def runs(self) -> str:
-        return self._page("runs")
+    def __getattr__(self, name: str):
+        page = BY_NAME.get(name)
+        if page is None:
+            raise AttributeError(name)
+        return lambda *given, **values: self.page(name, **dict(zip(page.placeholders, given)), **values)
 
     def run(self, run_id: int | None) -> str:
         """The run page; the runs page for a compile not yet grouped into a run (an ingest between its
         merge and its run grouping, or killed there: the next ingest groups it)."""
-        return self._page("run", run=run_id) if run_id is not None else self.runs()
-
-    def chromium(self, run_id: int) -> str:
-        return self._page("chromium", run=run_id)
-
-    def provenance(self, artifact_id: int) -> str:
-        return self._page("provenance", artifact=artifact_id)
+        return self.page("run", run=run_id) if run_id is not None else self.page("runs")
 
     def trie(self, run_id: int, rank: int | None = None) -> str:
-        return self._page("trie", run=run_id) + (f"?rank={int(rank)}" if rank is not None else "")
+        return self.page("trie", run=run_id) + (f"?rank={int(rank)}" if rank is not None else "")
 
     def trie_node(self, run_id: int, rank: int | None, node: int) -> str:
-        return self._page("trie_node", run=run_id, node=node) + (f"?rank={int(rank)}" if rank is not None else "")
-
-    def compile(self, compile_row: int) -> str:
-        return self._page("compile", compile=compile_row)
-
-    def bytecode(self, compile_row: int) -> str:
-        return self._page("bytecode", compile=compile_row)
-
-    def passes(self, compile_row: int) -> str:
-        return self._page("passes", compile=compile_row)
-
-    def piece_passes(self, piece: int) -> str:
-        return self._page("piece_passes", piece=piece)
-
-    def vllm(self, run_id: int) -> str:
-        return self._page("vllm", run=run_id)
-
-    def artifact(self, artifact_id: int) -> str:
-        return self._page("artifact", artifact=artifact_id)
+        return self.page("trie_node", run=run_id, node=node) + (f"?rank={int(rank)}" if rank is not None else "")
 
     def payload(self, digest: str, raw: bool = False) -> str:
-        return self._page("payload", hash=digest, ext=".txt" if raw else "")
+        return self.page("payload", hash=digest, ext=".txt" if raw else "")
 
     def diff(self, run_a: int | None = None, run_b: int | None = None) -> str:
         """The diff of two runs; without them, the form's target."""
         if run_a is None or run_b is None:
-            return self._page("diff_pick")
-        return self._page("diff", a=run_a, b=run_b)
-
-    def diff_compiles(self, compile_a: int, compile_b: int) -> str:
-        return self._page("diff_compiles", ca=compile_a, cb=compile_b)
+            return self.page("diff_pick")
+        return self.page("diff", a=run_a, b=run_b)
 
     def search(self, term: str | None = None, run: int | None = None) -> str:
-        return self._with(self._page("search"), {"q": term or None, "run": run})
+        return self._with(self.page("search"), {"q": term or None, "run": run})
 
     def query(self, name: str, **params) -> str:
         return self._with(self.datasette.urls.query(self.database, name), params)
@@ -188,74 +166,3 @@ async def open_database(datasette, request) -> Opened:
     if refused is not None:
         raise Forbidden(refused)
     return Opened(datasette.get_database(name), Urls(datasette, name), name)
-
-
-def int_var(request, name: str) -> int:
-    """A whole-number URL part that can be a row id, else 404."""
-    text = request.url_vars[name]
-    try:
-        value = int(text)
-    except ValueError:
-        raise NotFound(f"Not a number: {text}")
-    if not -SQLITE_MAX <= value <= SQLITE_MAX:
-        raise NotFound(f"No such id: {text}")
-    return value
-
-
-def int_arg(request, name: str, default: int | None) -> int | None:
-    """A whole-number query-string argument, else 400."""
-    text = request.args.get(name)
-    if text in (None, ""):
-        return default
-    return int_value(name, text)
-
-
-def int_value(name: str, text: str) -> int:
-    """One value of a whole-number query-string argument, else 400."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise BadRequest(f"{name} must be a whole number, not {text!r}")
-    if not -SQLITE_MAX <= value <= SQLITE_MAX:
-        raise BadRequest(f"{name} is out of range")
-    return value
-
-
-async def render(datasette, request, template: str, context: dict) -> Response:
-    """The page, or its JSON twin (`….json`): the same context, as data."""
-    from .trie_html import STATUS_LEGEND
-
-    if request.url_vars.get("format") == ".json":
-        return Response.json(as_data(context), default=str)
-    context.setdefault("status_legend", STATUS_LEGEND)
-    return Response.html(await datasette.render_template(f"tlindex/{template}", context, request=request))
-
-
-def as_data(value, depth: int = 0):
-    """A page's context as JSON data: dicts, lists and dataclasses followed; URLs helpers, functions and
-    renderers (what only the template needs) left out; markup as its text."""
-    import dataclasses
-
-    if depth > 12:
-        return None
-    if isinstance(value, dict):
-        return {str(key): as_data(item, depth + 1) for key, item in value.items()
-                if not callable(item) and not isinstance(item, Urls) and key != "u"}
-    if isinstance(value, (list, tuple, set, frozenset)):
-        items = sorted(value, key=str) if isinstance(value, (set, frozenset)) else value
-        return [as_data(item, depth + 1) for item in items]
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {field.name: as_data(getattr(value, field.name), depth + 1) for field in dataclasses.fields(value)}
-    if value is None or isinstance(value, (bool, int, float)):
-        return value
-    return str(value)
-
-
-def dicts(cursor: sqlite3.Cursor) -> list[dict]:
-    columns = [d[0] for d in cursor.description]
-    return [dict(zip(columns, row)) for row in cursor.fetchall()]
-
-
-def one(conn: sqlite3.Connection, sql: str, params=()) -> dict | None:
-    found = dicts(conn.execute(sql, params))
-    return found[0] if found else None

@@ -67,19 +67,12 @@ def prepare_connection(conn):
 
 
 def _fits_the_limit(conn) -> bool:
-    """Whether every value the connection's database holds is known to fit tlindex's limit: a tlindex
-    database's (the ingest stores none longer), an in-memory one's (Datasette's _memory and _internal hold
-    nothing that long), one whose schema cannot be read (nothing can be read from it). Not a database file
-    tlindex did not make: it may hold longer values (images, archives) that the limit would make unreadable,
-    and the plugin does not change what another database answers, as it adds no pages or queries to it."""
-    import sqlite3
+    """Whether every value the connection's database holds is known to fit tlindex's limit
+    (tlindex.store.limits.fits_the_limit): not a database file tlindex did not make, which may hold longer
+    values (images, archives); the plugin does not change what another database answers."""
+    from tlindex.store.limits import fits_the_limit
 
-    try:
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (MIGRATIONS_TABLE,)).fetchone():
-            return True
-        return not any(file for _, name, file in conn.execute("PRAGMA database_list") if name == "main")
-    except sqlite3.Error:
-        return True
+    return fits_the_limit(conn)
 
 
 @hookimpl

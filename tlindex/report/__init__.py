@@ -1,4 +1,8 @@
-"""`tlindex report`: which runs, which database, which folder; the pages come from the plugin's renderer.
+"""`tlindex report`: which runs, which database, which folder; the pages' HTML comes from the plugin's renderer.
+
+The package, by job: build.py (what to write, tasks and workers, the crawl), pages.py (a URL rendered
+to its file, links made relative), files.py (where each file goes), output.py (files written whole,
+counted; what failed said), tlparse.py (each log's tlparse files), workers.py (the worker processes).
 
 The report is written into a fresh folder beside DIR and moved into place when complete, so an
 interrupted report leaves no half-written DIR. An existing DIR is replaced only with
@@ -9,18 +13,16 @@ delete a home directory, nor `-o tlparse_output --overwrite` what tlparse wrote.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from tlindex import owned
+from tlindex.answers.names import resolve_run
+from tlindex.errors import ReportError  # noqa: F401 (raised here, imported from here by callers)
 from tlindex.ingest.discover import discover
-from tlindex.ingest.runs import resolve_run
+from tlindex.report.build import SUMMARY, Report
+from tlindex.report.output import ReportSummary
 from tlindex.store.db import connect_read_only
-
-SUMMARY = "tlindex-report.json"  # what the report holds (runs, pages, degraded files); not what makes it tlindex's
-
-
-class ReportError(Exception):
-    """A report that cannot be written: the message names the folder or database and why."""
 
 
 def check_out_dir(out: Path, overwrite: bool) -> None:
@@ -86,14 +88,14 @@ def write_empty_report(out: Path, overwrite: bool, why: str) -> None:
 
 def write_report(db_path: Path, out: Path, runs: list[int], overwrite: bool, progress=None, jobs: int | None = None):
     """Write the report of `runs` to `out` (checked with check_out_dir first), with `jobs` processes; its summary."""
-    Report = renderer()
+    renderer_class = renderer()
     if not runs:
         raise ReportError(f"{db_path}: no run to report")
     out = absolute(out)
     check_out_dir(out, overwrite)
     partial = owned.new_partial(out, "report")
     try:
-        summary = Report(db_path, partial, runs, progress).write(jobs or os.cpu_count() or 1)
+        summary = Report(db_path, partial, runs, renderer_class, progress).write(jobs or os.cpu_count() or 1)
         swap(partial, out)
     finally:
         owned.discard(partial)  # still there only when it was not swapped in
@@ -101,14 +103,14 @@ def write_report(db_path: Path, out: Path, runs: list[int], overwrite: bool, pro
 
 
 def renderer():
-    """The report renderer: the tlindex Datasette plugin's (the pages are the plugin's), found as Datasette
+    """The pages' renderer: the tlindex Datasette plugin's (the HTML is the plugin's), found as Datasette
     finds the plugin, by its entry point; the library never imports the plugin."""
     import importlib
     from importlib.metadata import entry_points
 
     for point in entry_points(group="datasette"):
         if point.name == "tlindex":
-            return importlib.import_module(f"{point.value}.report_pages").Report
+            return importlib.import_module(f"{point.value}.report_render").ReportRenderer
     raise ReportError("the tlindex Datasette plugin is not installed (pip install tlindex), and it renders the report")
 
 
@@ -124,3 +126,39 @@ def swap(partial: Path, out: Path) -> None:
         owned.swap_into_place(partial, out, "report")
     except owned.NotOwned as error:
         raise ReportError(str(error))
+
+
+@dataclass
+class Outcome:
+    """What `tlindex report` did: the runs reported and the summary, or why the report says no record."""
+
+    runs: list[int]
+    summary: ReportSummary | None          # None: the logs held no trace record (the index says so)
+    problems: list[str]                    # paths that could not be read (the rest is reported)
+
+
+def make_report(out: Path, paths: list[str], db_path: str | None, run_names: list[str], overwrite: bool,
+                jobs: int | None, ingest_progress=None, page_progress=None) -> Outcome:
+    """The whole of `tlindex report`: logs (PATHs) ingested first, into `db_path` or a temporary database that
+    is gone afterwards, or the runs of `db_path` (default traces.db); their report written to `out`."""
+    from tlindex.ingest.pipeline import ingest
+    from tlindex.owned import scratch
+    from tlindex.store.db import existing_database
+
+    check_out_dir(out, overwrite)  # before any work
+    if not paths:
+        db = existing_database(db_path or "traces.db")
+        runs = runs_by_name(db, run_names)
+        return Outcome(runs, write_report(db, out, runs, overwrite, page_progress, jobs), [])
+    with scratch("tlindex-report-") as temporary:
+        db = Path(db_path) if db_path else temporary / "traces.db"
+        ingested = ingest(db, paths, jobs=jobs, progress=ingest_progress,
+                          search_index=bool(db_path))  # a temporary database is never searched
+        runs = runs_of_paths(db, paths) if db.exists() else []
+        if not runs and not run_names and not ingested.problems:  # logs read, no record in them: the report says so
+            write_empty_report(out, overwrite, f"{ingested.files + ingested.skipped} log file(s) read "
+                                               f"({', '.join(paths)}): none holds a trace record.")
+            return Outcome([], None, [])
+        if run_names:
+            runs = sorted(set(runs) & set(runs_by_name(db, run_names)))
+        return Outcome(runs, write_report(db, out, runs, overwrite, page_progress, jobs), ingested.problems)

@@ -1,30 +1,20 @@
-"""What the report renders the plugin's pages with instead of Datasette: the same handlers and templates,
-none of a server's per-request machinery.
+"""What the report renders the plugin's pages with instead of Datasette: the same templates, none of a
+server's machinery.
 
-A page handler asks Datasette for little: a database to run a function on (`execute_fn`), its table
-names, URLs, permission checks (the report is the database owner's: nothing is refused) and
-`render_template`. `ReportSite` answers exactly that (the chromium handler's `execute` is not needed:
-the report streams the trace itself), on one read-only connection prepared by the plugin's own
-`prepare_connection` hook, with a Jinja environment over the plugin's templates in which `base.html`
-is the report's own (`templates/tlindex/_report_base.html`: Datasette's head and layout, without the
-menu, the crumbs and the hooks a static page cannot use). Importing Datasette's application (0.4 s)
-and its request machinery (about half of each page's time) is what this saves.
+A page needs URLs and a template environment: `ReportSite` gives both, with a Jinja environment over
+the plugin's templates in which `base.html` is the report's own (`templates/tlindex/_report_base.html`:
+Datasette's head and layout, without the menu, the crumbs and the hooks a static page cannot use).
+Importing Datasette's application (0.4 s) and its request machinery is what this saves.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import jinja2
 from datasette.utils import tilde_encode
-
-from tlindex.store.db import connect_read_only
-
-from . import prepare_connection
 
 PLUGIN = Path(__file__).parent
 REPORT_BASE = "tlindex/_report_base.html"
@@ -49,51 +39,20 @@ class ReportUrls:
         return f"{self.database(database)}/{tilde_encode(query)}"
 
 
-class ReportDatabase:
-    """One tlindex database, read on one connection (a report is one thread's sequence of pages)."""
-
-    def __init__(self, path: Path):
-        self.name = path.stem
-        self.conn = connect_read_only(path)
-        prepare_connection(self.conn)  # the plugin's own hook: what every Datasette connection gets
-
-    async def execute_fn(self, fn: Callable[[Any], Any]) -> Any:
-        return fn(self.conn)
-
-    async def table_names(self) -> list[str]:
-        return [row[0] for row in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-
-    def close(self) -> None:
-        self.conn.close()
-
-
 class ReportSite:
-    """The stand-in for a Datasette instance that serves one tlindex database to its owner."""
+    """The stand-in for a Datasette instance that serves one tlindex database to its owner: its URLs and
+    its templates (the plugin's, on the report's own base)."""
 
-    def __init__(self, db_path: Path):
-        db = ReportDatabase(Path(db_path))
-        self.databases = {db.name: db}
+    def __init__(self, database: str):
+        self.name = database
         self.urls = ReportUrls()
         base = (PLUGIN / "templates" / REPORT_BASE).read_text(encoding="utf-8")
         self.env = jinja2.Environment(loader=jinja2.ChoiceLoader([
             jinja2.DictLoader({"base.html": base}), jinja2.FileSystemLoader(str(PLUGIN / "templates"))]),
             autoescape=True, auto_reload=False, bytecode_cache=template_cache())
 
-    def get_database(self, name: str) -> ReportDatabase:
-        return self.databases[name]
-
-    def plugin_config(self, name: str) -> None:
-        return None  # a report has no Datasette configuration: every setting at its default
-
-    async def ensure_permissions(self, actor, permissions) -> None:
-        return None  # the report is written by the database's owner, for them
-
-    async def render_template(self, template: str, context: dict, request=None) -> str:
-        return self.env.get_template(template).render({**context, "urls": self.urls, "request": request})
-
-    def close(self) -> None:
-        for db in self.databases.values():
-            db.close()
+    def render_template(self, template: str, context: dict) -> str:
+        return self.env.get_template(template).render({**context, "urls": self.urls})
 
 
 class TemplateCache(jinja2.FileSystemBytecodeCache):

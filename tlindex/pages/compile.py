@@ -7,85 +7,106 @@ import sqlite3
 from datetime import datetime, timezone
 from itertools import zip_longest
 
-from datasette.utils.asgi import NotFound
-
 from tlindex.answers.passes import snapshot_counts
 from tlindex.answers.provenance import MAPPINGS
 from tlindex.answers.resume_functions import has_bytecode, resumes_created
 from tlindex.answers.trie import short_path
-
-from ..database import dicts, int_var, one, open_database, render
+from tlindex.errors import NotFound
+from tlindex.pages.rows import Args, dicts, one
 
 TIME_FIRST = ("entire_frame_compile_time_s", "backend_compile_time_s", "inductor_compile_time_s",
               "code_gen_time_s", "dynamo_time_before_restart_s", "duration_us", "start_time")
 
-def compile_data(conn: sqlite3.Connection, compile_row: int) -> dict | None:
-    compile = one(conn, """
+def compile_data(conn: sqlite3.Connection, args: Args, compile: int) -> dict:
+    """Everything one compilation logged: its stack, status, failure, recompiles, metrics, guards, spans,
+    artifacts, collectives, caches and symbols."""
+    found = one(conn, """
         SELECT c.*, r.label AS run_label, f.name AS file, s.pid
         FROM compiles c JOIN sources s ON s.id = c.source_id JOIN files f ON f.id = s.file_id
-        LEFT JOIN runs r ON r.id = c.run_id WHERE c.id = ?""", (compile_row,))
-    if compile is None:
-        return None
-    compile["stack"] = dicts(conn.execute(
+        LEFT JOIN runs r ON r.id = c.run_id WHERE c.id = ?""", (compile,))
+    if found is None:
+        raise NotFound(f"No compile {compile}")
+    found.update(_why(conn, found))
+    found.update(_metrics(conn, compile))
+    found.update(_records(conn, compile))
+    found["spans"] = _timeline(conn, compile)
+    found["artifacts"] = _artifacts(conn, compile)
+    found["artifact_groups"] = _by_subgraph(found["artifacts"])
+    found.update(collectives_data(conn, found))
+    found["provenance"] = [a["id"] for a in found["artifacts"] if a["name"] == MAPPINGS and a["payload"]]
+    found["siblings"] = dicts(conn.execute("""
+        SELECT id, compile_id, status FROM compiles WHERE source_id = ? AND generation = ?
+        AND compiled_autograd_id IS ? AND frame_id IS ? AND id != ? ORDER BY frame_compile_id""",
+        (found["source_id"], found["generation"], found["compiled_autograd_id"], found["frame_id"], compile)))
+    return {"c": found}
+
+
+def _why(conn: sqlite3.Connection, compile: dict) -> dict:
+    """Its stack, restarts, recompile reasons, failure and what it has besides (bytecode, graphs, pieces)."""
+    row = compile["id"]
+    stack = dicts(conn.execute(
         "SELECT filename, line, name, loc FROM frames WHERE envelope_id = ? AND stack = 'stack' ORDER BY depth",
         (compile["dynamo_start"],))) if compile["dynamo_start"] else []
-    for frame in compile["stack"]:
+    for frame in stack:
         frame["short"] = short_path(frame["filename"])
-    compile["restarts"] = json.loads(compile["restart_reasons"]) if compile["restart_reasons"] else []
-    compile["recompile_reasons"] = dicts(conn.execute(
-        "SELECT position, previous_compile_id, reason FROM failed_guards WHERE compile = ? ORDER BY id",
-        (compile_row,)))
-    metrics_rows = dicts(conn.execute("SELECT * FROM metrics WHERE compile = ? ORDER BY id", (compile_row,)))
-    compile["summaries"] = [metrics_summary(m) for m in metrics_rows if m["kind"] == "compilation_metrics"]
-    compile["metrics"] = [_metrics_fields(m) for m in metrics_rows]
-    compile["guard_headings"] = GUARD_HEADINGS
-    compile["has_bytecode"] = has_bytecode(conn, compile_row)
-    compile["snapshots"] = snapshot_counts(conn, compile_row)
-    compile["pieces"] = conn.execute(  # the compiled ones: a piece of an abandoned attempt was cut short
-        "SELECT count(*) FROM piece_compile_spans WHERE compile = ? AND NOT abandoned", (compile_row,)).fetchone()[0]
-    compile["resumes"] = resumes_created(conn, compile) if compile["graph_breaks"] else []
-    compile["failure"] = folded(compile["fail_reason"])
-    compile["traceback"] = folded(_traceback(metrics_rows))
-    compile["guard_groups"] = _guard_groups(dicts(conn.execute(
-        "SELECT origin, depth, guard_type, text, source, user_code, symbol, value, reason FROM guards "
-        "WHERE compile = ? ORDER BY envelope_id, position", (compile_row,))))
-    compile["graph_breaks_list"] = dicts(conn.execute(
-        "SELECT reason, user_file, user_line FROM graph_break_events WHERE compile = ? ORDER BY id", (compile_row,)))
-    compile["cache_events"] = dicts(conn.execute(
-        "SELECT cache, result, key, reason FROM cache_events WHERE compile = ? ORDER BY id", (compile_row,)))
-    compile["symbols"] = dicts(conn.execute(
-        "SELECT symbol, unbacked, value, value_range, source FROM symbols WHERE compile = ? ORDER BY id",
-        (compile_row,)))
+    return {"stack": stack,
+            "restarts": json.loads(compile["restart_reasons"]) if compile["restart_reasons"] else [],
+            "recompile_reasons": dicts(conn.execute(
+                "SELECT position, previous_compile_id, reason FROM failed_guards WHERE compile = ? ORDER BY id", (row,))),
+            "has_bytecode": has_bytecode(conn, row), "snapshots": snapshot_counts(conn, row),
+            "pieces": conn.execute(  # the compiled ones: a piece of an abandoned attempt was cut short
+                "SELECT count(*) FROM piece_compile_spans WHERE compile = ? AND NOT abandoned", (row,)).fetchone()[0],
+            "resumes": resumes_created(conn, compile) if compile["graph_breaks"] else [],
+            "failure": folded(compile["fail_reason"])}
+
+
+def _metrics(conn: sqlite3.Connection, compile: int) -> dict:
+    rows = dicts(conn.execute("SELECT * FROM metrics WHERE compile = ? ORDER BY id", (compile,)))
+    return {"summaries": [metrics_summary(m) for m in rows if m["kind"] == "compilation_metrics"],
+            "traceback": folded(_traceback(rows)), "metrics": [_metrics_fields(m) for m in rows],
+            "guard_headings": GUARD_HEADINGS}
+
+
+def _records(conn: sqlite3.Connection, compile: int) -> dict:
+    """Its guards by origin, graph breaks, cache events and symbols."""
+    return {"guard_groups": _guard_groups(dicts(conn.execute(
+                "SELECT origin, depth, guard_type, text, source, user_code, symbol, value, reason FROM guards "
+                "WHERE compile = ? ORDER BY envelope_id, position", (compile,)))),
+            "graph_breaks_list": dicts(conn.execute(
+                "SELECT reason, user_file, user_line FROM graph_break_events WHERE compile = ? ORDER BY id", (compile,))),
+            "cache_events": dicts(conn.execute(
+                "SELECT cache, result, key, reason FROM cache_events WHERE compile = ? ORDER BY id", (compile,))),
+            "symbols": dicts(conn.execute(
+                "SELECT symbol, unbacked, value, value_range, source FROM symbols WHERE compile = ? ORDER BY id",
+                (compile,)))}
+
+
+def _timeline(conn: sqlite3.Connection, compile: int) -> list[dict]:
+    """Its chromium spans, placed on one line (percent of the compile's span) for the timeline."""
     spans = dicts(conn.execute(
         "SELECT name, ts_us, duration_us FROM chromium_events WHERE compile = ? AND ph = 'X' "
         "AND ts_us IS NOT NULL AND duration_us IS NOT NULL ORDER BY ts_us",  # a span without a time has no place
-        (compile_row,)))
+        (compile,)))
     if spans:
         start = min(s["ts_us"] for s in spans)
-        end = max(s["ts_us"] + s["duration_us"] for s in spans)
-        width = max(end - start, 1)
+        width = max(max(s["ts_us"] + s["duration_us"] for s in spans) - start, 1)
         for span in spans:
             span["left"] = round(100 * (span["ts_us"] - start) / width, 2)
             span["width"] = max(round(100 * span["duration_us"] / width, 2), 0.2)
             span["ms"] = round(span["duration_us"] / 1000, 1)
-    compile["spans"] = spans
-    compile["artifacts"] = dicts(conn.execute("""
+    return spans
+
+
+def _artifacts(conn: sqlite3.Connection, compile: int) -> list[dict]:
+    artifacts = dicts(conn.execute("""
         SELECT a.id, a.kind, a.name, a.size, a.payload, e.time, e.line, e.attempt, e.subgraph_name,
                CASE WHEN a.kind = 'link' THEN json_extract(e.metadata, '$.url') END AS url
         FROM artifacts a JOIN envelopes e ON e.id = a.envelope_id WHERE a.compile = ? ORDER BY a.envelope_id""",
-        (compile_row,)))
-    for artifact in compile["artifacts"]:
+        (compile,)))
+    for artifact in artifacts:
         url = artifact["url"]  # a link record: followed only when it is a web address
         artifact["href"] = url if isinstance(url, str) and url.startswith(("https://", "http://")) else None
-    compile["artifact_groups"] = _by_subgraph(compile["artifacts"])
-    compile.update(collectives_data(conn, compile))
-    compile["provenance"] = [a["id"] for a in compile["artifacts"] if a["name"] == MAPPINGS and a["payload"]]
-    compile["siblings"] = dicts(conn.execute("""
-        SELECT id, compile_id, status FROM compiles WHERE source_id = ? AND generation = ?
-        AND compiled_autograd_id IS ? AND frame_id IS ? AND id != ? ORDER BY frame_compile_id""",
-        (compile["source_id"], compile["generation"], compile["compiled_autograd_id"], compile["frame_id"],
-         compile_row)))
-    return compile
+    return artifacts
 
 
 def _by_subgraph(artifacts: list[dict]) -> list[tuple[str | None, list[dict]]]:
@@ -209,13 +230,3 @@ def _metrics_fields(row: dict) -> dict:
     return {"kind": kind, "fields": [(k, folded(v if isinstance(v, (str, int, float)) else json.dumps(v)))
                                      for k, v in ordered],
             "configs": {k: v for k, v in configs.items() if v}}
-
-
-async def compile_page(datasette, request):
-    opened = await open_database(datasette, request)
-    db, urls = opened.db, opened.urls
-    compile_row = int_var(request, "compile")
-    compile = await db.execute_fn(lambda conn: compile_data(conn, compile_row))
-    if compile is None:
-        raise NotFound(f"No compile {compile_row}")
-    return await render(datasette, request, "compile.html", {"database": db.name, "c": compile, "u": urls})

@@ -1,0 +1,143 @@
+"""The tlindex pages served by Datasette: one route per page of tlindex.pages, each answered the same way.
+
+Every page opens its database through database.open_database (name decoded, permissions checked), gets
+its data from the library (tlindex.pages: the plugin runs no SQL of its own) and renders it (render.py),
+or answers its JSON twin. Every handler is isolated: an error it did not mean (anything but a 400, 403
+or 404) gives a page that says what failed and shows what it can (a bytecode listing as plain text),
+with status 500 and the error in the `x-tlindex-degraded` header, which the report records. One page
+that cannot be rendered never takes another with it.
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import logging
+from pathlib import Path
+
+from datasette.utils.asgi import AsgiStream, BadRequest, Base400, NotFound, Response
+
+from tlindex.errors import NotFound as NoSuchThing
+from tlindex.errors import UsageError
+from tlindex.pages import BY_NAME, PAGES, Page
+from tlindex.pages.bytecode import listings
+from tlindex.pages.rows import Args, as_data
+
+from .database import open_database
+from .render import render_page, trie_children
+
+log = logging.getLogger(__name__)
+DEGRADED_HEADER = "x-tlindex-degraded"
+_DB = r"(?P<database>[^/]+)"
+
+
+def request_args(datasette, request, opened) -> Args:
+    """The request's query string, and the options the plugin's settings give the pages."""
+    config = datasette.plugin_config("tlindex") or {}
+    db_path = getattr(opened.db, "path", None)
+    pairs = [(key, value) for key in request.args.keys() for value in request.args.getlist(key)]
+    return Args(pairs, read_source_files=bool(config.get("read_source_files", True)),
+                db_file=Path(db_path).name if db_path else opened.name)
+
+
+async def read(opened, page: Page, request, args: Args) -> dict:
+    """The page's data, read on the database's connection."""
+    values = page.values({k: v for k, v in request.url_vars.items() if k != "database"})
+    return await opened.db.execute_fn(lambda conn: page.read(conn, args, **values))
+
+
+def handler(page: Page):
+    """The route's handler: the page (or its JSON twin), as its kind answers; a NotFound or UsageError of the
+    library, met reading or presenting, is a 404 or 400."""
+
+    async def serve(datasette, request):
+        try:
+            return await answer(datasette, request)
+        except NoSuchThing as error:
+            raise NotFound(str(error)) from None
+        except UsageError as error:
+            raise BadRequest(str(error)) from None
+
+    async def answer(datasette, request):
+        opened = await open_database(datasette, request)
+        args = request_args(datasette, request, opened)
+        if page.kind == "json":
+            return await _chromium(opened, page, request, args)
+        data = await read(opened, page, request, args)
+        if request.url_vars.get("format") == ".json":
+            return Response.json(as_data(data), default=str)
+        if page.kind == "redirect":
+            return Response.redirect(opened.urls.diff(data["a"], data["b"]))
+        if page.kind == "fragment":
+            return Response.html(str(trie_children(data, opened.urls, args)))
+        if data.get("raw"):  # a payload's text, for download
+            digest = data["p"]["hash"]
+            return Response.text(data["p"]["text"], headers={
+                "content-disposition": f'attachment; filename="{digest}.txt"'})
+
+        async def render_template(template: str, context: dict) -> str:
+            return await datasette.render_template(template, context, request=request)
+
+        return Response.html(await render_page(render_template, page, data, opened.urls, opened.name, args))
+
+    return serve
+
+
+async def _chromium(opened, page: Page, request, args: Args):
+    """The run's chromium events as one Perfetto trace (tlindex.formats.chromium), streamed batch by batch."""
+    from tlindex.formats.chromium import TraceEncoder, event_batch
+
+    data = await read(opened, page, request, args)
+    run, pids, db = data["run"], data["pids"], opened.db
+
+    async def stream(writer) -> None:
+        encoder = TraceEncoder(pids)
+        await writer.write(encoder.head().decode())
+        after = 0
+        while after is not None:
+            events, after = await db.execute_fn(lambda conn: event_batch(conn, run, pids, after))
+            await writer.write(encoder.batch(events).decode())
+        await writer.write(encoder.tail.decode())
+
+    return AsgiStream(stream, content_type="application/json", headers={
+        "content-disposition": f'attachment; filename="run-{run}-chromium.json"'})
+
+
+async def _bytecode_listings(datasette, request) -> list[tuple[str, str]]:
+    """What the bytecode page shows when it cannot analyse the listings: each listing as the trace logged it."""
+    opened = await open_database(datasette, request)
+    compile_row = BY_NAME["bytecode"].values({"compile": request.url_vars["compile"]})["compile"]
+    return await opened.db.execute_fn(lambda conn: listings(conn, compile_row))
+
+
+def isolated(serve, fallback=None):
+    """The handler, with any unexpected error turned into a page that says what failed (and the fallback's text)."""
+
+    @functools.wraps(serve)
+    async def page(datasette, request):
+        try:
+            return await serve(datasette, request)
+        except Base400:
+            raise
+        except Exception as error:
+            what = f"{type(error).__name__}: {error}"
+            log.exception("tlindex page %s failed", request.path)
+            shown = []
+            if fallback is not None:
+                try:
+                    shown = await fallback(datasette, request)
+                except Exception as second:  # the fallback's own failure is said, not raised
+                    what += f" (and showing the raw data failed too: {type(second).__name__}: {second})"
+            blocks = "".join(f"<h2>{html.escape(title)}</h2><pre>{html.escape(text)}</pre>" for title, text in shown)
+            body = (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>tlindex: page not rendered</title>"
+                    f"</head><body><h1>This page could not be rendered</h1><p class=\"degraded\">"
+                    f"{html.escape(request.path)}: {html.escape(what)}</p>{blocks}</body></html>")
+            return Response.html(body, status=500, headers={DEGRADED_HEADER: what.replace("\n", " ")[:500]})
+
+    return page
+
+
+# What a page shows when it fails (see isolated): the bytecode page, its listings as the trace logged them.
+FALLBACKS = {"bytecode": _bytecode_listings}
+
+ROUTES = [(rf"^/{_DB}{page.pattern}$", isolated(handler(page), FALLBACKS.get(page.name))) for page in PAGES]

@@ -1,0 +1,143 @@
+"""The one renderer of the tlindex pages: a page's data (tlindex.pages) as HTML, for the server and the report.
+
+The library gives each page's data; what only HTML needs is added here, per page (PRESENTERS): a
+payload highlighted, a trie drawn, the side-by-side hunks highlighted, the search hits marked. Then
+the page's template renders data and presentation together. The server (pages.py) and `tlindex
+report` call the same `render_page`, each with its own way to render a template and its own URLs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Awaitable, Callable
+
+from markupsafe import Markup
+
+from tlindex.answers.bytecode import COMPILED_FN, RESUME_AT, Instruction
+from tlindex.pages import Page, hit_path
+from tlindex.pages.rows import Args
+
+from .highlight import highlighted, highlighted_lines, render_payload, shown_lines
+from .trie_html import STATUS_LEGEND, TrieRenderer
+
+TRIE_BUDGET = 2000  # nodes rendered before the rest of the trie is loaded on demand
+RenderTemplate = Callable[[str, dict], Awaitable[str]]
+
+
+def page_context(page: Page, data: dict, urls, database: str, args: Args | None = None) -> dict:
+    """What the page's template (`tlindex/<page.template>`) is given: its data and what its presenter adds."""
+    context = {"database": database, "u": urls, "status_legend": STATUS_LEGEND, "setting": setting, **data}
+    presenter = PRESENTERS.get(page.name)
+    if presenter is not None:
+        context.update(presenter(data, urls, args or Args()))
+    return context
+
+
+async def render_page(render_template: RenderTemplate, page: Page, data: dict, urls, database: str,
+                      args: Args | None = None) -> str:
+    """The page's HTML, with the server's way to render a template."""
+    return await render_template(f"tlindex/{page.template}", page_context(page, data, urls, database, args))
+
+
+def setting(value) -> str:
+    """A config value as one line of JSON (strings without their quotes): the vLLM page's settings."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _payload(data: dict, urls, args: Args) -> dict:
+    text = data.get("text") if "a" in data else data["p"]["text"]
+    if text is None:
+        return {"body": None, "lines": 0}
+    return {"body": render_payload(text, data["lang"]), "lines": shown_lines(text, data["lang"])}
+
+
+def trie_html(data: dict, urls, args: Args) -> dict:
+    run, rank = data["run"]["id"], data["rank"]
+    budget = args.integer("max_nodes", TRIE_BUDGET)
+    renderer = TrieRenderer(urls.compile, lambda node: urls.trie_node(run, rank, node), budget,
+                            open_all=data["nodes"] <= 200, bytecode_url=_bytecode_urls(urls, data["with_bytecode"]))
+    return {"trie": renderer.render(data["trie"])}
+
+
+def trie_children(data: dict, urls, args: Args) -> Markup:
+    """The children of one trie node, as an HTML fragment (loaded when a lazy node opens)."""
+    run, rank = data["run"], data["rank"]
+    renderer = TrieRenderer(urls.compile, lambda n: urls.trie_node(run, rank, n), TRIE_BUDGET,
+                            open_all=False, bytecode_url=_bytecode_urls(urls, data["with_bytecode"]))
+    return renderer.children(data["node"])
+
+
+def _bytecode_urls(urls, compiles: set[int]):
+    """compile row -> URL of its bytecode page, for the compiles that have one."""
+    return lambda row: urls.bytecode(row) if row in compiles else None
+
+
+def argument(inst: Instruction, links: dict[str, str]) -> Markup:
+    """The shown argument of an instruction, escaped, with compiled-graph and resume names linked."""
+    text = inst.argrepr
+    out, last = Markup(""), 0
+    for match in sorted([*COMPILED_FN.finditer(text), *RESUME_AT.finditer(text)], key=lambda m: m.start()):
+        href = links.get(match[0])
+        if match.start() < last:
+            continue
+        out += text[last:match.start()]
+        out += Markup('<a href="{}">{}</a>').format(href, match[0]) if href else Markup("<b>{}</b>").format(match[0])
+        last = match.end()
+    return out + text[last:]
+
+
+def _bytecode(data: dict, urls, args: Args) -> dict:
+    view = data["v"]
+    links = {g["name"]: urls.artifact(g["artifact"]) if g["artifact"] else urls.compile(g["compile"])
+             for g in view.graphs}
+    links.update({r["name"]: urls.bytecode(r["compile"]) for r in view.resumes if r["compile"]})
+    decompiled = {label: {"d": d, "lines": highlighted_lines(d.source, "python") if d.source else None}
+                  for label, d in view.decompiled.items()}
+    return {"decompiled": decompiled, "arg": lambda inst: argument(inst, links)}
+
+
+def highlighted_hunks(hunks: list | None, lang: str | None) -> list | None:
+    """Side-by-side rows with each line highlighted (a line at a time: no token spans two rows)."""
+    if hunks is None:
+        return None
+    return [[dataclasses.replace(row, a=Markup(highlighted(row.a, lang or "text")),
+                                 b=Markup(highlighted(row.b, lang or "text"))) for row in hunk] for hunk in hunks]
+
+
+def _passes(data: dict, urls, args: Args) -> dict:
+    return {"ways": [[{**step, "hunks": highlighted_hunks(step["hunks"], step["lang"])} for step in way]
+                     for way in data["ways"]]}
+
+
+def _pair(data: dict, urls, args: Args) -> dict:
+    entry = data["e"]
+    graphs = [{**graph, "hunks": highlighted_hunks(graph["hunks"], graph["lang"])} for graph in entry["graphs"]]
+    return {"e": {**entry, "graphs": graphs}}
+
+
+def script_json(value) -> Markup:
+    """JSON safe inside a <script> element."""
+    return Markup(json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026"))
+
+
+def _search(data: dict, urls, args: Args) -> dict:
+    from tlindex.answers.search import marked_html
+
+    groups = [{**group, "hits": [{"table": hit.table, "snippet": marked_html(hit), "href": urls.base + hit_path(hit)}
+                                 for hit in group["hits"]]} for group in data["groups"]]
+    return {"groups": groups, "db_file": args.options.get("db_file", "traces.db")}
+
+
+# What each page adds to its data before its template renders (pages without one render their data as it is).
+PRESENTERS: dict[str, Callable[[dict, object, Args], dict]] = {
+    "artifact": _payload,
+    "payload": _payload,
+    "trie": trie_html,
+    "bytecode": _bytecode,
+    "passes": _passes,
+    "piece_passes": _passes,
+    "diff_compiles": _pair,
+    "provenance": lambda data, urls, args: {"links_json": script_json(data["links"])},
+    "search": _search,
+}

@@ -1,0 +1,53 @@
+"""The artifact page (one record's payload, with line anchors) and the payload page (a payload by its hash)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from tlindex.errors import NotFound
+from tlindex.pages.languages import language
+from tlindex.pages.rows import Args, dicts, one
+
+
+def artifact_data(conn: sqlite3.Connection, args: Args, artifact: int) -> dict:
+    found = one(conn, """
+        SELECT a.*, p.text, e.line, e.time, e.source_id, f.name AS file, c.compile_id, c.co_name, c.run_id
+        FROM artifacts a JOIN envelopes e ON e.id = a.envelope_id JOIN sources s ON s.id = e.source_id
+        JOIN files f ON f.id = s.file_id LEFT JOIN payloads p ON p.hash = a.payload
+        LEFT JOIN compiles c ON c.id = a.compile WHERE a.id = ?""", (artifact,))
+    if found is None:
+        raise NotFound(f"No artifact {artifact}")
+    text = found.pop("text")
+    return {"a": found, "text": text, "lang": language(found["kind"], found["name"], found["encoding"], text or ""),
+            "stack_traces": kernel_stack_traces(found, text)}
+
+
+def kernel_stack_traces(artifact: dict, text: str | None) -> list[tuple[str, list[str]]]:
+    """inductor_provenance_tracking_kernel_stack_traces as (kernel, [user stack traces]) (tlparse's _readable)."""
+    if artifact["name"] != "inductor_provenance_tracking_kernel_stack_traces" or not text:
+        return []
+    try:
+        traces = json.loads(text)
+    except ValueError:
+        return []
+    if not isinstance(traces, dict):
+        return []
+    return [(str(kernel), [str(t) for t in (value if isinstance(value, list) else [value])])
+            for kernel, value in traces.items()]
+
+
+PAYLOAD_ARTIFACTS_SHOWN = 50
+
+
+def payload_data(conn: sqlite3.Connection, args: Args, hash: str, ext: str = "") -> dict:
+    """A payload by hash, and the artifacts that carry it (its raw text with ext `.txt`)."""
+    found = one(conn, "SELECT hash, size, text FROM payloads WHERE hash = ?", (hash,))
+    if found is None:
+        raise NotFound(f"No payload {hash}")
+    found["artifacts"] = dicts(conn.execute(f"""
+        SELECT a.id, a.kind, a.name, c.compile_id, c.id AS compile, c.rank FROM artifacts a
+        LEFT JOIN compiles c ON c.id = a.compile WHERE a.payload = ? ORDER BY a.id LIMIT {PAYLOAD_ARTIFACTS_SHOWN}""",
+        (hash,)))
+    first = found["artifacts"][0] if found["artifacts"] else {}
+    return {"p": found, "raw": ext == ".txt", "lang": language(first.get("kind"), first.get("name"), None, found["text"])}

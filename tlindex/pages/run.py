@@ -1,0 +1,85 @@
+"""The run page: its findings first, then ranks and sources, compiles by status, queries, every compile."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from tlindex.answers.findings import export_issue_count, findings, problems
+from tlindex.answers.queries import load_queries
+from tlindex.answers.vllm import has_vllm
+from tlindex.errors import NotFound
+from tlindex.ingest.runs import rank_decisions
+from tlindex.pages.rows import Args, dicts, one
+from tlindex.store.kinds import RECOMPILE
+
+COMPILES_SHOWN = 500
+
+
+def run_data(conn: sqlite3.Connection, args: Args, run: int) -> dict:
+    found = one(conn, "SELECT * FROM runs WHERE id = ?", (run,))
+    if found is None:
+        raise NotFound(f"No run {run}")
+    found.update(_sources(conn, run))
+    found["by_rank"] = _by_rank(conn, run)
+    found["rank_decisions"] = rank_decisions(conn, run)
+    found["totals"] = one(conn, "SELECT * FROM run_totals WHERE run_id = ?", (run,)) or {}
+    found["findings"] = findings(conn, run)
+    found["problems"] = problems(found["findings"])
+    found["exports"] = export_verdict(conn, run)
+    found["vllm"] = has_vllm(conn, run)
+    found["kinds"] = dicts(conn.execute("""
+        SELECT v.kind, sum(v.records) AS records FROM volume v JOIN sources s ON s.id = v.source_id
+        WHERE s.run_id = ? AND v.kind != 'str' GROUP BY v.kind ORDER BY records DESC, v.kind LIMIT 12""", (run,)))
+    found["compiles"] = dicts(conn.execute(f"""
+        SELECT id, rank, compile_id, co_name, status, fail_type, recompile_reason, graph_breaks, duration_s,
+               envelope_bytes + payload_bytes AS bytes
+        FROM compiles WHERE run_id = ? ORDER BY id LIMIT {COMPILES_SHOWN}""", (run,)))
+    # every canned query that takes a run, so a new one appears on the page without editing it
+    queries = [query for query in load_queries().values() if any(p == "run" for p, _ in query.params)]
+    return {"run": found, "queries": queries}
+
+
+def _sources(conn: sqlite3.Connection, run: int) -> dict:
+    sources = dicts(conn.execute("""
+        SELECT s.*, f.name AS file, f.path, f.id AS file_id,
+               (SELECT count(*) FROM ingest_errors e WHERE e.source_id = s.id) AS errors
+        FROM sources s JOIN files f ON f.id = s.file_id WHERE s.run_id = ? ORDER BY s.rank, s.first_time, s.pid""",
+        (run,)))
+    return {"sources": sources, "ranks": sorted({s["rank"] for s in sources}, key=lambda r: (r is None, r)),
+            "bytes": sum(s["bytes"] or 0 for s in sources), "ingest_errors": sum(s["errors"] for s in sources)}
+
+
+def _by_rank(conn: sqlite3.Connection, run: int) -> list[dict]:
+    """Compiles by status per process (the [-/-] compile in a column of its own), with their totals."""
+    return dicts(conn.execute(f"""
+        SELECT s.process AS rank, sum(compile_id != '-/-') AS compiles, sum(k AND status = 'ok') AS ok,
+               sum(k AND status = 'break') AS break, sum(k AND status = 'empty') AS empty,
+               sum(k AND status = 'error') AS error, sum(k AND status = 'missing') AS missing,
+               max(CASE WHEN NOT k THEN status END) AS unattributed, coalesce(sum({RECOMPILE}), 0) AS recompiles,
+               sum(graph_breaks) AS graph_breaks, coalesce(round(sum(duration_s), 3), 0) AS compile_time_s,
+               sum(c.envelope_bytes + c.payload_bytes) AS bytes
+        FROM (SELECT *, compile_id != '-/-' AS k FROM compiles) c  -- k: a compilation; [-/-] has its own column
+        JOIN sources s ON s.id = c.source_id WHERE c.run_id = ?
+        GROUP BY s.process ORDER BY min(s.rank), min(coalesce(s.restart, 0)), min(s.pid)""", (run,)))
+
+
+def export_verdict(conn: sqlite3.Connection, run_id: int) -> dict | None:
+    """tlparse's export report in one line: how many issues draft_export found, and the exported programs."""
+    programs = dicts(conn.execute("""
+        SELECT a.id, a.size, e.line FROM envelopes e CROSS JOIN sources s CROSS JOIN artifacts a
+        WHERE e.kind = 'exported_program' AND s.id = e.source_id AND s.run_id = ? AND a.envelope_id = e.id
+        AND a.kind = 'exported_program' ORDER BY a.id""",
+        (run_id,)))
+    if not programs:
+        return None
+    return {"issues": export_issue_count(conn, run_id), "programs": programs}
+
+
+def chromium_data(conn: sqlite3.Connection, args: Args, run: int) -> dict:
+    """The run's Perfetto trace, as what streams it needs: the run and its processes' ids in the trace
+    (the events themselves are read batch by batch: tlindex.formats.chromium)."""
+    from tlindex.formats.chromium import process_ids
+
+    if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run,)).fetchone() is None:
+        raise NotFound(f"No run {run}")
+    return {"run": run, "pids": process_ids(conn, run)}

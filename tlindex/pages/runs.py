@@ -1,0 +1,44 @@
+"""The runs page: every run of the database (or those named), with its counts and worst finding."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from tlindex.answers.findings import findings, problems
+from tlindex.ingest.runs import rank_decisions, ranks_text
+from tlindex.pages.rows import Args, dicts, one
+
+
+def runs_data(conn: sqlite3.Connection, args: Args) -> dict:
+    """Every run (or those of `?run=`), oldest first, with its counts, worst finding and biggest compile."""
+    only = args.integers("run") or None
+    runs = dicts(conn.execute("""
+        SELECT r.*, (SELECT count(*) FROM compiles c WHERE c.run_id = r.id AND c.compile_id != '-/-') AS compiles,
+               (SELECT count(*) FROM compiles c WHERE c.run_id = r.id AND c.status = 'error') AS errors,
+               (SELECT sum(bytes) FROM sources s WHERE s.run_id = r.id) AS bytes
+        FROM runs r ORDER BY r.start_time, r.id"""))
+    if only is not None:
+        runs = [run for run in runs if run["id"] in only]
+    for run in runs:
+        run["ranks_text"] = ranks_text(run["world_size"], run["source_count"] or 0, rank_decisions(conn, run["id"]))
+        found = findings(conn, run["id"])
+        run["worst"] = (problems(found) or [None])[0]
+        run["problem_count"] = len(problems(found))
+        run["biggest"] = one(conn, """
+            SELECT id, compile_id, co_name, rank, envelope_bytes + payload_bytes AS bytes FROM compiles
+            WHERE run_id = ? AND compile_id != '-/-' ORDER BY bytes DESC, id LIMIT 1""", (run["id"],))
+    return {"runs": runs}
+
+
+def runs_listing(conn: sqlite3.Connection) -> list[dict]:
+    """Every run, oldest first, as `tlindex runs` lists it: id, label, start, ranks, compiles, failures, worst finding."""
+    listed = []
+    for run_id, label, start, ranks, processes in conn.execute(
+            "SELECT id, label, start_time, world_size, source_count FROM runs ORDER BY start_time, id"):
+        totals = conn.execute("SELECT compiles, failures FROM run_totals WHERE run_id = ?", (run_id,)).fetchone()
+        found = problems(findings(conn, run_id))
+        listed.append({"id": run_id, "label": label, "start": start, "ranks": ranks, "processes": processes,
+                       "ranks_text": ranks_text(ranks, processes or 0, rank_decisions(conn, run_id)),
+                       "compiles": totals[0] if totals else 0, "failures": totals[1] if totals else 0,
+                       "worst_finding": found[0].text if found else None})
+    return listed

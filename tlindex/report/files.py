@@ -1,0 +1,133 @@
+"""Where each file of a report goes: the report's side of tlindex.pages' `Files` (a page's `file` rule), and the
+file of any URL the pages link to (or None when the report has none: Datasette's table pages, search, diff).
+
+Layout (one run: DIR is that run's folder; several: DIR/index.html lists them, each has DIR/run-<id>/):
+
+    index.html            the run page (findings first)
+    trie.html, trie-rank-<R>.html
+    compiles/<id>.html, compiles/<id>-bytecode.html, compiles/<id>-passes.html, compiles/<id>-piece-<P>-passes.html
+    provenance/<artifact>.html, artifact/<artifact>.html (an artifact without payload), vllm.html
+    queries/<name>[--<param>-<value>].html, failures_and_restarts.html (the failures query, as tlparse names it)
+    compile_directory.json, raw.jsonl   tlparse's formats (one folder per log in multi-log runs: log_folders)
+    chromium.json         the run's Perfetto trace
+    ../payloads/<md5>.html, .txt   each distinct payload once (artifact links lead here)
+    ../assets/            Datasette's and the plugin's CSS and JS
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import sqlite3
+from urllib.parse import parse_qsl, urlsplit
+
+from tlindex import pages
+from tlindex.pages.rows import Args
+
+STATIC_PREFIXES = ("/-/static/", "/-/static-plugins/tlindex/")
+
+
+class ReportFiles:
+    """The file of each page and URL of a report of `runs` (its maps read once: forked workers share them)."""
+
+    def __init__(self, conn: sqlite3.Connection, runs: list[int], base: str, queries: set[str]):
+        self.runs = sorted(runs)
+        self.single = len(self.runs) == 1
+        self.base = base  # the database's URL: pages' URLs start with it
+        self.queries = queries
+        marks = ",".join("?" * len(self.runs))
+        self.compile_runs = dict(conn.execute(f"SELECT id, run_id FROM compiles WHERE run_id IN ({marks})",
+                                              self.runs).fetchall())
+        self.piece_compiles = dict(conn.execute(f"""SELECT p.id, p.compile FROM piece_compiles p
+                JOIN compiles c ON c.id = p.compile WHERE c.run_id IN ({marks})""", self.runs).fetchall())
+        self.artifact_runs, self.artifact_payloads = {}, {}
+        self.provenance = []  # artifacts with a provenance page
+        for artifact, run, payload, mapping in conn.execute(f"""
+                SELECT a.id, s.run_id, a.payload, a.name = 'inductor_provenance_tracking_node_mappings'
+                FROM artifacts a JOIN envelopes e ON e.id = a.envelope_id
+                JOIN sources s ON s.id = e.source_id WHERE s.run_id IN ({marks})""", self.runs):
+            self.artifact_runs[artifact], self.artifact_payloads[artifact] = run, payload
+            if mapping and payload:
+                self.provenance.append(artifact)
+        # the compile pages also link the configs of their metrics (payloads, not artifacts)
+        configs = {digest for row in conn.execute(f"""
+                SELECT m.dynamo_config, m.inductor_config, m.functorch_config, m.compiler_config
+                FROM metrics m JOIN compiles c ON c.id = m.compile WHERE c.run_id IN ({marks})""", self.runs)
+                   for digest in row if digest}
+        self.payload_pages = {digest for digest in self.artifact_payloads.values() if digest} | configs
+
+    # --- tlindex.pages.Files: where a page of the report goes ------------------------------------
+
+    def run_dir(self, run: int) -> str:
+        return "" if self.single else f"run-{run}/"
+
+    def top(self, name: str) -> str | None:
+        return name
+
+    def of_run(self, run: int, name: str) -> str | None:
+        return f"{self.run_dir(run)}{name}" if run in self.runs else None
+
+    def of_compile(self, compile: int, name: str) -> str | None:
+        run = self.compile_runs.get(compile)
+        return None if run not in self.runs else f"{self.run_dir(run)}{name}"
+
+    def of_piece(self, piece: int, name: str) -> str | None:
+        compile = self.piece_compiles.get(piece)
+        return None if compile is None else self.of_compile(compile, name.format(compile=compile, piece=piece))
+
+    def of_artifact(self, artifact: int, name: str) -> str | None:
+        run = self.artifact_runs.get(artifact)
+        return None if run not in self.runs else f"{self.run_dir(run)}{name}"
+
+    def payload_page(self, artifact: int) -> str | None:
+        """An artifact with a payload is shown on its payload's page (each payload once, whoever carries it)."""
+        payload = self.artifact_payloads.get(artifact)
+        return f"payloads/{payload}.html" if payload and artifact in self.artifact_runs else None
+
+    # --- a URL of the served pages -----------------------------------------------------------------
+
+    def target(self, url: str) -> str | None:
+        """The report file (relative to DIR) of a URL of the served pages, or None if the report has none."""
+        parts = urlsplit(url)
+        path, args = parts.path, parse_qsl(parts.query)
+        if path.startswith(STATIC_PREFIXES):
+            return "assets/" + posixpath.basename(path)
+        if not path.startswith(self.base + "/"):
+            return None
+        rest = path[len(self.base):]
+        found = pages.match(rest)
+        if found is not None:
+            page, values = found
+            if page.file is None or values.get("format"):  # the server's, and JSON twins
+                return None
+            try:
+                return page.file(self, page.values(values), Args(args))
+            except Exception:  # an id past 64 bits, a value no file has: no file
+                return None
+        return self.query_file(rest, dict(args))
+
+    def query_file(self, rest: str, params: dict[str, str]) -> str | None:
+        """A canned query of one run (`/<query>?run=N&…`) as a table of the report."""
+        route = rest.split("/")
+        if len(route) != 2 or route[1] not in self.queries:
+            return None
+        run = params.pop("run", None)
+        if run is None or not run.isdigit() or int(run) not in self.runs:
+            return None
+        if route[1] == "failures" and not params:
+            return f"{self.run_dir(int(run))}failures_and_restarts.html"
+        extra = "".join(f"--{key}-{re.sub(r'[^A-Za-z0-9_.]', '_', value)}" for key, value in sorted(params.items()))
+        return f"{self.run_dir(int(run))}queries/{route[1]}{extra}.html"
+
+
+def log_folders(conn: sqlite3.Connection, run: int) -> dict[int, str]:
+    """One folder name per log file of a run (tlparse's rank_<R>), never two files in one: a restarted
+    rank's later process is rank_<R>_restart_<N>, processes sharing a rank add their pid, and a file
+    whose name is still taken, or that has no rank, is named by its file id."""
+    folders: dict[int, str] = {}
+    for file_id, process in conn.execute("""
+            SELECT file_id, min(process) FROM sources WHERE run_id = ? GROUP BY file_id
+            ORDER BY min(rank), min(coalesce(restart, 0)), file_id""", (run,)):
+        name = "rank_" + re.sub(r"[^0-9A-Za-z]+", "_", process).strip("_") if process is not None else f"file_{file_id}"
+        folders[file_id] = name if name not in folders.values() else f"{name}_file_{file_id}"
+    return folders

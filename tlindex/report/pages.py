@@ -1,0 +1,137 @@
+"""A report's pages: each URL of the served pages rendered to its file, its links made relative.
+
+A page's data comes from its data function (tlindex.pages), its HTML from the plugin's renderer (found by
+the plugin's entry point, the same renderer the server uses); then each link to a page of the report is
+made relative to the file that holds it and queued, and every other link (Datasette's table pages,
+search, diff: they need a server) loses its href, and forms are left out. A page that cannot be rendered
+degrades alone: its file says what failed.
+"""
+
+from __future__ import annotations
+
+import html
+import posixpath
+import re
+import sqlite3
+from collections.abc import Callable
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from tlindex import pages
+from tlindex.answers.queries import load_queries, read_only, run_sql
+from tlindex.errors import NotFound, UsageError
+from tlindex.pages.rows import Args
+from tlindex.report.files import ReportFiles
+from tlindex.report.output import Output
+
+# A link or source to relink; a link within its page (`#L-12`: a payload page has one per line) stays.
+# No \b before the name: without it the pattern starts with a set of letters, which re searches 3x
+# faster (the pages' attributes have no other name ending in these).
+ATTRIBUTE_RE = re.compile(r'(href|src|action|data-src)="(?!#)([^"]*)"')
+FORM_RE = re.compile(r"<form\b.*?</form>", re.S)  # search and diff forms: they need a server
+QUERY_ROWS = 1000  # rows of a canned query's table in the report (Datasette's max_returned_rows)
+EVERYTHING = str(10**9)  # the trie rendered whole: a static page cannot load the rest on demand
+RELINKED_MEMO = 20_000  # links remembered as relinked, per process (unbounded, a worker grew with every page)
+
+
+class PageWriter:
+    """Renders URLs of the served pages into report files, in one process, on one connection."""
+
+    def __init__(self, conn: sqlite3.Connection, renderer, files: ReportFiles, output: Output,
+                 enqueue: Callable[[str], None]):
+        self.conn, self.renderer, self.files, self.output = conn, renderer, files, output
+        self.enqueue = enqueue  # told of every link to a report file met on a page
+        self.relinked: dict[tuple[str, str], str] = {}
+
+    def write(self, url: str, path: str) -> None:
+        """The file of one URL: rendered, relinked, saved (a trace streamed)."""
+        if path.endswith("chromium.json"):
+            self.write_chromium(int(urlsplit(url).path.split("/")[-2]), path)
+            return
+        body = self.render(url, path)
+        if body is None:
+            return
+        if path.endswith(".html"):
+            body = self.relink(body.decode("utf-8"), path).encode("utf-8")
+        self.output.save(path, body)
+
+    def render(self, url: str, path: str) -> bytes | None:
+        """The body of one report file: an asset, a canned query's table, or a page; None when it has none."""
+        parts = urlsplit(url)
+        if path.startswith("assets/"):
+            return self.renderer.asset(parts.path)
+        rest = parts.path[len(self.files.base):]
+        found = pages.match(rest)
+        try:
+            if found is None:
+                return self.query_page(rest.rsplit("/", 1)[1], dict(parse_qsl(parts.query)))
+            page, values = found
+            args = parse_qsl(parts.query) + ([("max_nodes", EVERYTHING)] if page.name == "trie" else [])
+            return self.page(page, page.values(values), Args(args))
+        except (NotFound, UsageError) as error:
+            self.output.summary.warnings.append(f"{url}: {error}")
+            return None
+        except Exception as error:  # one page that cannot be rendered degrades alone
+            return self.output.degraded(path, f"{url}: {type(error).__name__}: {error}")
+
+    def page(self, page: pages.Page, values: dict, args: Args) -> bytes:
+        data = page.read(self.conn, args, **values)
+        if data.get("raw"):  # a payload's text
+            return (data["p"]["text"] or "").encode("utf-8")
+        return self.renderer.page(page, data, args).encode("utf-8")
+
+    def query_page(self, name: str, params: dict[str, str]) -> bytes:
+        """A canned query's result as a table (the first QUERY_ROWS rows), its cells linked as in Datasette."""
+        query = load_queries()[name]
+        cursor = run_sql(read_only(self.conn), query.sql, params)
+        try:
+            columns, rows = [d[0] for d in cursor.description], cursor.fetchmany(QUERY_ROWS + 1)
+        finally:
+            self.conn.set_authorizer(None)
+        page = self.renderer.query(query, params, columns, rows[:QUERY_ROWS], len(rows) > QUERY_ROWS, QUERY_ROWS)
+        return page.encode("utf-8")
+
+    def write_chromium(self, run: int, path: str) -> None:
+        """The run's Perfetto trace, streamed batch by batch to its file (it can be hundreds of MB)."""
+        from tlindex.formats.chromium import trace_chunks
+
+        self.output.stream(path, trace_chunks(self.conn, run))
+
+    def relink(self, page: str, path: str) -> str:
+        """Links to report files made relative to `path`; links to anything else, and forms, dropped."""
+        here = posixpath.dirname(path)
+
+        def replace(match: re.Match) -> str:
+            # the same link from the same folder is relinked (and its page queued) once per process
+            key = (match.group(0), here)
+            if key not in self.relinked:
+                if len(self.relinked) >= RELINKED_MEMO:  # most links are met on one page only: a bound, not a leak
+                    self.relinked.clear()
+                self.relinked[key] = relinked(match)
+            return self.relinked[key]
+
+        def relinked(match: re.Match) -> str:
+            attribute, value = match.group(1), html.unescape(match.group(2))
+            if value.startswith(("#", "http://", "https://", "mailto:", "data:")):
+                return match.group(0)
+            url, _, fragment = value.partition("#")
+            target = self.files.target(url) if url.startswith("/") else None
+            if target is None or attribute == "data-src":
+                return ""  # needs a server: no link
+            self.enqueue(url)
+            relative = posixpath.relpath(target, here or ".")
+            return f'{attribute}="{html.escape(relative + ("#" + fragment if fragment else ""))}"'
+
+        start_mark, end_mark = self.renderer.code_start, self.renderer.code_end
+        page, parts, at = FORM_RE.sub("", page), [], 0
+        while (start := page.find(start_mark, at)) >= 0 and (end := page.find(end_mark, start)) >= 0:
+            parts += [ATTRIBUTE_RE.sub(replace, page[at:start]), page[start:end]]  # a payload's text: no link
+            at = end
+        return "".join(parts + [ATTRIBUTE_RE.sub(replace, page[at:])])
+
+
+def seeds(urls, runs: list[int], single: bool) -> list[str]:
+    """Where the crawl starts: the run pages (and the runs page), the failures lists."""
+    found = [urls.run(run) for run in runs]
+    if not single:
+        found.insert(0, urls.page("runs") + "?" + urlencode([("run", run) for run in runs]))
+    return found + [urls.query("failures", run=run) for run in runs]
