@@ -394,20 +394,27 @@ def as_text(result: dict) -> list[str]:
     for entry in result["compiles"]:
         if not entry["changes"] and entry["a"] and entry["b"]:
             continue
-        side = entry["b"] or entry["a"]
-        where = "only in A" if entry["b"] is None else "only in B" if entry["a"] is None else ", ".join(entry["changes"])
-        rank = f" rank {side['rank']}" if side["rank"] is not None else ""
-        detail = entry.get("detail", {})
-        time_change, extra = detail.get("compile_time"), ""
-        if time_change:
-            phases = ", ".join(f"{name} {a_s:.2f} -> {b_s:.2f}" for name, (a_s, b_s) in time_change["phases"].items())
-            extra = f" ({time_change['a_s']:.2f} s -> {time_change['b_s']:.2f} s" + (f"; {phases}" if phases else "") + ")"
-        lines.append(f"  [{side['compile_id']}]{rank} {side['co_name'] or ''}: {where}{extra}")
-        if detail.get("guards"):
-            lines.append(f"      guards: {len(detail['guards']['added'])} added, {len(detail['guards']['removed'])} removed")
-        for reason in detail.get("graph_breaks", {}).get("added", []):
-            lines.append("      new graph break: "
-                         + " / ".join(line.strip() for line in reason.splitlines() if line.strip())[:200])
-        for text in entry.get("graph_diffs", []):
-            lines += ["      " + line for line in text.rstrip("\n").split("\n")]
+        lines += entry_lines(entry)
+    return lines
+
+
+def entry_lines(entry: dict) -> list[str]:
+    """One compile of a diff as `tlindex diff` prints it: what changed, then its guards, new breaks and graphs."""
+    lines = []
+    side = entry["b"] or entry["a"]
+    where = "only in A" if entry["b"] is None else "only in B" if entry["a"] is None else ", ".join(entry["changes"])
+    rank = f" rank {side['rank']}" if side["rank"] is not None else ""
+    detail = entry.get("detail", {})
+    time_change, extra = detail.get("compile_time"), ""
+    if time_change:
+        phases = ", ".join(f"{name} {a_s:.2f} -> {b_s:.2f}" for name, (a_s, b_s) in time_change["phases"].items())
+        extra = f" ({time_change['a_s']:.2f} s -> {time_change['b_s']:.2f} s" + (f"; {phases}" if phases else "") + ")"
+    lines.append(f"  [{side['compile_id']}]{rank} {side['co_name'] or ''}: {where}{extra}")
+    if detail.get("guards"):
+        lines.append(f"      guards: {len(detail['guards']['added'])} added, {len(detail['guards']['removed'])} removed")
+    for reason in detail.get("graph_breaks", {}).get("added", []):
+        lines.append("      new graph break: "
+                     + " / ".join(line.strip() for line in reason.splitlines() if line.strip())[:200])
+    for text in entry.get("graph_diffs", []):
+        lines += ["      " + line for line in text.rstrip("\n").split("\n")]
     return lines

@@ -64,6 +64,7 @@ DUCKDB_BY_HAND = {
     "log_volume": "a GROUP BY chosen by a parameter, written as one CASE per grouping",
     "rank_divergence": "json_each, window functions over correlated subqueries",
     "recompile_reasons": "IS between columns, and max() of a LIKE",
+    "run_health": "reads the views run_health and run_totals, which the Parquet export does not carry",
     "vllm_pieces": "reads the view piece_compile_spans, which the Parquet export does not carry",
 }
 
