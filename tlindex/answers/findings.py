@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 from tlindex.answers.health import run_health
 from tlindex.answers.queries import load_queries, run_sql
+from tlindex.answers.top_breaks import break_type, top_graph_breaks
 from tlindex.answers.vllm import compile_calls, has_vllm, lone_misses, slowest_range
 from tlindex.store.kinds import RECOMPILE
 
@@ -148,7 +149,30 @@ def findings(conn: sqlite3.Connection, run_id: int, divergence: bool = True) -> 
         found.append(Finding("info", "cache", misses + bypasses,
                              f"{_plural(misses, 'cache miss', 'cache misses')} and {_plural(bypasses, 'bypass', 'bypasses')} "
                              f"in {_plural(lookups, 'cache lookup')}.", "cache", run))
+
+    if graph_breaks or breaks:
+        try:
+            found += _costliest_break(conn, run_id)
+        except Exception as error:  # degrades alone, as the rank comparison does
+            found.append(Finding("warning", "not_computed", 0,
+                                 f"The graph breaks' cost could not be computed ({type(error).__name__}: "
+                                 f"{_short(str(error), 120)}); the other findings are complete.", None, {}))
     return sorted(found, key=lambda f: SEVERITIES.index(f.severity))
+
+
+def _costliest_break(conn: sqlite3.Connection, run_id: int) -> list[Finding]:
+    """The graph break that costs the run most (queries/top_graph_breaks.sql), with torch's first hint."""
+    top = top_graph_breaks(conn, run_id, limit=1)
+    if not top:
+        return []
+    group = top[0]
+    where = f" at {short_location(group['location'])}" if group["location"] else ""
+    cost = (f", {group['restart_s']:.2f} s of compile time thrown away by the restarts it caused"
+            if group["restart_s"] else ", no restart")
+    hint = f"; torch's hint: {_short(group['hints'][0], 160)}" if group["hints"] else ""
+    text = f"Costliest graph break: {_short(break_type(group), 120)}{where} ×{group['breaks']}{cost}{hint}"
+    return [Finding("info", "top_graph_break", group["breaks"], text.rstrip(".") + ".", "top_graph_breaks",
+                    {"run": str(run_id)}, compile=group["compile"])]
 
 
 def _reason_line(reason: str | None) -> str:
