@@ -30,6 +30,7 @@ import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass
 
+from tlindex.answers.configs import config_changes, shown
 from tlindex.answers.counters import content_key
 from tlindex.ingest.guard_keys import guard_identity
 from tlindex.ingest.runs import resolve_run
@@ -288,7 +289,7 @@ def diff(conn: sqlite3.Connection, run_a: str, run_b: str, graphs: bool = False)
             if "graph" in entry["changes"]:
                 entry["graph_diffs"] = [pair.unified() for pair in graph_pairs(conn, entry["a"]["id"], entry["b"]["id"])
                                         if pair.changed]
-    return {"a": _run_summary(conn, a), "b": _run_summary(conn, b),
+    return {"a": _run_summary(conn, a), "b": _run_summary(conn, b), "config": config_changes(conn, a["id"], b["id"]),
             "summary": _summary(compiles), "compiles": compiles}
 
 
@@ -385,6 +386,10 @@ def as_text(result: dict) -> list[str]:
              for side, run in (("A", a), ("B", b))]
     if a["id"] == b["id"]:
         lines.append("(the same run twice: nothing can have changed)")
+    changed = result.get("config") or []
+    if changed:
+        lines.append(f"config: {len(changed)} key{'s' * (len(changed) != 1)} changed")
+        lines += [f"  {c['config']}.{c['key']}: {shown(c['a'])} -> {shown(c['b'])}" for c in changed]
     lines.append(f"{summary['matched']} compiles matched, {summary['changed']} changed, "
                  f"{summary['only_a']} only in A, {summary['only_b']} only in B")
     loose = summary.get("without_compile_id") or {}
