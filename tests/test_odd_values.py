@@ -156,6 +156,7 @@ def commands(group=cli, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     return found
 
 
+GATE = "compile_time>+20%,recompiles>+0,graph_breaks>+0,failures>0,autotune_time>0,cache_hits<-10%"
 WRITE_SCRIPT = ("import os, shutil, sys; d = os.environ['TORCH_TRACE']; os.makedirs(d, exist_ok=True); "
                 "[shutil.copy(p, d) for p in sys.argv[1:]]")
 
@@ -214,6 +215,8 @@ RECIPES: dict[tuple[str, ...], Callable[[Case], list[list[str]]]] = {
     ("diff",): lambda c: [[a, b, *c.d, "--graphs"] for a, b in zip(c.runs, c.runs[1:])]
     + [[c.runs[0], c.runs[-1], *c.d, "--json"]],
     ("report",): lambda c: [["-o", str(c.tmp / "report"), *c.d, "--silent", "-j", "1"]],
+    ("trend",): lambda c: [c.d, [*c.d, "--json"], [*c.d, "--baseline", c.runs[0], "--fail-on", GATE],
+                           [c.runs[-1], c.runs[0], *c.d, "--json", "--baseline", c.runs[-1], "--fail-on", GATE]],
     ("queries",): lambda c: [[]],
     ("export", "parquet"): lambda c: [[str(c.tmp / "parquet"), *c.d]],
     ("export", "chromium"): lambda c: [[str(c.tmp / f"trace-{run}.json"), *c.d, "--run", run] for run in c.runs],

@@ -280,6 +280,7 @@ INSTANT = {
     "queries": "lists the canned queries of queries/: reads no database",
     "findings": "reads a run's aggregates; no worker, temporary file or output folder",
     "diff": "reads two runs' compiles; no worker, temporary file or output folder",
+    "trend": "reads one row per run (and a diff of two runs for the gate); no worker, temporary file or output folder",
     "runs": "reads one row per run; no worker, temporary file or output folder",
     "rm": "one transaction: stopped, SQLite rolls it back; no worker or temporary file",
     "label": "one UPDATE; no worker or temporary file",

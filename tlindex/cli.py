@@ -13,7 +13,7 @@ import click
 
 from tlindex import __version__
 from tlindex.errors import TlindexError
-from tlindex.output import check_format, emit, output_options, terminal_line
+from tlindex.output import check_format, emit, gate_options, output_options, terminal_line
 
 DEFAULT_DB = "traces.db"
 
@@ -573,19 +573,23 @@ def label_command(run: str, new_label: str, db_path: str) -> None:
               "by time and command; TORCH_TRACE points at it [default: <db>.traces]")
 @click.option("--keep-trace/--no-keep-trace", default=True, show_default=True,
               help="Keep the run's trace folder once it is ingested")
+@gate_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run_command(db_path: str, label: str | None, trace_dir: str | None, keep_trace: bool,
-                command: tuple[str, ...]) -> None:
+def run_command(db_path: str, label: str | None, trace_dir: str | None, keep_trace: bool, baseline: str | None,
+                fail_on, command: tuple[str, ...]) -> None:
     """Run COMMAND with TORCH_TRACE set, then ingest what it wrote as one run and say what is wrong.
 
     `tlindex run -- python train.py` or `tlindex run -- torchrun --nproc-per-node 2 train.py`. Exits
-    with COMMAND's exit code (128 + the signal when it was killed); Ctrl-C goes to COMMAND.
+    with COMMAND's exit code (128 + the signal when it was killed); Ctrl-C goes to COMMAND. With --fail-on,
+    the new run is judged as `tlindex trend` judges its newest run: COMMAND's exit code when it is not 0, else
+    1 when a bound is crossed (or no run was written), else 0.
     """
-    from tlindex.run import run_traced
+    from tlindex.run import GateCheck, run_traced
 
+    check = GateCheck.prepare(Path(db_path), baseline, fail_on) if (baseline or fail_on) else None
     sys.exit(run_traced(Path(db_path), list(command), label=label,
                         trace_dir=Path(trace_dir) if trace_dir else None, keep_trace=keep_trace,
-                        echo=lambda text: say(text, err=True)))
+                        echo=lambda text: say(text, err=True), gate=check))
 
 
 @cli.command()
@@ -638,6 +642,51 @@ def serve(ctx: click.Context, db: str | None) -> None:
     if hasattr(signal, "SIGHUP"):  # the server stops gracefully on SIGTERM; a closed terminal, the same way
         relay(signal.SIGHUP, signal.SIGTERM)
     datasette_serve.main([path, *ctx.args], prog_name="tlindex serve", standalone_mode=True)
+
+
+@cli.command(name="trend")
+@click.argument("runs", nargs=-1)
+@db_option
+@click.option("--label", "label_prefix", metavar="PREFIX", help="Only runs whose label starts with PREFIX")
+@click.option("--json", "as_json", is_flag=True, help="Print the runs' health as a JSON list")
+@gate_options
+def trend_command(runs: tuple[str, ...], db_path: str, label_prefix: str | None, as_json: bool, baseline: str | None,
+                  fail_on) -> None:
+    """Compile health run after run, oldest first: compiles, recompiles, failures, graph breaks, restarts, compile
+    time (Dynamo, AOTAutograd, Inductor, backward, autotuning), guards, cache hits and misses.
+
+    RUNS are ids, labels or unique label prefixes (default: every run). With --fail-on, the newest run shown is
+    judged (against --baseline for signed bounds): exit 1 naming each bound crossed and the compiles that changed
+    most, 0 when none is; a malformed --fail-on is a usage error (exit 2).
+    """
+    import json
+
+    from tlindex.answers.gate import lines as gate_lines
+    from tlindex.answers.health import table
+    from tlindex.answers.trend import against_baseline, trend
+    from tlindex.output import table_lines
+
+    conn = read_db(db_path)
+    try:
+        result = trend(conn, runs, label_prefix, baseline, fail_on)
+    finally:
+        conn.close()
+    if fail_on and not result.rows:
+        raise click.ClickException("no run to judge: no run matches" + (f" --label {label_prefix!r}" if label_prefix else ""))
+    if as_json:
+        click.echo(json.dumps(result.rows, indent=2))
+    elif result.rows:
+        headers, cells = table(result.rows, result.baseline["run_id"] if result.baseline else None)
+        for line in table_lines(headers, cells):
+            say(line)
+        for line in against_baseline(result):
+            say(line)
+    else:
+        say("no run matches" + (f" --label {label_prefix!r}" if label_prefix else ""), err=True)
+    if result.gate is not None:
+        for line in gate_lines(result.gate):
+            say(line, err=as_json)  # with --json, stdout stays one JSON document
+        sys.exit(result.gate.exit_code)
 
 
 if __name__ == "__main__":

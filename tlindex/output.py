@@ -122,3 +122,34 @@ def _scalar(value) -> str:
     text = str(value)
     lines = text.split("\n")
     return lines[0][:200] + (f" … (+{len(lines) - 1:,} lines)" if len(lines) > 1 else "")
+
+
+def table_lines(columns: list[str], rows: Iterable[Iterable], limit: int | None = 40) -> list[str]:
+    """Rows as the lines of a plain table (tabulate's `simple`, numbers right-aligned, floats with 3 decimals), each
+    cell one line of at most `limit` characters, for a command to print line by line (each through its `say`)."""
+    import tabulate
+
+    cells = [[_cell(value, limit) for value in row] for row in rows]
+    return tabulate.tabulate(cells, headers=columns, tablefmt="simple", floatfmt=".3f").split("\n")
+
+
+def fail_on_value(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]):
+    """--fail-on clauses (tlindex.answers.gate), else a usage error naming the clause and the metrics."""
+    from tlindex.answers.gate import GateError, parse_fail_on
+
+    if not value:
+        return None
+    try:
+        return parse_fail_on(",".join(value))
+    except GateError as error:
+        raise click.BadParameter(str(error).removeprefix("--fail-on: ")) from None
+
+
+def gate_options(fn):
+    """--baseline and --fail-on, as `trend` and `run` take them (tlindex.answers.gate)."""
+    fn = click.option("--fail-on", "fail_on", multiple=True, callback=fail_on_value, metavar="CLAUSES",
+                      help="Exit 1 when a bound is crossed: METRIC OP BOUND, comma-separated (repeatable), e.g. "
+                           "'compile_time>+20%,recompiles>+0,failures>0'; a signed bound is a change against "
+                           "--baseline, in % or in the metric's unit")(fn)
+    return click.option("--baseline", metavar="RUN", help="The run to compare with (id, label or unique label prefix)")(fn)
+

@@ -106,8 +106,65 @@ def served_url(db_path: Path, run_id: int, port: int = SERVE_PORT) -> str | None
         return None
 
 
+class GateCheck:
+    """`tlindex run --baseline RUN --fail-on ...`: the baseline found before COMMAND runs, the new run judged after."""
+
+    def __init__(self, baseline_id: int | None, clauses: list | None):
+        self.baseline_id = baseline_id
+        self.clauses = clauses
+
+    @classmethod
+    def prepare(cls, db_path: Path, baseline: str | None, clauses: list | None) -> "GateCheck":
+        """Raise GateError for bounds that need a missing baseline, a TlindexError for a baseline that is not there
+        (before COMMAND runs)."""
+        from tlindex.answers.gate import check_baseline
+        from tlindex.answers.names import resolve_run
+        from tlindex.errors import NotFound
+        from tlindex.store.db import check_database, connect_read_only
+
+        if clauses:
+            check_baseline(clauses, baseline)
+        if baseline is None:
+            return cls(None, clauses)
+        check_database(db_path)
+        if not db_path.exists():
+            raise NotFound(f"--baseline {baseline}: {db_path} does not exist yet (no run to compare with)")
+        conn = connect_read_only(db_path)
+        try:
+            return cls(resolve_run(conn, baseline)["id"], clauses)
+        finally:
+            conn.close()
+
+    def judge(self, db_path: Path, run_id: int | None, code: int, echo: Callable[[str], None]) -> int:
+        """Say how the new run compares (and, with bounds, the gate's verdict); the exit code to leave with:
+        COMMAND's when it is not 0, else the gate's (1 when no run was written to judge)."""
+        from tlindex.answers.gate import gate, lines
+        from tlindex.answers.health import health
+        from tlindex.answers.trend import Trend, against_baseline
+        from tlindex.store.db import connect_read_only
+
+        if run_id is None:
+            if self.clauses:
+                echo("gate: no run to judge (COMMAND wrote no trace)")
+                return code or 1
+            return code
+        conn = connect_read_only(db_path)
+        try:
+            base = health(conn, [self.baseline_id])[0] if self.baseline_id is not None else None
+            verdict = gate(conn, run_id, self.baseline_id, self.clauses) if self.clauses else None
+            for line in against_baseline(Trend(health(conn, [run_id]), base, verdict)):
+                echo(line)
+        finally:
+            conn.close()
+        if verdict is None:
+            return code
+        for line in lines(verdict):
+            echo(line)
+        return code or verdict.exit_code
+
+
 def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: Path | None, keep_trace: bool,
-               echo: Callable[[str], None]) -> int:
+               echo: Callable[[str], None], gate: GateCheck | None = None) -> int:
     """The whole of `tlindex run`; returns the exit code to leave with."""
     from tlindex.answers.findings import findings, problems
     from tlindex.answers.names import resolve_run
@@ -131,7 +188,7 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
         echo(f"tlindex run: {command[0]} exited with {code} and wrote no trace in {folder} (did it call "
              f"torch.compile or torch.export?)")
         owned.remove(folder, "trace")
-        return code
+        return gate.judge(db_path, None, code, echo) if gate else code
     summary = ingest(db_path, [str(folder)], run_label=_unique_label(db_path, label or " ".join(command)))
     for problem in summary.problems:
         echo(f"error: {problem}")
@@ -140,7 +197,7 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
     echo(summary.line())
     runs = runs_of_paths(db_path, [str(folder)])  # one: every file was given the run's label
     if not runs:
-        return code
+        return gate.judge(db_path, None, code, echo) if gate else code
     conn = connect_read_only(db_path)
     try:
         run = resolve_run(conn, str(runs[0]))
@@ -157,6 +214,8 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
     else:
         echo(f"see it: tlindex serve {db_path}  (then http://127.0.0.1:{SERVE_PORT}/{db_path.stem}/-/tlindex/run/"
              f"{run['id']})")
+    if gate is not None:
+        code = gate.judge(db_path, run["id"], code, echo)
     if not keep_trace:
         owned.remove(folder, "trace")
     return code

@@ -30,6 +30,7 @@ import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass
 
+from tlindex.answers.configs import config_changes, shown
 from tlindex.answers.counters import content_key
 from tlindex.answers.names import resolve_run
 from tlindex.ingest.guard_keys import guard_identity
@@ -288,7 +289,7 @@ def diff(conn: sqlite3.Connection, run_a: str, run_b: str, graphs: bool = False)
             if "graph" in entry["changes"]:
                 entry["graph_diffs"] = [pair.unified() for pair in graph_pairs(conn, entry["a"]["id"], entry["b"]["id"])
                                         if pair.changed]
-    return {"a": _run_summary(conn, a), "b": _run_summary(conn, b),
+    return {"a": _run_summary(conn, a), "b": _run_summary(conn, b), "config": config_changes(conn, a["id"], b["id"]),
             "summary": _summary(compiles), "compiles": compiles}
 
 
@@ -385,6 +386,10 @@ def as_text(result: dict) -> list[str]:
              for side, run in (("A", a), ("B", b))]
     if a["id"] == b["id"]:
         lines.append("(the same run twice: nothing can have changed)")
+    changed = result.get("config") or []
+    if changed:
+        lines.append(f"config: {len(changed)} key{'s' * (len(changed) != 1)} changed")
+        lines += [f"  {c['config']}.{c['key']}: {shown(c['a'])} -> {shown(c['b'])}" for c in changed]
     lines.append(f"{summary['matched']} compiles matched, {summary['changed']} changed, "
                  f"{summary['only_a']} only in A, {summary['only_b']} only in B")
     loose = summary.get("without_compile_id") or {}
@@ -394,20 +399,27 @@ def as_text(result: dict) -> list[str]:
     for entry in result["compiles"]:
         if not entry["changes"] and entry["a"] and entry["b"]:
             continue
-        side = entry["b"] or entry["a"]
-        where = "only in A" if entry["b"] is None else "only in B" if entry["a"] is None else ", ".join(entry["changes"])
-        rank = f" rank {side['rank']}" if side["rank"] is not None else ""
-        detail = entry.get("detail", {})
-        time_change, extra = detail.get("compile_time"), ""
-        if time_change:
-            phases = ", ".join(f"{name} {a_s:.2f} -> {b_s:.2f}" for name, (a_s, b_s) in time_change["phases"].items())
-            extra = f" ({time_change['a_s']:.2f} s -> {time_change['b_s']:.2f} s" + (f"; {phases}" if phases else "") + ")"
-        lines.append(f"  [{side['compile_id']}]{rank} {side['co_name'] or ''}: {where}{extra}")
-        if detail.get("guards"):
-            lines.append(f"      guards: {len(detail['guards']['added'])} added, {len(detail['guards']['removed'])} removed")
-        for reason in detail.get("graph_breaks", {}).get("added", []):
-            lines.append("      new graph break: "
-                         + " / ".join(line.strip() for line in reason.splitlines() if line.strip())[:200])
-        for text in entry.get("graph_diffs", []):
-            lines += ["      " + line for line in text.rstrip("\n").split("\n")]
+        lines += entry_lines(entry)
+    return lines
+
+
+def entry_lines(entry: dict) -> list[str]:
+    """One compile of a diff as `tlindex diff` prints it: what changed, then its guards, new breaks and graphs."""
+    lines = []
+    side = entry["b"] or entry["a"]
+    where = "only in A" if entry["b"] is None else "only in B" if entry["a"] is None else ", ".join(entry["changes"])
+    rank = f" rank {side['rank']}" if side["rank"] is not None else ""
+    detail = entry.get("detail", {})
+    time_change, extra = detail.get("compile_time"), ""
+    if time_change:
+        phases = ", ".join(f"{name} {a_s:.2f} -> {b_s:.2f}" for name, (a_s, b_s) in time_change["phases"].items())
+        extra = f" ({time_change['a_s']:.2f} s -> {time_change['b_s']:.2f} s" + (f"; {phases}" if phases else "") + ")"
+    lines.append(f"  [{side['compile_id']}]{rank} {side['co_name'] or ''}: {where}{extra}")
+    if detail.get("guards"):
+        lines.append(f"      guards: {len(detail['guards']['added'])} added, {len(detail['guards']['removed'])} removed")
+    for reason in detail.get("graph_breaks", {}).get("added", []):
+        lines.append("      new graph break: "
+                     + " / ".join(line.strip() for line in reason.splitlines() if line.strip())[:200])
+    for text in entry.get("graph_diffs", []):
+        lines += ["      " + line for line in text.rstrip("\n").split("\n")]
     return lines

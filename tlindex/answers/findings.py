@@ -11,7 +11,9 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import asdict, dataclass, field
 
+from tlindex.answers.health import run_health
 from tlindex.answers.queries import load_queries, run_sql
+from tlindex.answers.top_breaks import break_type, top_graph_breaks
 from tlindex.answers.vllm import compile_calls, has_vllm, lone_misses, slowest_range
 from tlindex.store.kinds import RECOMPILE
 
@@ -56,6 +58,9 @@ def findings(conn: sqlite3.Connection, run_id: int, divergence: bool = True) -> 
     """The findings of one run, most severe first (divergence=False skips the multi-rank comparison)."""
     found: list[Finding] = []
     run = {"run": str(run_id)}
+    # the counts the trend and the run page show (tlindex.answers.health)
+    health = run_health(conn, run_id, ("graph_breaks", "recompiles", "cache_misses", "cache_bypasses",
+                                       "cache_lookups")) or {}
 
     failures = conn.execute("SELECT fail_type, count(*) FROM compiles WHERE run_id = ? AND status = 'error' "
                             "GROUP BY fail_type ORDER BY 2 DESC, 1", (run_id,)).fetchall()
@@ -76,23 +81,25 @@ def findings(conn: sqlite3.Connection, run_id: int, divergence: bool = True) -> 
         SELECT g.reason, count(*), min(g.user_file || ':' || g.user_line) FROM graph_break_events g
         JOIN compiles c ON c.id = g.compile WHERE c.run_id = ? GROUP BY g.reason ORDER BY 2 DESC, 1""",
                           (run_id,)).fetchall()
-    if breaks:
-        total = sum(n for _, n, _ in breaks)
-        where = f" at {short_location(breaks[0][2])}" if breaks[0][2] else ""
-        found.append(Finding("warning", "graph_breaks", total,
-                             f"{_plural(total, 'graph break')} ({_plural(len(breaks), 'distinct reason')}); most "
-                             f"frequent{where}: “{_short(_reason_line(breaks[0][0]), 160)}” ×{breaks[0][1]}.",
+    graph_breaks = health.get("graph_breaks") or 0
+    if graph_breaks or breaks:
+        frequent = ""
+        if breaks:
+            where = f" at {short_location(breaks[0][2])}" if breaks[0][2] else ""
+            frequent = (f" ({_plural(len(breaks), 'distinct reason')}); most frequent{where}: "
+                        f"“{_short(_reason_line(breaks[0][0]), 160)}” ×{breaks[0][1]}")
+        found.append(Finding("warning", "graph_breaks", graph_breaks, f"{_plural(graph_breaks, 'graph break')}{frequent}.",
                              "graph_breaks", run))
 
     recompiles = conn.execute(f"""
-        SELECT count(*), count(DISTINCT coalesce(co_name, '') || '@' || coalesce(frame_id, '')),
+        SELECT count(DISTINCT coalesce(co_name, '') || '@' || coalesce(frame_id, '')),
                (SELECT recompile_reason FROM compiles WHERE run_id = ? AND {RECOMPILE}
                 AND recompile_reason IS NOT NULL ORDER BY id LIMIT 1)
         FROM compiles WHERE run_id = ? AND {RECOMPILE}""", (run_id, run_id)).fetchone()
-    if recompiles[0]:
-        found.append(Finding("warning", "recompiles", recompiles[0],
-                             f"{_plural(recompiles[0], 'recompile')} of {_plural(recompiles[1], 'function')}; "
-                             f"first reason: “{_short(recompiles[2]) or 'not logged'}”.", "recompile_reasons", run))
+    if health.get("recompiles"):
+        found.append(Finding("warning", "recompiles", health["recompiles"],
+                             f"{_plural(health['recompiles'], 'recompile')} of {_plural(recompiles[0], 'function')}; "
+                             f"first reason: “{_short(recompiles[1]) or 'not logged'}”.", "recompile_reasons", run))
 
     if divergence:
         try:
@@ -137,14 +144,35 @@ def findings(conn: sqlite3.Connection, run_id: int, divergence: bool = True) -> 
                              f"Slowest compile: [{compile_id}] {name or ''}{where}, {seconds:.2f} s of "
                              f"{total:.2f} s of compile time.", compile=row))
 
-    cache = conn.execute("""
-        SELECT sum(e.result = 'miss'), sum(e.result = 'bypass'), count(*) FROM cache_events e
-        JOIN compiles c ON c.id = e.compile WHERE c.run_id = ?""", (run_id,)).fetchone()
-    if cache[2] and (cache[0] or cache[1]):
-        found.append(Finding("info", "cache", cache[0] + cache[1],
-                             f"{_plural(cache[0], 'cache miss', 'cache misses')} and {_plural(cache[1], 'bypass', 'bypasses')} "
-                             f"in {_plural(cache[2], 'cache lookup')}.", "cache", run))
+    misses, bypasses, lookups = (health.get(key) or 0 for key in ("cache_misses", "cache_bypasses", "cache_lookups"))
+    if lookups and (misses or bypasses):
+        found.append(Finding("info", "cache", misses + bypasses,
+                             f"{_plural(misses, 'cache miss', 'cache misses')} and {_plural(bypasses, 'bypass', 'bypasses')} "
+                             f"in {_plural(lookups, 'cache lookup')}.", "cache", run))
+
+    if graph_breaks or breaks:
+        try:
+            found += _costliest_break(conn, run_id)
+        except Exception as error:  # degrades alone, as the rank comparison does
+            found.append(Finding("warning", "not_computed", 0,
+                                 f"The graph breaks' cost could not be computed ({type(error).__name__}: "
+                                 f"{_short(str(error), 120)}); the other findings are complete.", None, {}))
     return sorted(found, key=lambda f: SEVERITIES.index(f.severity))
+
+
+def _costliest_break(conn: sqlite3.Connection, run_id: int) -> list[Finding]:
+    """The graph break that costs the run most (queries/top_graph_breaks.sql), with torch's first hint."""
+    top = top_graph_breaks(conn, run_id, limit=1)
+    if not top:
+        return []
+    group = top[0]
+    where = f" at {short_location(group['location'])}" if group["location"] else ""
+    cost = (f", {group['restart_s']:.2f} s of compile time thrown away by the restarts it caused"
+            if group["restart_s"] else ", no restart")
+    hint = f"; torch's hint: {_short(group['hints'][0], 160)}" if group["hints"] else ""
+    text = f"Costliest graph break: {_short(break_type(group), 120)}{where} ×{group['breaks']}{cost}{hint}"
+    return [Finding("info", "top_graph_break", group["breaks"], text.rstrip(".") + ".", "top_graph_breaks",
+                    {"run": str(run_id)}, compile=group["compile"])]
 
 
 def _reason_line(reason: str | None) -> str:

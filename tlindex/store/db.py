@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import re
 import sqlite3
 import time
 from contextlib import contextmanager
@@ -182,3 +183,20 @@ def write_database(db_path: str | Path) -> sqlite3.Connection:
     conn = open_db(existing_database(db_path))
     conn.isolation_level = None
     return conn
+
+
+_VIEW_RE = re.compile(r"^CREATE VIEW (\w+) AS\n(.*?);$", re.S | re.M)
+
+
+def with_views(conn: sqlite3.Connection, names: tuple[str, ...]) -> str:
+    """`WITH name AS (...)` for those of the schema's views `names` (dependencies first) that the database lacks,
+    else "": a database written by an older tlindex is migrated by the next command that writes to it, and a reading
+    command opens it read-only, so it reads a view added since from the view's own definition (the schema's, once)."""
+    present = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'")}
+    missing = [name for name in names if name not in present]
+    if not missing:
+        return ""
+    defined: dict[str, str] = {}
+    for path in schema_files():  # the last definition of each view wins (a migration may redefine one)
+        defined.update(_VIEW_RE.findall(path.read_text()))
+    return "WITH " + ", ".join(f"{name} AS (\n{defined[name]}\n)" for name in missing) + "\n"

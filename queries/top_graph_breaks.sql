@@ -1,0 +1,47 @@
+-- Graph breaks that cost most
+-- Graph breaks across runs, grouped by type and user code location: the type is torch's graph-break id
+-- (gb0025, from the link torch 2.13 appends) and its title (the line after the "Encountered graph break"
+-- header), else the reason's first informative line. Each group says how often it broke, in how many runs
+-- (the first and the last, in time order), the compile time thrown away by the analysis restarts it caused
+-- (dynamo_time_before_restart_s of the compiles it broke, shared among a compile's breaks) and torch's own
+-- Explanation and Hint lines. The costliest first, then the most frequent.
+-- :run  run id (empty: every run)
+-- :limit  groups (default 50)
+WITH breaks AS (
+    SELECT g.reason, g.user_file, g.user_line, c.id AS compile, c.run_id, c.co_name, r.start_time,
+           CASE WHEN c.attempts > 1 AND c.graph_breaks > 0
+                THEN (SELECT sum(m.dynamo_time_before_restart_s) FROM metrics m
+                      WHERE m.compile = c.id AND m.kind = 'compilation_metrics') / c.graph_breaks END AS restart_s,
+           CASE WHEN g.reason LIKE 'Encountered graph break when attempting%'
+                     AND instr(g.reason, char(10) || char(10)) > 0
+                THEN substr(g.reason, instr(g.reason, char(10) || char(10)) + 2) ELSE g.reason END AS body,
+           CASE WHEN instr(g.reason, '/gb/gb') > 0 THEN substr(g.reason, instr(g.reason, '/gb/gb') + 4, 6) END AS gb
+    FROM graph_break_events g JOIN compiles c ON c.id = g.compile JOIN runs r ON r.id = c.run_id
+    WHERE coalesce(:run, '') = '' OR c.run_id = :run
+), parsed AS (
+    SELECT *, trim(substr(body, 1, instr(body || char(10), char(10)) - 1)) AS title,
+           CASE WHEN instr(body, 'Explanation: ') > 0
+                THEN substr(body, instr(body, 'Explanation: ') + 13) END AS explained,
+           CASE WHEN instr(body, 'Hint: ') > 0 THEN substr(body, instr(body, 'Hint: ')) END AS hinted
+    FROM breaks
+), typed AS (
+    SELECT *, coalesce(gb, '') || '|' || title || '|' || coalesce(user_file, '') || ':' || coalesce(user_line, '') AS key,
+           trim(substr(explained, 1, instr(explained || char(10), char(10)) - 1)) AS explanation,
+           replace(replace(substr(hinted, 1, instr(hinted || char(10) || char(10), char(10) || char(10)) - 1),
+                           'Hint: ', ''), char(10) || '  ', char(10)) AS hints
+    FROM parsed
+), placed AS (
+    SELECT *, first_value(run_id) OVER (PARTITION BY key ORDER BY start_time, run_id
+                                        ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS first_run,
+           last_value(run_id) OVER (PARTITION BY key ORDER BY start_time, run_id
+                                    ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS last_run
+    FROM typed
+)
+SELECT gb, title, user_file || ':' || user_line AS location, count(*) AS breaks, count(DISTINCT run_id) AS runs,
+       min(first_run) AS first_run, min(last_run) AS last_run, round(coalesce(sum(restart_s), 0), 3) AS restart_s,
+       min(compile) AS compile, group_concat(DISTINCT co_name) AS functions,
+       min(explanation) AS explanation, min(hints) AS hints
+FROM placed
+GROUP BY key, gb, title, user_file, user_line
+ORDER BY restart_s DESC, breaks DESC, location, title
+LIMIT coalesce(nullif(:limit, ''), 50)

@@ -1,0 +1,154 @@
+"""A run's compile health, one definition: the view `run_health` (schema/013_run_health.sql).
+
+Per run: compiles, recompiles, failures, graph breaks, restarts, compile time (Dynamo's whole frame, then
+AOTAutograd and Inductor within it, the backward apart, autotuning when logged), guards, and cache lookups,
+hits, misses and bypasses (all caches, then Inductor's FX-graph cache and AOTAutograd's). Its counts and
+compile time are the view run_totals' own, which the run page shows, so the trend, the CI gate
+(tlindex.answers.gate), the findings and the run page cannot disagree. Runs come oldest first, as everywhere.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+
+from tlindex.answers.names import resolve_run
+from tlindex.store.db import with_views
+
+
+@dataclass(frozen=True)
+class Metric:
+    column: str   # the view's column
+    unit: str     # "s" for seconds, "" for a count
+    what: str     # what it counts, as a sentence's object
+
+    @property
+    def name(self) -> str:
+        """How the gate and the table name it: the column without its unit (`compile_time`)."""
+        return self.column.removesuffix("_s")
+
+
+IDENTITY = ("run_id", "label", "start_time", "torch_version")
+# The view's numbers, in its order (a test holds the view and this list to each other).
+METRICS = (
+    Metric("compiles", "", "compilations"),
+    Metric("recompiles", "", "recompiles"),
+    Metric("failures", "", "failed compiles"),
+    Metric("graph_breaks", "", "graph breaks"),
+    Metric("restarts", "", "analysis restarts"),
+    Metric("compile_time_s", "s", "compile time (Dynamo's whole frame)"),
+    Metric("aot_time_s", "s", "AOTAutograd time"),
+    Metric("inductor_time_s", "s", "Inductor time (forward)"),
+    Metric("backward_time_s", "s", "backward compile time"),
+    Metric("autotune_time_s", "s", "autotuning time"),
+    Metric("guards", "", "guards"),
+    Metric("cache_lookups", "", "cache lookups"),
+    Metric("cache_hits", "", "cache hits"),
+    Metric("cache_misses", "", "cache misses"),
+    Metric("cache_bypasses", "", "cache bypasses"),
+    Metric("fx_graph_hits", "", "FX-graph cache hits"),
+    Metric("fx_graph_misses", "", "FX-graph cache misses"),
+    Metric("aotautograd_hits", "", "AOTAutograd cache hits"),
+    Metric("aotautograd_misses", "", "AOTAutograd cache misses"),
+)
+BY_NAME = {metric.name: metric for metric in METRICS} | {metric.column: metric for metric in METRICS}
+# Counts a run without any compile has none of (run_health has no row for it); its times are unknown.
+ZERO_WITHOUT_COMPILES = ("compiles", "recompiles", "failures", "graph_breaks", "restarts", "cache_lookups",
+                         "cache_hits", "cache_misses", "cache_bypasses", "fx_graph_hits", "fx_graph_misses",
+                         "aotautograd_hits", "aotautograd_misses")
+
+
+def _rows(conn: sqlite3.Connection, where: str, params: tuple, columns: tuple[str, ...] | None = None) -> dict[int, dict]:
+    """run_health's rows by run; with `columns`, only those are computed (the view's other subqueries are not run)."""
+    select = ", ".join(("run_id", *(c for c in columns if c != "run_id"))) if columns else "*"
+    cursor = conn.execute(f"{with_views(conn, ('run_totals', 'run_health'))}SELECT {select} FROM run_health {where}",
+                          params)
+    names = [d[0] for d in cursor.description]
+    return {row[0]: dict(zip(names, row)) for row in cursor}
+
+
+def health(conn: sqlite3.Connection, run_ids: list[int] | None = None) -> list[dict]:
+    """The health of the runs (every run when None), oldest first: run_health's rows, and for a run that
+    compiled nothing its identity with zero counts and no times."""
+    if run_ids is None:
+        runs = conn.execute("SELECT id, label, start_time, torch_version FROM runs ORDER BY start_time, id").fetchall()
+        found = _rows(conn, "", ())
+    else:
+        runs, found = [], {}
+        ids = sorted(set(run_ids))
+        for start in range(0, len(ids), 500):
+            chunk = ids[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            runs += conn.execute(f"SELECT id, label, start_time, torch_version FROM runs WHERE id IN ({marks})",
+                                 chunk).fetchall()
+            found.update(_rows(conn, f"WHERE run_id IN ({marks})", tuple(chunk)))
+        runs.sort(key=lambda run: (run[2] is not None, run[2] or "", run[0]))  # SQLite's order: NULL first
+    result = []
+    for run in runs:
+        row = found.get(run[0])
+        if row is None:
+            row = dict(zip(IDENTITY, run)) | {metric.column: (0 if metric.column in ZERO_WITHOUT_COMPILES else None)
+                                              for metric in METRICS}
+        result.append(row)
+    return result
+
+
+def run_health(conn: sqlite3.Connection, run_id: int, columns: tuple[str, ...] | None = None) -> dict | None:
+    """One run's health (None for no such run); with `columns`, only those numbers (the rest is not computed)."""
+    if columns is None:
+        rows = health(conn, [run_id])
+        return rows[0] if rows else None
+    if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone() is None:
+        return None
+    row = _rows(conn, "WHERE run_id = ?", (run_id,), columns).get(run_id)
+    return row or {"run_id": run_id, **{c: (0 if c in ZERO_WITHOUT_COMPILES else None) for c in columns}}
+
+
+def select_runs(conn: sqlite3.Connection, names: list[str] | tuple[str, ...] = (), label: str | None = None) -> list[int]:
+    """The runs a trend shows, oldest first: those named (id, label or unique label prefix, as everywhere), else
+    every run; with `label`, only those whose label starts with it. Raises UnknownRun for a name that matches none."""
+    if names:
+        ids = {resolve_run(conn, name)["id"] for name in names}
+    else:
+        ids = {row[0] for row in conn.execute("SELECT id FROM runs")}
+    rows = conn.execute("SELECT id, label FROM runs ORDER BY start_time, id").fetchall()
+    return [run_id for run_id, run_label in rows if run_id in ids and (label is None or run_label.startswith(label))]
+
+
+# The trend as a table: (header, how a row's cell is made).
+def _pair(a, b) -> str:
+    return f"{a or 0}/{b or 0}"
+
+
+TABLE = (
+    ("run", lambda r: r["run_id"]),
+    ("label", lambda r: r["label"]),
+    ("start", lambda r: (r["start_time"] or "")[:19]),
+    ("torch", lambda r: r["torch_version"]),
+    ("compiles", lambda r: r["compiles"]),
+    ("recompiles", lambda r: r["recompiles"]),
+    ("failures", lambda r: r["failures"]),
+    ("breaks", lambda r: r["graph_breaks"]),
+    ("restarts", lambda r: r["restarts"]),
+    ("compile s", lambda r: r["compile_time_s"]),
+    ("aot s", lambda r: r["aot_time_s"]),
+    ("inductor s", lambda r: r["inductor_time_s"]),
+    ("backward s", lambda r: r["backward_time_s"]),
+    ("autotune s", lambda r: r["autotune_time_s"]),
+    ("guards", lambda r: r["guards"]),
+    ("fx graph hit/miss", lambda r: _pair(r["fx_graph_hits"], r["fx_graph_misses"])),
+    ("aot cache hit/miss", lambda r: _pair(r["aotautograd_hits"], r["aotautograd_misses"])),
+)
+
+
+def table(rows: list[dict], baseline: int | None = None) -> tuple[list[str], list[list]]:
+    """The trend's rows as a table's (headers, cells); the baseline's label is marked, and a column no run logged
+    (autotuning on CPU, a backward never compiled) is left out."""
+    cells = []
+    for row in rows:
+        line = [make(row) for _, make in TABLE]
+        if row["run_id"] == baseline:
+            line[1] = f"{line[1]} (baseline)"
+        cells.append(line)
+    kept = [i for i in range(len(TABLE)) if i < 2 or any(line[i] is not None for line in cells)]
+    return [TABLE[i][0] for i in kept], [[line[i] for i in kept] for line in cells]

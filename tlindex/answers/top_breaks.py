@@ -1,0 +1,32 @@
+"""The graph breaks that cost most, across runs: the canned query `top_graph_breaks`, with its hints as a list.
+
+Graph breaks are grouped by type (torch's graph-break id and title, else the reason's first informative line)
+and user code location; each group says how often it broke, in which runs (the first and last, in time order),
+the compile time its restarts threw away and torch's own Explanation and Hints. The query is the definition:
+`tlindex query top_graph_breaks`, Datasette, the findings and the pages to come read the same rows.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from tlindex.answers.queries import load_queries, run_sql
+
+
+def top_graph_breaks(conn: sqlite3.Connection, run_id: int | None = None, limit: int | None = None) -> list[dict]:
+    """The costliest graph-break groups of one run (or every run), costliest first; `hints` is a list of lines."""
+    params = {"run": "" if run_id is None else str(run_id), "limit": "" if limit is None else str(limit)}
+    cursor = run_sql(conn, load_queries()["top_graph_breaks"].sql, params)
+    columns = [d[0] for d in cursor.description]
+    groups = []
+    for row in cursor:
+        group = dict(zip(columns, row))
+        group["hints"] = [line.strip() for line in (group["hints"] or "").splitlines() if line.strip()]
+        groups.append(group)
+    return groups
+
+
+def break_type(group: dict) -> str:
+    """A group's type as people say it: `gb0025 “Call to torch._dynamo.graph_break()”`, or the title alone."""
+    title = f"“{group['title']}”" if group["title"] else "(no reason logged)"
+    return f"{group['gb']} {title}" if group["gb"] else title
