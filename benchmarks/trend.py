@@ -6,7 +6,8 @@ The database holds the four days of tests/data/series copied into runs/4 folders
 are four runs, one a day, as a model trained daily gives), ingested once (kept at DB for the next rounds).
 Times, medians of the rounds: `health` (every run's row of the view run_health), the trend with the gate
 on its newest run against the first (`tlindex trend --baseline ... --fail-on ...` in the library, the
-diff of the two runs included), and the same command as a process (Python's start and imports included).
+diff of the two runs included), the same command as a process (Python's start and imports included), and
+the trend and graph-breaks pages served by Datasette (in process, through its test client).
 """
 
 from __future__ import annotations
@@ -67,7 +68,32 @@ def measure(db: Path, rounds: int) -> dict[str, float]:
         conn.close()
     command = [sys.executable, "-m", "tlindex", "trend", "--db", str(db), "--baseline", str(first), "--fail-on", FAIL_ON]
     figures["command_s"] = timed(lambda: subprocess.run(command, capture_output=True, check=False), rounds)
+    figures.update(pages(db, rounds))
     return figures
+
+
+def pages(db: Path, rounds: int) -> dict[str, float]:
+    """The trend page and the graph-breaks page over every run, each rendered by Datasette (HTML)."""
+    import asyncio
+
+    from datasette.app import Datasette
+
+    async def measure_pages() -> dict[str, float]:
+        datasette = Datasette([str(db)])
+        await datasette.invoke_startup()
+        found = {}
+        for name, path in (("trend_page_s", "/-/tlindex/trend"), ("graph_breaks_page_s", "/-/tlindex/graph-breaks")):
+            url = f"/{db.stem}{path}"
+            assert (await datasette.client.get(url)).status_code == 200, url
+            times = []
+            for _ in range(rounds):
+                started = time.perf_counter()
+                await datasette.client.get(url)
+                times.append(time.perf_counter() - started)
+            found[name] = statistics.median(times)
+        return found
+
+    return asyncio.run(measure_pages())
 
 
 def main() -> None:

@@ -147,6 +147,43 @@ def test_a_database_older_than_the_view_reads_it_from_the_schema(fixtures_db, tm
     assert [f.text for f in findings(after, 1)] == [f.text for f in findings(before, 1)]
 
 
+@pytest.mark.asyncio
+async def test_every_reader_of_an_older_database_sees_the_views_of_this_tlindex(fixtures_db, tmp_path):
+    """An older tlindex's database, not yet migrated (a reading command opens it read-only): one view missing, one
+    as an older tlindex defined it. The canned query, the command and Datasette read both as this tlindex does;
+    the file is not changed."""
+    from datasette.app import Datasette
+
+    from tlindex.store.db import current_views, read_database
+
+    old = tmp_path / "old.db"
+    shutil.copy(fixtures_db, old)
+    conn = sqlite3.connect(old)
+    conn.execute("DROP VIEW run_health")
+    conn.execute("DROP VIEW piece_compile_spans")
+    conn.execute("CREATE VIEW piece_compile_spans AS SELECT 1 AS older")
+    conn.execute("DELETE FROM _tlindex_migrations WHERE name IN ('012_piece_attempts', '013_run_health')")
+    conn.commit()
+    conn.close()
+    stored = old.read_bytes()
+    reader = read_database(old)
+    assert current_views(sqlite3.connect(fixtures_db)) == []  # a current database: nothing to add
+    query = load_queries()["run_health"].sql
+    current = connect(fixtures_db)
+    assert list(map(tuple, run_sql(reader, query, {"run": ""}))) == list(map(tuple, run_sql(current, query, {"run": ""})))
+    spans = "SELECT * FROM piece_compile_spans ORDER BY id"
+    assert list(map(tuple, reader.execute(spans))) == list(map(tuple, current.execute(spans)))
+    assert reader.execute(spans).fetchall()
+    result = CliRunner().invoke(cli, ["query", "run_health", "--db", str(old), "--json"])
+    assert result.exit_code == 0 and len(json.loads(result.output)) == len(health(connect(fixtures_db)))
+    ds = Datasette([str(old)])
+    await ds.invoke_startup()
+    served = (await ds.client.get("/old/run_health.json?_shape=array&run=")).json()
+    assert len(served) == len(health(connect(fixtures_db)))
+    assert (await ds.client.get("/old/-/tlindex/vllm/1")).status_code in (200, 404)
+    assert old.read_bytes() == stored
+
+
 def test_runs_are_chosen_as_everywhere_and_listed_oldest_first(db):
     runs = series_runs(db)
     days = [runs[log.name] for log in SERIES]
@@ -201,12 +238,10 @@ def test_a_label_cannot_act_on_the_terminal(fixtures_db, tmp_path):
 
 
 @pytest.mark.slow
-def test_the_trend_and_its_gate_on_100_runs_take_under_half_a_second(tmp_path):
+def test_the_trend_and_its_gate_on_100_runs(tmp_path):
     """The series' four days copied into 25 folders (100 runs, one process each), ingested; `tlindex trend` with
-    the gate on the newest run against the first (the diff of the two included), in the command's own process.
-    benchmarks/trend.py measures the same, and the command as a process."""
-    import time
-
+    the gate on the newest run against the first (the diff of the two included) lists every run and decides.
+    benchmarks/trend.py times the same (the command and the page), in process and as a process."""
     from tlindex.ingest.pipeline import ingest
 
     logs = tmp_path / "logs"
@@ -219,13 +254,6 @@ def test_the_trend_and_its_gate_on_100_runs_take_under_half_a_second(tmp_path):
     conn = connect(db)
     first = conn.execute("SELECT id FROM runs ORDER BY start_time, id LIMIT 1").fetchone()[0]
     assert len(health(conn)) == 100
-    args = ["trend", "--db", str(db), "--baseline", str(first), "--fail-on",
-            "compile_time>+20%,recompiles>+0,graph_breaks>+0,failures>0"]
-    CliRunner().invoke(cli, args)  # imports done once, as in a process that has started
-    timings = []
-    for _ in range(3):
-        started = time.perf_counter()
-        result = CliRunner().invoke(cli, args)
-        timings.append(time.perf_counter() - started)
-        assert result.exit_code in (0, 1) and len(result.output.splitlines()) > 100, result.output
-    assert min(timings) <= 0.5, timings
+    result = CliRunner().invoke(cli, ["trend", "--db", str(db), "--baseline", str(first), "--fail-on",
+                                      "compile_time>+20%,recompiles>+0,graph_breaks>+0,failures>0"])
+    assert result.exit_code == 1 and len(result.output.splitlines()) > 100, result.output  # the series got worse

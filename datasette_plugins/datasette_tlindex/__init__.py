@@ -56,14 +56,17 @@ def prepare_connection(conn):
     """The sqlite3 shell's sqlar functions, which the `payloads` view reads compressed payloads with
     (bounded: tlindex.store.compression), and no function that hands out native pointers, loads code or
     allocates by its argument (tlindex.answers.queries.DENIED_FUNCTIONS), whatever SQL a request sends;
-    on the databases whose values all fit it, tlindex's limit on the length of a value (tlindex.store.limits)."""
+    on the databases whose values all fit it, tlindex's limit on the length of a value (tlindex.store.limits);
+    on a database an older tlindex wrote, the views of this one (tlindex.store.db.current_views)."""
     from tlindex.answers.queries import guard_functions
     from tlindex.store.compression import register
+    from tlindex.store.db import current_views
     from tlindex.store.limits import limit_connection
 
     if _fits_the_limit(conn):
         limit_connection(conn)
     guard_functions(register(conn))
+    current_views(conn)
 
 
 def _fits_the_limit(conn) -> bool:

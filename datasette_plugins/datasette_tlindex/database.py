@@ -133,6 +133,14 @@ class Urls:
             return self.page("diff_pick")
         return self.page("diff", a=run_a, b=run_b)
 
+    def trend(self, runs: list[int] | None = None, label: str | None = None) -> str:
+        """The trend page, of the runs named (every run when none) or of a label prefix."""
+        return self._with_list(self.page("trend"), "run", runs or [], {"label": label})
+
+    def graph_breaks(self, runs: list[int] | int | None = None) -> str:
+        """The graph breaks that cost most, of one run, of some, or of every run."""
+        return self._with_list(self.page("graph_breaks"), "run", [runs] if isinstance(runs, int) else runs or [], {})
+
     def search(self, term: str | None = None, run: int | None = None) -> str:
         return self._with(self.page("search"), {"q": term or None, "run": run})
 
@@ -141,6 +149,11 @@ class Urls:
 
     def table(self, table: str, **params) -> str:
         return self._with(self.datasette.urls.table(self.database, table), params)
+
+    @classmethod
+    def _with_list(cls, url: str, name: str, values: list, params: dict) -> str:
+        args = urlencode([(name, value) for value in values] + [(k, v) for k, v in params.items() if v is not None])
+        return url + (f"?{args}" if args else "")
 
     @staticmethod
     def _with(url: str, params: dict) -> str:

@@ -129,6 +129,37 @@ def _search(data: dict, urls, args: Args) -> dict:
     return {"groups": groups, "db_file": args.options.get("db_file", "traces.db")}
 
 
+CHART_W, CHART_H, PAD = 300, 110, 24  # one chart of the trend page, in px
+
+
+def chart_svg(series: dict, urls) -> Markup:
+    """One metric over the runs as a small SVG line chart (no script, nothing fetched: the report opens offline);
+    each point links to its run and says its value."""
+    points = series["points"]
+    values = [p["value"] for p in points if p["value"] is not None]
+    top = max(values) if values and max(values) > 0 else 1
+    step = (CHART_W - 2 * PAD) / max(len(points) - 1, 1)
+
+    def at(i: int, value) -> tuple[float, float]:
+        return PAD + i * step, CHART_H - PAD - (CHART_H - 2 * PAD) * (value / top)
+
+    line = " ".join(f"{x:.1f},{y:.1f}" for x, y in (at(i, p["value"]) for i, p in enumerate(points)
+                                                      if p["value"] is not None))
+    dots = Markup("").join(
+        Markup('<a href="{}"><circle cx="{:.1f}" cy="{:.1f}" r="4"><title>{}: {}{}</title></circle></a>').format(
+            urls.run(p["run"]), *at(i, p["value"]), p["label"], p["value"], series["unit"])
+        for i, p in enumerate(points) if p["value"] is not None)
+    axis = Markup('<text x="2" y="{}" class="axis">{}</text><text x="2" y="{}" class="axis">0</text>').format(
+        PAD - 8, f"{top:g}", CHART_H - PAD + 4)
+    return Markup('<svg class="trend" viewBox="0 0 {} {}" width="{}" height="{}" role="img">{}'
+                  '<polyline points="{}" fill="none"/>{}</svg>').format(CHART_W, CHART_H, CHART_W, CHART_H, axis,
+                                                                        line, dots)
+
+
+def _trend(data: dict, urls, args: Args) -> dict:
+    return {"charts": [{**series, "svg": chart_svg(series, urls)} for series in data["series"]]}
+
+
 # What each page adds to its data before its template renders (pages without one render their data as it is).
 PRESENTERS: dict[str, Callable[[dict, object, Args], dict]] = {
     "artifact": _payload,
@@ -140,4 +171,5 @@ PRESENTERS: dict[str, Callable[[dict, object, Args], dict]] = {
     "diff_compiles": _pair,
     "provenance": lambda data, urls, args: {"links_json": script_json(data["links"])},
     "search": _search,
+    "trend": _trend,
 }

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from tlindex.answers.search import Hit
-from tlindex.pages import artifact, bytecode, compile, diff, passes, provenance, run, runs, search, trie, vllm
+from tlindex.pages import artifact, bytecode, compile, diff, passes, provenance, run, runs, search, trend, trie, vllm
 from tlindex.pages.rows import Args, row_id
 
 # What each placeholder of a path matches (ids: whole numbers; past 64 bits they name no row: 404).
@@ -37,6 +37,7 @@ class Files(Protocol):
     def of_artifact(self, artifact: int, name: str) -> str | None: ...
     def payload_page(self, artifact: int) -> str | None: ...
     def top(self, name: str) -> str | None: ...
+    def of_runs(self, args: Args, name: str) -> str | None: ...
 
 
 FileRule = Callable[[Files, dict, Args], "str | None"]
@@ -103,6 +104,9 @@ PAGES: tuple[Page, ...] = (
          "any two runs of the database can be compared"),
     Page("diff_compiles", "/-/tlindex/diff/compiles/{ca}/{cb}", diff.pair_data, "diff_pair.html", None,
          "any two compiles can be compared"),
+    Page("trend", "/-/tlindex/trend", trend.trend_data, "trend.html", lambda f, v, a: f.of_runs(a, "trend.html")),
+    Page("graph_breaks", "/-/tlindex/graph-breaks", trend.graph_breaks_data, "graph_breaks.html",
+         lambda f, v, a: f.of_runs(a, "graph-breaks.html")),
     Page("run", "/-/tlindex/run/{run}", run.run_data, "run.html", lambda f, v, a: f.of_run(v["run"], "index.html")),
     Page("chromium", "/-/tlindex/run/{run}/chromium.json", run.chromium_data, None,
          lambda f, v, a: f.of_run(v["run"], "chromium.json"), kind="json"),

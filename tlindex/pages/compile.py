@@ -7,6 +7,7 @@ import sqlite3
 from datetime import datetime, timezone
 from itertools import zip_longest
 
+from tlindex.answers.configs import compile_config
 from tlindex.answers.passes import snapshot_counts
 from tlindex.answers.provenance import MAPPINGS
 from tlindex.answers.resume_functions import has_bytecode, resumes_created
@@ -33,12 +34,20 @@ def compile_data(conn: sqlite3.Connection, args: Args, compile: int) -> dict:
     found["artifacts"] = _artifacts(conn, compile)
     found["artifact_groups"] = _by_subgraph(found["artifacts"])
     found.update(collectives_data(conn, found))
+    found["config"] = [{"name": name, "payload": c["payload"], "note": c["note"],
+                        "values": [(key, _config_value(value)) for key, value in sorted((c["values"] or {}).items())]}
+                       for name, c in compile_config(conn, compile).items()]
     found["provenance"] = [a["id"] for a in found["artifacts"] if a["name"] == MAPPINGS and a["payload"]]
     found["siblings"] = dicts(conn.execute("""
         SELECT id, compile_id, status FROM compiles WHERE source_id = ? AND generation = ?
         AND compiled_autograd_id IS ? AND frame_id IS ? AND id != ? ORDER BY frame_compile_id""",
         (found["source_id"], found["generation"], found["compiled_autograd_id"], found["frame_id"], compile)))
     return {"c": found}
+
+
+def _config_value(value) -> str:
+    """A config value as the log wrote it (JSON), strings without their quotes."""
+    return value if isinstance(value, str) else json.dumps(value, default=repr)
 
 
 def _why(conn: sqlite3.Connection, compile: dict) -> dict:

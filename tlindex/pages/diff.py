@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from tlindex.answers.configs import shown
 from tlindex.answers.diff import compare, diff, graph_pairs
 from tlindex.errors import NotFound, UsageError
 from tlindex.pages.hunks import hunks
@@ -40,6 +41,7 @@ def diff_data(conn: sqlite3.Connection, args: Args, a: int, b: int) -> dict:
     unchanged = [c for c in compiles if not c["changes"] and c["a"] and c["b"]]
     result["changed_count"], result["changed"] = len(changed), changed[:CHANGED_SHOWN]
     result["unchanged_count"], result["unchanged"] = len(unchanged), unchanged[:UNCHANGED_SHOWN]
+    result["config_shown"] = [(f"{c['config']}.{c['key']}", shown(c["a"]), shown(c["b"])) for c in result["config"]]
     result["multi_rank"] = len(set(run_a["ranks"]) | set(run_b["ranks"])) > 1
     return {"d": result}
 

@@ -27,7 +27,7 @@ def runs_data(conn: sqlite3.Connection, args: Args) -> dict:
         run["biggest"] = one(conn, """
             SELECT id, compile_id, co_name, rank, envelope_bytes + payload_bytes AS bytes FROM compiles
             WHERE run_id = ? AND compile_id != '-/-' ORDER BY bytes DESC, id LIMIT 1""", (run["id"],))
-    return {"runs": runs}
+    return {"runs": runs, "only": only}
 
 
 def runs_listing(conn: sqlite3.Connection) -> list[dict]:

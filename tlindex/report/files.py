@@ -79,6 +79,16 @@ class ReportFiles:
         run = self.artifact_runs.get(artifact)
         return None if run not in self.runs else f"{self.run_dir(run)}{name}"
 
+    def of_runs(self, args: Args, name: str) -> str | None:
+        """A page over runs (?run=N…): in the folder of its one run, or at the top over the report's runs; a page
+        over other runs, or over the database's every run, is not the report's."""
+        if set(key for key, _ in args.pairs) - {"run"}:
+            return None
+        named = sorted({int(value) for value in args.getlist("run") if value.isdigit()})
+        if len(named) == 1 and named[0] in self.runs:
+            return self.of_run(named[0], name)
+        return name if named == self.runs else None
+
     def payload_page(self, artifact: int) -> str | None:
         """An artifact with a payload is shown on its payload's page (each payload once, whoever carries it)."""
         payload = self.artifact_payloads.get(artifact)

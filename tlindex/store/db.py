@@ -7,16 +7,14 @@ import re
 import sqlite3
 import time
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import Iterator
 
 from tlindex.errors import DatabaseError
 from tlindex.store.compression import register
 from tlindex.store.limits import connect
 from tlindex.store.resources import schema_files
-
-if TYPE_CHECKING:
-    pass
 
 MIGRATIONS_TABLE = "_tlindex_migrations"
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -95,8 +93,11 @@ def apply_schema(conn: sqlite3.Connection) -> list[str]:
 
 
 def connect_read_only(path: str | Path, **kwargs) -> sqlite3.Connection:
-    """A read-only connection to a tlindex database, with the functions its `payloads` view needs (limited)."""
-    return register(connect(f"file:{path}?mode=ro", uri=True, **kwargs))
+    """A read-only connection to a tlindex database, with the functions its `payloads` view needs (limited) and
+    the views of this tlindex (current_views)."""
+    conn = register(connect(f"file:{path}?mode=ro", uri=True, **kwargs))
+    current_views(conn)
+    return conn
 
 
 def check_database(path: str | Path) -> None:
@@ -188,15 +189,52 @@ def write_database(db_path: str | Path) -> sqlite3.Connection:
 _VIEW_RE = re.compile(r"^CREATE VIEW (\w+) AS\n(.*?);$", re.S | re.M)
 
 
+@cache
+def schema_views() -> dict[str, str]:
+    """Each view of the schema, by name, as the last schema script defines it (a migration may redefine one)."""
+    defined: dict[str, str] = {}
+    for path in schema_files():
+        defined.update(_VIEW_RE.findall(path.read_text()))
+    return defined
+
+
+def _words(sql: str) -> str:
+    return " ".join(sql.split())
+
+
+def current_views(conn: sqlite3.Connection) -> list[str]:
+    """Each view of this tlindex's schema that a tlindex database lacks, or holds as an older tlindex defined it,
+    made a TEMP view of the current definition (the temp schema is searched first), and the names made. A database
+    is migrated by the next command that writes to it; until then, a read-only connection (a reading command,
+    Datasette) reads it as this tlindex would. A view the database cannot answer yet (it reads a table added since)
+    is left as it is. Nothing happens on a database that is not tlindex's."""
+    stored = dict(conn.execute("SELECT name, sql FROM sqlite_master WHERE type IN ('view', 'table')"))
+    if MIGRATIONS_TABLE not in stored:
+        return []
+    made = []
+    for name, body in schema_views().items():
+        if name in stored and _words(stored[name] or "") == _words(f"CREATE VIEW {name} AS\n{body}"):
+            continue
+        try:
+            conn.execute(f"CREATE TEMP VIEW {name} AS\n{body}")
+        except sqlite3.DatabaseError:
+            continue
+        try:
+            conn.execute(f"EXPLAIN SELECT * FROM temp.{name}")  # prepared, not run: does it read what exists?
+            made.append(name)
+        except sqlite3.DatabaseError:
+            conn.execute(f"DROP VIEW temp.{name}")
+    return made
+
+
 def with_views(conn: sqlite3.Connection, names: tuple[str, ...]) -> str:
     """`WITH name AS (...)` for those of the schema's views `names` (dependencies first) that the database lacks,
     else "": a database written by an older tlindex is migrated by the next command that writes to it, and a reading
     command opens it read-only, so it reads a view added since from the view's own definition (the schema's, once)."""
-    present = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'view'")}
+    present = {row[0] for row in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'view' UNION SELECT name FROM sqlite_temp_master")}
     missing = [name for name in names if name not in present]
     if not missing:
         return ""
-    defined: dict[str, str] = {}
-    for path in schema_files():  # the last definition of each view wins (a migration may redefine one)
-        defined.update(_VIEW_RE.findall(path.read_text()))
+    defined = schema_views()
     return "WITH " + ", ".join(f"{name} AS (\n{defined[name]}\n)" for name in missing) + "\n"
