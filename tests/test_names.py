@@ -161,3 +161,33 @@ def test_an_ingest_stopped_by_a_full_disk_leaves_a_database_that_reads(tmp_path,
         errors = conn.execute("SELECT coalesce(sum(lines), 0) FROM ingest_errors WHERE file_id = ? AND bytes > 0",
                               (file_id,)).fetchone()[0]
         assert counted + errors == lines
+
+
+@pytest.mark.asyncio
+async def test_canned_queries_on_datasette_take_runs_and_compiles_by_name(db, ds):
+    """Every canned query with a `run` parameter, asked on Datasette with the run's label (or a unique prefix of it),
+    answers what it answers with the id (a redirect to it); a compile as torch prints it the same; a name that
+    matches nothing or several is a 404 that says so."""
+    from tlindex.answers.queries import load_queries
+
+    run_id, label = db.execute("""SELECT r.id, r.label FROM runs r JOIN compiles c ON c.run_id = r.id
+        WHERE c.compile_id = '0/1' ORDER BY r.id LIMIT 1""").fetchone()
+    with_run = [q for q in load_queries().values() if "run" in {name for name, _ in q.params}]
+    assert len(with_run) >= 5
+    for query in with_run:
+        by_name = await ds.client.get(f"/traces/{query.name}.json", params={"run": label, "_shape": "array"})
+        assert by_name.status_code == 302, (query.name, by_name.text)
+        assert by_name.headers["location"].endswith(f"/traces/{query.name}.json?run={run_id}&_shape=array")
+        followed = await ds.client.get(by_name.headers["location"])
+        by_id = await ds.client.get(f"/traces/{query.name}.json", params={"run": str(run_id), "_shape": "array"})
+        assert followed.status_code == by_id.status_code == 200 and followed.json() == by_id.json(), query.name
+    compile_id = db.execute("SELECT id FROM compiles WHERE run_id = ? AND compile_id = '0/1' ORDER BY rank LIMIT 1",
+                            (run_id,)).fetchone()[0]
+    asked = await ds.client.get("/traces/guards_diff", params={"run": label, "compile": "[0/1]"})
+    assert asked.status_code == 302 and f"compile={compile_id}" in asked.headers["location"]
+    nothing = await ds.client.get("/traces/failures", params={"run": "<b>no such run</b>"})
+    assert nothing.status_code == 404 and "no run matches" in nothing.text
+    assert nothing.headers["content-type"].startswith("text/plain")
+    several = db.execute("SELECT count(*) FROM runs WHERE label LIKE 'series@%'").fetchone()[0]
+    ambiguous = await ds.client.get("/traces/failures", params={"run": "series@"})
+    assert several > 1 and ambiguous.status_code == 404 and f"{several} runs match" in ambiguous.text

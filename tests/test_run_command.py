@@ -122,6 +122,56 @@ def test_an_interrupted_command_still_lands_and_exits_130(tmp_path):
     assert connect(tmp_path / "t.db").execute("SELECT count(*) FROM compiles WHERE compile_id = '0/0'").fetchone()[0] == 1
 
 
+REPLAY = """
+import os, shutil, signal, sys
+shutil.copy(sys.argv[1], os.environ["TORCH_TRACE"])  # the log a real torch program wrote (tests/data)
+if sys.argv[2] == "TERM":
+    os.kill(os.getpid(), signal.SIGTERM)
+sys.exit(int(sys.argv[2]))
+"""
+
+
+@pytest.mark.parametrize("ending, code, exit_code, signal_name", [("3", 3, 3, None), ("TERM", 143, None, "SIGTERM")])
+def test_a_run_keeps_what_its_command_was_and_how_it_ended(tmp_path, ending, code, exit_code, signal_name):
+    """A command that writes a real log (tests/data/series, copied into TORCH_TRACE), then exits 3 or is killed:
+    the run keeps its command line, exit or signal, duration, directory, host and user; relabelling keeps them;
+    `tlindex runs` (text and JSON), the runs page and the run page show them."""
+    import getpass
+    import socket
+
+    (tmp_path / "replay.py").write_text(REPLAY)
+    log = sorted((DATA / "series").glob("*.log"))[0]
+    command = [sys.executable, "replay.py", str(log), ending]
+    done = tlindex(["run", "--db", "t.db", "--label", "replayed", "--", *command], tmp_path)
+    assert done.returncode == code, done.stderr
+    conn = connect(tmp_path / "t.db")
+    row = dict(conn.execute("SELECT * FROM runs WHERE label = 'replayed'").fetchone())
+    assert json.loads(row["command"]) == command
+    assert (row["exit_code"], row["signal"]) == (exit_code, signal_name)
+    assert row["cwd"] == str(tmp_path) and row["host"] == socket.gethostname() and row["user"] == getpass.getuser()
+    assert 0 < row["duration_s"] < 600
+    from datetime import datetime, timezone
+    started = datetime.fromisoformat(row["started"]).replace(tzinfo=timezone.utc)
+    assert abs((datetime.now(timezone.utc) - started).total_seconds()) < 600  # when it ran, not when the log began
+    assert tlindex(["label", "replayed", "renamed", "--db", "t.db"], tmp_path).returncode == 0
+    again = dict(conn.execute("SELECT * FROM runs WHERE label = 'renamed'").fetchone())
+    assert {k: again[k] for k in ("command", "exit_code", "signal", "duration_s")} == \
+           {k: row[k] for k in ("command", "exit_code", "signal", "duration_s")}
+    listed = json.loads(tlindex(["runs", "--db", "t.db", "--json"], tmp_path).stdout)
+    assert listed[0]["ran"]["command"] == command and listed[0]["ran"]["signal"] == signal_name
+    ended = f"killed by {signal_name}" if signal_name else f"exit {exit_code}"
+    text = tlindex(["runs", "--db", "t.db"], tmp_path).stdout
+    assert f"$ {sys.executable} replay.py {log} {ending}" in text and ended in text
+    page = json.loads(tlindex(["show", "run", "renamed", "--db", "t.db", "--json"], tmp_path).stdout)
+    assert page["run"]["ran"]["ended"] == ended and page["run"]["ran"]["cwd"] == str(tmp_path)
+
+
+def test_runs_ingested_from_logs_have_no_command(db):
+    from tlindex.pages.runs import runs_listing
+
+    assert all(run["ran"] is None for run in runs_listing(db))
+
+
 def test_a_command_that_cannot_start_is_one_line_and_127(tmp_path):
     result = CliRunner().invoke(cli, ["run", "--db", str(tmp_path / "t.db"), "--", "no-such-command-here"])
     assert result.exit_code == 127

@@ -510,7 +510,8 @@ def spark_ingest(paths: tuple[str, ...], out_dir: str, master: str, run_label: s
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as a JSON list")
 def runs_command(db_path: str, as_json: bool) -> None:
     """List the runs, oldest first (as every page and command lists them): id, label, start, ranks, compiles,
-    failures, worst finding."""
+    failures, worst finding; a run that `tlindex run` wrote also shows its command line, how it ended, how long
+    it took, where and by whom."""
     import json
 
     from tlindex.pages.runs import runs_listing
@@ -527,6 +528,11 @@ def runs_command(db_path: str, as_json: bool) -> None:
         ranks = run["ranks_text"]
         say(f"{run['id']:>4}  {run['label']}  {(run['start'] or '')[:19]}  {ranks}, {run['compiles']} compiles, "
             f"{run['failures']} failed  {run['worst_finding'] or 'nothing to report'}")
+        ran = run["ran"]
+        if ran:
+            where = ", ".join(part for part in (ran["user"] and f"{ran['user']}@{ran['host']}" or ran["host"],
+                                                ran["cwd"]) if part)
+            say(f"      $ {ran['line']}  ({ran['ended']} after {ran['duration_s']} s; {where})")
 
 
 def _writable(db_path: str) -> sqlite3.Connection:

@@ -11,14 +11,19 @@ and CI.
 
 from __future__ import annotations
 
+import getpass
+import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Callable
-from datetime import datetime
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 
 from tlindex import owned
@@ -47,11 +52,37 @@ def new_trace_folder(base: Path, command: list[str]) -> Path:
             n += 1
 
 
-def run_command(command: list[str], trace_dir: Path) -> int:
-    """Run COMMAND with TORCH_TRACE=trace_dir as the terminal's foreground job; its exit code (128 + signal
-    when killed). Raises OSError when it cannot be started."""
+@dataclass
+class Ran:
+    """What `tlindex run` knows of the command it ran, kept on the run's row (schema/014_run_facts.sql)."""
+
+    command: list[str]
+    cwd: str
+    host: str
+    user: str | None
+    started: str  # UTC, as the runs' start_time is written
+    duration_s: float
+    exit_code: int | None  # None when a signal ended it
+    signal: str | None
+
+    @property
+    def code(self) -> int:
+        """The exit code `tlindex run` leaves with: COMMAND's, or 128 + the signal that ended it."""
+        if self.signal is None:
+            return self.exit_code or 0
+        return 128 + int(signal.Signals[self.signal])
+
+    def facts(self) -> dict:
+        """The columns of the run's row, as stored (the command as a JSON list of its words)."""
+        return {**asdict(self), "command": json.dumps(self.command)}
+
+
+def run_command(command: list[str], trace_dir: Path) -> Ran:
+    """Run COMMAND with TORCH_TRACE=trace_dir as the terminal's foreground job; what happened. Raises OSError when
+    it cannot be started."""
     env = dict(os.environ, TORCH_TRACE=str(trace_dir))
     terminal = _terminal()
+    started, clock = datetime.now(timezone.utc), time.monotonic()
     proc = subprocess.Popen(command, env=env, process_group=0)
     previous = {sig: signal.signal(sig, _forward_to(proc)) for sig in FORWARDED}
     if terminal is not None:
@@ -63,7 +94,24 @@ def run_command(command: list[str], trace_dir: Path) -> int:
             _hand_terminal(terminal, os.getpgrp())
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    return code if code >= 0 else 128 - code
+    return Ran(command=list(command), cwd=os.getcwd(), host=socket.gethostname(), user=_user(),
+               started=started.replace(tzinfo=None).isoformat(timespec="microseconds"),
+               duration_s=round(time.monotonic() - clock, 3), exit_code=code if code >= 0 else None,
+               signal=_signal_name(-code) if code < 0 else None)
+
+
+def _user() -> str | None:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no login name in the environment and no password entry (a bare container)
+        return None
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 def _terminal() -> int | None:
@@ -179,11 +227,12 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
         return 1
     folder = new_trace_folder(trace_dir or trace_base(db_path), command)
     try:
-        code = run_command(command, folder)
+        ran = run_command(command, folder)
     except OSError as error:
         echo(f"tlindex run: cannot start {command[0]!r}: {error.strerror or error}")
         owned.remove(folder, "trace")
         return 127
+    code = ran.code
     if not any(p.is_file() and p.name != owned.MARKER for p in folder.rglob("*")):
         echo(f"tlindex run: {command[0]} exited with {code} and wrote no trace in {folder} (did it call "
              f"torch.compile or torch.export?)")
@@ -198,6 +247,7 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
     runs = runs_of_paths(db_path, [str(folder)])  # one: every file was given the run's label
     if not runs:
         return gate.judge(db_path, None, code, echo) if gate else code
+    record_command(db_path, runs[0], ran)
     conn = connect_read_only(db_path)
     try:
         run = resolve_run(conn, str(runs[0]))
@@ -219,6 +269,18 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
     if not keep_trace:
         owned.remove(folder, "trace")
     return code
+
+
+def record_command(db_path: Path, run_id: int, ran: Ran) -> None:
+    """Keep on the run's row what `tlindex run` knows of the command (its line, exit, signal, duration, where, who)."""
+    from tlindex.ingest.runs import record_facts
+    from tlindex.store.db import write_database
+
+    conn = write_database(db_path)
+    try:
+        record_facts(conn, run_id, ran.facts())
+    finally:
+        conn.close()
 
 
 def _unique_label(db_path: Path, wanted: str) -> str:

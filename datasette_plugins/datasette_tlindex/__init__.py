@@ -22,6 +22,7 @@ from markupsafe import Markup
 
 from .cells import cell_link
 from .database import Urls, denied, denied_to, is_tlindex, known_tlindex
+from .named_params import named_params_redirect
 from .pages import ROUTES
 from .reads import request_reads
 
@@ -188,10 +189,14 @@ def asgi_wrapper(datasette):
     def wrap(app):
         async def tlindex_tables(scope, receive, send):
             if scope.get("type") == "http":
-                scope = _without_facet_suggestions(datasette, scope)
+                asked, scope = scope, _without_facet_suggestions(datasette, scope)
                 refused = await _refused(datasette, scope)
                 if refused is not None:
                     await Response.text(f"Forbidden: {refused}", status=403).asgi_send(send)
+                    return
+                named = await named_params_redirect(datasette, asked, lambda: _actor(datasette, asked))
+                if named is not None:
+                    await named.asgi_send(send)
                     return
             await app(scope, receive, send)
 

@@ -304,6 +304,16 @@ def remove_runs(conn: sqlite3.Connection, run_ids: list[int]) -> dict[str, int]:
     return counts
 
 
+RUN_FACTS = ("command", "cwd", "host", "user", "started", "duration_s", "exit_code", "signal")
+
+
+def record_facts(conn: sqlite3.Connection, run_id: int, facts: dict) -> None:
+    """Store what `tlindex run` knew of the command that wrote a run (the RUN_FACTS columns), in one transaction."""
+    with immediate(conn):
+        conn.execute(f"UPDATE runs SET {', '.join(f'{name} = ?' for name in RUN_FACTS)} WHERE id = ?",
+                     [facts.get(name) for name in RUN_FACTS] + [run_id])
+
+
 def rename_run(conn: sqlite3.Connection, run_id: int, label: str) -> None:
     """Give a run a new label (labels are unique: another run's label is refused; see check_label)."""
     check_label(label)

@@ -10,6 +10,7 @@ from tlindex.answers.vllm import has_vllm
 from tlindex.errors import NotFound
 from tlindex.ingest.runs import rank_decisions
 from tlindex.pages.rows import Args, dicts, one
+from tlindex.pages.runs import command_facts
 from tlindex.store.kinds import RECOMPILE
 
 COMPILES_SHOWN = 500
@@ -19,6 +20,7 @@ def run_data(conn: sqlite3.Connection, args: Args, run: int) -> dict:
     found = one(conn, "SELECT * FROM runs WHERE id = ?", (run,))
     if found is None:
         raise NotFound(f"No run {run}")
+    found["ran"] = command_facts(found)
     found.update(_sources(conn, run))
     found["by_rank"] = _by_rank(conn, run)
     found["rank_decisions"] = rank_decisions(conn, run)

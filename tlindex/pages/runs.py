@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import shlex
 import sqlite3
 
 from tlindex.answers.findings import findings, problems
@@ -20,6 +22,7 @@ def runs_data(conn: sqlite3.Connection, args: Args) -> dict:
     if only is not None:
         runs = [run for run in runs if run["id"] in only]
     for run in runs:
+        run["ran"] = command_facts(run)
         run["ranks_text"] = ranks_text(run["world_size"], run["source_count"] or 0, rank_decisions(conn, run["id"]))
         found = findings(conn, run["id"])
         run["worst"] = (problems(found) or [None])[0]
@@ -31,14 +34,34 @@ def runs_data(conn: sqlite3.Connection, args: Args) -> dict:
 
 
 def runs_listing(conn: sqlite3.Connection) -> list[dict]:
-    """Every run, oldest first, as `tlindex runs` lists it: id, label, start, ranks, compiles, failures, worst finding."""
+    """Every run, oldest first, as `tlindex runs` lists it: id, label, start and end, torch, ranks, compiles,
+    failures, worst finding, and what `tlindex run` knew of the command that wrote it (else null)."""
     listed = []
-    for run_id, label, start, ranks, processes in conn.execute(
-            "SELECT id, label, start_time, world_size, source_count FROM runs ORDER BY start_time, id"):
+    for run in dicts(conn.execute("SELECT * FROM runs ORDER BY start_time, id")):
+        run_id = run["id"]
         totals = conn.execute("SELECT compiles, failures FROM run_totals WHERE run_id = ?", (run_id,)).fetchone()
         found = problems(findings(conn, run_id))
-        listed.append({"id": run_id, "label": label, "start": start, "ranks": ranks, "processes": processes,
-                       "ranks_text": ranks_text(ranks, processes or 0, rank_decisions(conn, run_id)),
+        listed.append({"id": run_id, "label": run["label"], "start": run["start_time"], "end": run["end_time"],
+                       "torch": run["torch_version"], "ranks": run["world_size"], "processes": run["source_count"],
+                       "ranks_text": ranks_text(run["world_size"], run["source_count"] or 0,
+                                                rank_decisions(conn, run_id)),
                        "compiles": totals[0] if totals else 0, "failures": totals[1] if totals else 0,
-                       "worst_finding": found[0].text if found else None})
+                       "worst_finding": found[0].text if found else None, "ran": command_facts(run)})
     return listed
+
+
+def command_facts(run: dict) -> dict | None:
+    """What `tlindex run` kept of the command that wrote a run (schema/014_run_facts.sql), with the command line as a
+    shell would take it and how it ended in words; None for a run ingested from logs (or a database older than them)."""
+    if not run.get("command"):
+        return None
+    try:
+        words = json.loads(run["command"])
+        line = shlex.join(words) if isinstance(words, list) else str(words)
+    except (ValueError, TypeError):
+        words, line = None, str(run["command"])
+    ended = (f"killed by {run['signal']}" if run.get("signal") else
+             f"exit {run['exit_code']}" if run.get("exit_code") is not None else "exit unknown")
+    return {"command": words, "line": line, "ended": ended, "exit_code": run.get("exit_code"),
+            "signal": run.get("signal"), "duration_s": run.get("duration_s"), "started": run.get("started"),
+            "cwd": run.get("cwd"), "host": run.get("host"), "user": run.get("user")}
