@@ -191,3 +191,19 @@ async def test_canned_queries_on_datasette_take_runs_and_compiles_by_name(db, ds
     several = db.execute("SELECT count(*) FROM runs WHERE label LIKE 'series@%'").fetchone()[0]
     ambiguous = await ds.client.get("/traces/failures", params={"run": "series@"})
     assert several > 1 and ambiguous.status_code == 404 and f"{several} runs match" in ambiguous.text
+
+
+@pytest.mark.asyncio
+async def test_pages_take_a_run_by_any_of_its_names(db, ds):
+    """The runs, search, trend and graph-breaks pages' `?run=` is a run as users name it, as in every command."""
+    run_id, label, directory = db.execute(
+        "SELECT id, label, directory FROM runs WHERE label LIKE 'series@%' ORDER BY id DESC LIMIT 1").fetchone()
+    for name in (label, str(run_id)):
+        runs = (await ds.client.get("/traces/-/tlindex.json", params={"run": name})).json()
+        assert [r["id"] for r in runs["runs"]] == [run_id]
+        search = (await ds.client.get("/traces/-/tlindex/search.json", params={"q": "graph_break", "run": name})).json()
+        assert search["run"] == run_id and {g["run"] for g in search["groups"]} <= {run_id}
+        breaks = (await ds.client.get("/traces/-/tlindex/graph-breaks.json", params={"run": name})).json()
+        assert breaks["run"] == run_id
+    unknown = await ds.client.get("/traces/-/tlindex/search", params={"q": "x", "run": "<i>nope</i>"})
+    assert unknown.status_code == 404 and "<i>nope" not in unknown.text

@@ -45,6 +45,18 @@ class Args:
     def integers(self, name: str) -> list[int]:
         return [integer(name, text) for text in self.getlist(name)]
 
+    def run(self, conn: sqlite3.Connection) -> int | None:
+        """The run `?run=` names, by any of its names (tlindex.answers.names); None when absent or empty."""
+        from tlindex.answers.names import run_id
+
+        return run_id(conn, self.get("run"))
+
+    def runs(self, conn: sqlite3.Connection) -> list[int]:
+        """The runs the `?run=` arguments name (each by any of its names)."""
+        from tlindex.answers.names import run_id
+
+        return [run_id(conn, text) for text in self.getlist("run") if text != ""]
+
 
 def integer(name: str, text: str) -> int:
     """A whole number within SQLite's range, or UsageError naming the argument."""

@@ -13,7 +13,7 @@ from tlindex.pages.rows import Args, dicts, one
 
 def runs_data(conn: sqlite3.Connection, args: Args) -> dict:
     """Every run (or those of `?run=`), oldest first, with its counts, worst finding and biggest compile."""
-    only = args.integers("run") or None
+    only = args.runs(conn) or None
     runs = dicts(conn.execute("""
         SELECT r.*, (SELECT count(*) FROM compiles c WHERE c.run_id = r.id AND c.compile_id != '-/-') AS compiles,
                (SELECT count(*) FROM compiles c WHERE c.run_id = r.id AND c.status = 'error') AS errors,

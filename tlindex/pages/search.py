@@ -15,7 +15,7 @@ SCAN_SECONDS = 5.0  # without the payload index, how long the page reads payload
 
 def search_data(conn: sqlite3.Connection, args: Args) -> dict:
     term = (args.get("q") or "").strip()
-    run = args.integer("run")
+    run = args.run(conn)
     labels = dict(conn.execute("SELECT id, label FROM runs").fetchall())
     notes: list[str] = []
     hits, problem = [], None

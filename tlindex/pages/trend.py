@@ -28,9 +28,7 @@ def trend_data(conn: sqlite3.Connection, args: Args) -> dict:
 
 def graph_breaks_data(conn: sqlite3.Connection, args: Args) -> dict:
     """The graph-break groups that cost most, across every run or of one (?run=, any name), costliest first."""
-    from tlindex.answers.names import run_id
-
-    run = run_id(conn, args.get("run"))
+    run = args.run(conn)
     groups = top_graph_breaks(conn, run)
     for group in groups:
         group["type"] = break_type(group)
