@@ -26,7 +26,6 @@ EQUIVALENT_CALLS = {"LIST_EXTEND": ("attr", "extend"), "BUILD_SLICE": ("load", "
 class Decompiled:
     source: str | None  # depyf's source, when it checks out
     reason: str | None  # why there is no source
-    depyf_version: str | None = None
     notes: list[str] = field(default_factory=list)  # how the source differs from the bytecode, harmlessly
 
 
@@ -135,23 +134,23 @@ def _decompile(listing: Listing, text: str, name: str, filename: str, first_line
     try:
         source = _depyf_source(depyf, code)
     except Exception as e:  # depyf raises anything on code it does not know
-        return Decompiled(None, f"depyf {version} could not decompile it: {type(e).__name__}: {e}", version)
+        return Decompiled(None, f"depyf {version} could not decompile it: {type(e).__name__}: {e}")
     try:
         recompiled = _function_code(source, name, code.co_varnames, code.co_freevars)
     except (SyntaxError, ValueError) as e:
-        return Decompiled(None, f"depyf {version}'s source does not compile: {e}", version)
+        return Decompiled(None, f"depyf {version}'s source does not compile: {e}")
     (want, want_reads), (got, got_reads) = operations(code), operations(recompiled)
     if set(want_reads) != set(got_reads):
         differ = sorted(set(want_reads) ^ set(got_reads))
         return Decompiled(None, f"depyf {version}'s source does not read the names the bytecode reads "
-                                f"({', '.join(' '.join(d) for d in differ[:3])}).", version)
+                                f"({', '.join(' '.join(d) for d in differ[:3])}).")
     if want != got:
         k = next((k for k, (a, b) in enumerate(zip(want, got)) if a != b), min(len(want), len(got)))
         expected = " ".join(want[k]) if k < len(want) else "nothing"
         found = " ".join(got[k]) if k < len(got) else "nothing"
         return Decompiled(None, f"depyf {version}'s source does not do what the bytecode does: operation "
-                                f"{k + 1} is `{found}` where the bytecode has `{expected}`.", version)
+                                f"{k + 1} is `{found}` where the bytecode has `{expected}`.")
     notes = [f"depyf's source reads {value} {got_reads.count((kind, value))} times where the bytecode "
              f"reads it {want_reads.count((kind, value))} times (it copies the value on the stack)"
              for kind, value in sorted(set(want_reads)) if want_reads.count((kind, value)) != got_reads.count((kind, value))]
-    return Decompiled(source, None, version, notes)
+    return Decompiled(source, None, notes)

@@ -107,6 +107,38 @@ def reassemble(listing: Listing, text: str, name: str, filename: str, first_line
 
 
 def _reassemble(listing: Listing, text: str, name: str, filename: str, first_line: int) -> types.CodeType:
+    _check_rebuildable(listing)
+    slots = _Slots()
+    code, units = bytearray(), []
+    instructions = listing.instructions
+    for k, inst in enumerate(instructions):
+        opcode = dis.opmap.get(inst.op)
+        if opcode is None:
+            raise CannotReassemble(f"{inst.op} is not an opcode of this Python")
+        slots.take(inst)
+        if len(code) != inst.offset:
+            raise CannotReassemble(f"offset {inst.offset} does not follow the previous instruction")
+        code += bytes([opcode, (inst.arg or 0) & 0xFF])
+        end = instructions[k + 1].offset if k + 1 < len(instructions) else len(code)
+        if end < len(code) or (end - len(code)) % 2:
+            raise CannotReassemble(f"offset {end} is not where an instruction can start")
+        code += bytes(end - len(code))  # inline CACHE entries
+        units += [inst.line] * ((end - inst.offset) // 2)
+    line0 = next((i.line for i in instructions if i.line is not None), first_line)
+    varnames, cellvars, freevars = _slots(slots.fast, slots.derefs, slots.cells, slots.free_count)
+    flags = 3 | (0x10 if freevars else 0)  # CO_OPTIMIZED | CO_NEWLOCALS (| CO_NESTED)
+    built = types.CodeType(
+        0, 0, 0, len(varnames), 64, flags, bytes(code), tuple(_dense(slots.consts, lambda i: None)),
+        tuple(_dense(slots.names, lambda i: f"__unknown_name_{i}")), varnames, filename, name, name,
+        line0, _line_table(units, line0), b"", freevars, cellvars)
+    if dis.Bytecode(built).dis() != text:
+        raise CannotReassemble("the rebuilt code does not disassemble to the logged listing")
+    return built
+
+
+def _check_rebuildable(listing: Listing) -> None:
+    """CannotReassemble unless this Python is 3.11 and the listing is whole (every line an instruction, no
+    exception table)."""
     if sys.version_info[:2] != (3, 11):
         raise CannotReassemble(f"only Python 3.11 listings are rebuilt; this server runs "
                                f"{sys.version_info[0]}.{sys.version_info[1]}")
@@ -115,55 +147,38 @@ def _reassemble(listing: Listing, text: str, name: str, filename: str, first_lin
         raise CannotReassemble(f"line {number} of the listing is not an instruction of this Python's dis: {raw.strip()!r}")
     if listing.exception_table:
         raise CannotReassemble("the listing has an exception table, which dis does not print in full")
-    names: dict[int, object] = {}
-    fast: dict[int, object] = {}
-    consts: dict[int, object] = {}
-    derefs: dict[int, object] = {}
-    cells: set[int] = set()
-    free_count = 0
-    code = bytearray()
-    units: list[int | None] = []
-    instructions = listing.instructions
-    for k, inst in enumerate(instructions):
-        opcode = dis.opmap.get(inst.op)
-        if opcode is None:
-            raise CannotReassemble(f"{inst.op} is not an opcode of this Python")
+
+
+class _Slots:
+    """The names, locals, constants and cells the instructions name, by the index each instruction gives."""
+
+    def __init__(self) -> None:
+        self.names: dict[int, object] = {}
+        self.fast: dict[int, object] = {}
+        self.consts: dict[int, object] = {}
+        self.derefs: dict[int, object] = {}
+        self.cells: set[int] = set()
+        self.free_count = 0
+
+    def take(self, inst) -> None:
         arg = inst.arg or 0
         if inst.op in DEREF_OPS:
-            _slot(derefs, arg, inst.argrepr, "cell")
+            _slot(self.derefs, arg, inst.argrepr, "cell")
             if inst.op == "MAKE_CELL":
-                cells.add(arg)
+                self.cells.add(arg)
         elif inst.op == "COPY_FREE_VARS":
-            free_count = arg
+            self.free_count = arg
         elif inst.op in dis.hasfree:
             raise CannotReassemble(f"{inst.op} uses closure cells in a way this rebuild does not know")
         if inst.op == "LOAD_GLOBAL":
-            _slot(names, arg >> 1, inst.argrepr.removeprefix("NULL + "), "name")
+            _slot(self.names, arg >> 1, inst.argrepr.removeprefix("NULL + "), "name")
         elif inst.op in NAME_OPS:
-            _slot(names, arg, inst.argrepr, "name")
+            _slot(self.names, arg, inst.argrepr, "name")
         elif inst.op in FAST_OPS:
-            _slot(fast, arg, inst.argrepr, "local")
+            _slot(self.fast, arg, inst.argrepr, "local")
         elif inst.op in CONST_OPS:
             try:
                 value = ast.literal_eval(inst.argrepr)
             except (ValueError, SyntaxError):
                 raise CannotReassemble(f"constant {inst.argrepr!r} has no literal form") from None
-            _slot(consts, arg, value, "constant")
-        if len(code) != inst.offset:
-            raise CannotReassemble(f"offset {inst.offset} does not follow the previous instruction")
-        code += bytes([opcode, arg & 0xFF])
-        end = instructions[k + 1].offset if k + 1 < len(instructions) else len(code)
-        if end < len(code) or (end - len(code)) % 2:
-            raise CannotReassemble(f"offset {end} is not where an instruction can start")
-        code += bytes(end - len(code))  # inline CACHE entries
-        units += [inst.line] * ((end - inst.offset) // 2)
-    line0 = next((i.line for i in instructions if i.line is not None), first_line)
-    varnames, cellvars, freevars = _slots(fast, derefs, cells, free_count)
-    flags = 3 | (0x10 if freevars else 0)  # CO_OPTIMIZED | CO_NEWLOCALS (| CO_NESTED)
-    built = types.CodeType(
-        0, 0, 0, len(varnames), 64, flags, bytes(code), tuple(_dense(consts, lambda i: None)),
-        tuple(_dense(names, lambda i: f"__unknown_name_{i}")), varnames, filename, name, name,
-        line0, _line_table(units, line0), b"", freevars, cellvars)
-    if dis.Bytecode(built).dis() != text:
-        raise CannotReassemble("the rebuilt code does not disassemble to the logged listing")
-    return built
+            _slot(self.consts, arg, value, "constant")

@@ -20,7 +20,6 @@ OUTPUT_CODE = "inductor_output_code"
 
 # vLLM's records (logged by its backend through trace_structured).
 VLLM_CONFIG = "vllm_compilation_config"
-VLLM_PIECE_START = "vllm_piecewise_compile_start"
 VLLM_SPLIT_GRAPH = "vllm_piecewise_split_graph"
 
 # What makes a compile a recompile, as SQL over `compiles` (the view run_totals and the query

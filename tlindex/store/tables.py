@@ -37,6 +37,9 @@ def _schema_columns() -> dict[str, tuple[str, ...]]:
 
 COLUMNS: dict[str, tuple[str, ...]] = _schema_columns()
 
-# Columns typed in metrics; every other key of a metrics record goes to `other`.
-METRICS_TYPED = COLUMNS["metrics"][5:-5]
+# The metrics columns that are not a key of the record: the row's own, where it came from, and the rest (`other`).
+METRICS_BOOKKEEPING = ("id", "envelope_id", "compile", "kind", "compile_id", "other")
 METRICS_CONFIGS = ("dynamo_config", "inductor_config", "functorch_config", "compiler_config")
+# Columns typed in metrics (a key of the record each); every other key of a metrics record goes to `other`.
+METRICS_TYPED = tuple(column for column in COLUMNS["metrics"]
+                      if column not in METRICS_BOOKKEEPING and column not in METRICS_CONFIGS)
