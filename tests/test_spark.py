@@ -18,7 +18,7 @@ from tlindex.formats.parquet import export_parquet
 from tlindex.ingest.pipeline import ingest
 
 pytest.importorskip("pyspark")
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]  # a JVM per session: minutes; CI runs them (-m "slow or not slow")
 
 SCENARIOS = ["ddp_2ranks", "ddp_4ranks_diverge"]
 

@@ -317,6 +317,7 @@ def test_duckdb_compares_processes_as_sqlite_does(restart_db, tmp_path):
     assert any(row[1] == "missing_compile" for row in expected)
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_a_crawl_of_every_served_tlindex_page_finds_no_error(ds, traces_db):
     """From the runs page, every tlindex page a link leads to (compiles, bytecode, tries and their nodes,
