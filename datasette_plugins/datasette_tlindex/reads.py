@@ -100,7 +100,8 @@ async def request_reads(datasette, scope, actor: Callable[[], Awaitable[dict | N
     # SQL SQLite cannot prepare here (a syntax error, a function only the real connections have):
     # only who may see every table may run it.
     tables = schema.everything() if None in found else frozenset().union(*found)
-    tables -= {named}
+    if what.startswith("table "):  # Datasette checks the table a request names; not a view a canned query shares a name with
+        tables -= {named}
     return Reading(database, what, tables) if tables else None
 
 
