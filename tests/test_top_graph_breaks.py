@@ -125,7 +125,7 @@ def test_findings_name_the_costliest_break_and_degrade_alone(db, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("tlindex.answers.findings.top_graph_breaks", broken)
+    monkeypatch.setattr("tlindex.answers.findings.compiles.top_graph_breaks", broken)
     degraded = {f.kind: f for f in findings(db, run)}
     assert "top_graph_break" not in degraded and "boom" in degraded["not_computed"].text
     assert set(found) - {"top_graph_break"} <= set(degraded)

@@ -361,10 +361,10 @@ async def test_a_crawl_of_every_served_tlindex_page_finds_no_error(ds, traces_db
 def test_a_finding_that_cannot_be_computed_degrades_alone(restart_db, monkeypatch):
     from tlindex.answers import findings as findings_module
 
-    def broken(conn, run_id):
+    def broken(conn, sql, params):
         raise IndexError("tuple index out of range")
 
-    monkeypatch.setattr(findings_module, "_divergence", broken)
+    monkeypatch.setattr(findings_module.ranks, "run_sql", broken)  # the rank comparison's queries
     found = findings_module.findings(connect(restart_db), 1)
     kinds = [f.kind for f in found]
     assert "not_computed" in kinds and "recompiles" in kinds  # the others are still there

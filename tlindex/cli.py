@@ -253,12 +253,15 @@ def interruptible(conn: sqlite3.Connection):
 def findings(run: str | None, db_path: str, as_json: bool) -> None:
     """Say what is wrong with a run (or every run): failures, breaks, recompiles, rank divergence, ...
 
-    Exits 1 when there is an error or a warning to report, 0 when there is nothing (so CI jobs can gate on it).
+    Each finding is followed by what to try next; --json adds what its kind means (`explanation`), and
+    `tlindex show glossary` explains every kind. Exits 1 when there is an error or a warning to report, 0 when
+    there is nothing (so CI jobs can gate on it).
     """
     import json
 
     from tlindex.answers.findings import findings as run_findings
     from tlindex.answers.findings import problems
+    from tlindex.answers.glossary import plain
     conn = read_db(db_path)
     try:
         if run is None:
@@ -277,6 +280,7 @@ def findings(run: str | None, db_path: str, as_json: bool) -> None:
                                                     f"{len(problems(found))} problem(s)"))
             for finding in found:
                 say(f"  {finding.severity}: {finding.text}")
+                say(f"      next: {plain(finding.next_steps)}")
     if any(problems(found) for _, _, found in report):
         sys.exit(1)
 
@@ -608,27 +612,34 @@ def show(page: str, names: tuple[str, ...], db_path: str, args: tuple[str, ...],
     """Print a page's data: what the page shows, and its JSON twin serves.
 
     `tlindex show compile 0/1`, `show run train`, `show trie RUN --arg rank=1`, `show artifact 12`,
-    `show vllm RUN`, `show passes RUN:0/1`, `show runs`. Runs and compiles are named as everywhere.
+    `show vllm RUN`, `show passes RUN:0/1`, `show runs`, `show glossary` (what the pages' words mean). Runs and
+    compiles are named as everywhere.
     """
     import json
 
     from tlindex.errors import UsageError
     from tlindex.output import outline
-    from tlindex.pages import read_named
+    from tlindex.pages import BY_NAME, read_named
     from tlindex.pages.rows import Args, as_data
 
     pairs = [arg.split("=", 1) for arg in args]
     if any(len(pair) != 2 for pair in pairs):
         raise UsageError(f"--arg takes KEY=VALUE, not {next(a for a in args if '=' not in a)!r}")
-    conn = read_db(db_path)
+    conn = read_db(db_path) if getattr(BY_NAME.get(page), "database", True) else None  # the glossary needs none
     try:
         data = as_data(read_named(conn, page, list(names), Args([tuple(pair) for pair in pairs])))
     finally:
-        conn.close()
+        if conn is not None:
+            conn.close()
     if as_json:
         click.echo(json.dumps(data, indent=2, default=str))
         return
-    for line in outline(data):
+    if page == "glossary":  # definitions read whole, not as an outline's first 200 characters
+        from tlindex.answers.glossary import lines
+        shown = lines()
+    else:
+        shown = outline(data)
+    for line in shown:
         say(line)
 
 

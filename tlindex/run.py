@@ -215,6 +215,7 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
                echo: Callable[[str], None], gate: GateCheck | None = None) -> int:
     """The whole of `tlindex run`; returns the exit code to leave with."""
     from tlindex.answers.findings import findings, problems
+    from tlindex.answers.glossary import plain
     from tlindex.answers.names import resolve_run
     from tlindex.ingest.pipeline import ingest
     from tlindex.report import runs_of_paths
@@ -258,6 +259,7 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
                                                   f"{len(problems(found))} problem(s)"))
     for finding in found:
         echo(f"  {finding.severity}: {finding.text}")
+        echo(f"      next: {plain(finding.next_steps)}")
     url = served_url(db_path, run["id"])
     if url:
         echo(f"open {url}")

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from markupsafe import Markup
 
 from tlindex.answers.bytecode import COMPILED_FN, RESUME_AT, Instruction
+from tlindex.answers.glossary import SECTIONS, plain, terms
 from tlindex.pages import Page, hit_path
 from tlindex.pages.rows import Args
 
@@ -27,7 +28,8 @@ RenderTemplate = Callable[[str, dict], Awaitable[str]]
 
 def page_context(page: Page, data: dict, urls, database: str, args: Args | None = None) -> dict:
     """What the page's template (`tlindex/<page.template>`) is given: its data and what its presenter adds."""
-    context = {"database": database, "u": urls, "status_legend": STATUS_LEGEND, "setting": setting, **data}
+    context = {"database": database, "u": urls, "status_legend": STATUS_LEGEND, "setting": setting, "prose": prose,
+               "term": Terms(urls), **data}
     presenter = PRESENTERS.get(page.name)
     if presenter is not None:
         context.update(presenter(data, urls, args or Args()))
@@ -38,6 +40,32 @@ async def render_page(render_template: RenderTemplate, page: Page, data: dict, u
                       args: Args | None = None) -> str:
     """The page's HTML, with the server's way to render a template."""
     return await render_template(f"tlindex/{page.template}", page_context(page, data, urls, database, args))
+
+
+class Terms:
+    """`term("graph-break")` in a template: a small "?" linking the word's glossary entry (or a section of the
+    glossary), its definition as the tooltip; `term("statuses", "what each status means")` links words instead of
+    the "?". An anchor the glossary lacks is an error (KeyError), so a page cannot link a word that is not there."""
+
+    def __init__(self, urls):
+        self.urls = urls
+        self.known: dict | None = None
+
+    def __call__(self, anchor: str, label: str = "?") -> Markup:
+        if self.known is None:  # a word's definition, or a section's title
+            self.known = {t.anchor: f"{t.name}: {plain(t.text)}" for t in terms()}
+            self.known.update({section: f"The glossary: {title}" for section, title in SECTIONS.items()})
+        return Markup('<a class="term{}" href="{}#{}" title="{}">{}</a>').format(
+            " q" if label == "?" else "", self.urls.glossary(), anchor, self.known[anchor], label)
+
+
+def prose(text: str | None) -> Markup:
+    """A definition as HTML: escaped, its `code` marks as <code>."""
+    parts = (text or "").split("`")
+    if len(parts) % 2 == 0:  # an odd number of marks: the text as it is
+        parts = [text or ""]
+    return Markup("").join(Markup("<code>{}</code>").format(part) if i % 2 else Markup.escape(part)
+                           for i, part in enumerate(parts))
 
 
 def setting(value) -> str:

@@ -20,6 +20,7 @@ from typing import Protocol
 
 from tlindex.answers.search import Hit
 from tlindex.pages import artifact, bytecode, compile, diff, passes, provenance, run, runs, search, trend, trie, vllm
+from tlindex.pages.glossary import glossary_data
 from tlindex.pages.rows import Args, row_id
 
 # What each placeholder of a path matches (ids: whole numbers; past 64 bits they name no row: 404).
@@ -53,6 +54,7 @@ class Page:
     file: FileRule | None      # where `tlindex report` writes it (None: server-only, and why)
     server_only: str = ""      # why a static report cannot have it
     kind: str = "html"         # html; json (streamed trace), text (raw payload), redirect, fragment (trie node)
+    database: bool = True      # whether its data reads the database (`tlindex show` opens none for a page that does not)
 
     @property
     def json_twin(self) -> bool:
@@ -107,6 +109,8 @@ PAGES: tuple[Page, ...] = (
     Page("trend", "/-/tlindex/trend", trend.trend_data, "trend.html", lambda f, v, a: f.of_runs(a, "trend.html")),
     Page("graph_breaks", "/-/tlindex/graph-breaks", trend.graph_breaks_data, "graph_breaks.html",
          lambda f, v, a: f.of_runs(a, "graph-breaks.html")),
+    Page("glossary", "/-/tlindex/glossary", glossary_data, "glossary.html", lambda f, v, a: f.top("glossary.html"),
+         database=False),
     Page("run", "/-/tlindex/run/{run}", run.run_data, "run.html", lambda f, v, a: f.of_run(v["run"], "index.html")),
     Page("chromium", "/-/tlindex/run/{run}/chromium.json", run.chromium_data, None,
          lambda f, v, a: f.of_run(v["run"], "chromium.json"), kind="json"),

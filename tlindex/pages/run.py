@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from tlindex.answers.findings import export_issue_count, findings, problems
+from tlindex.answers.health import run_health
 from tlindex.answers.queries import load_queries
 from tlindex.answers.vllm import has_vllm
 from tlindex.errors import NotFound
@@ -25,6 +26,7 @@ def run_data(conn: sqlite3.Connection, args: Args, run: int) -> dict:
     found["by_rank"] = _by_rank(conn, run)
     found["rank_decisions"] = rank_decisions(conn, run)
     found["totals"] = one(conn, "SELECT * FROM run_totals WHERE run_id = ?", (run,)) or {}
+    found["restarts"] = (run_health(conn, run, ("restarts",)) or {}).get("restarts") or 0
     found["findings"] = findings(conn, run)
     found["problems"] = problems(found["findings"])
     found["exports"] = export_verdict(conn, run)

@@ -61,7 +61,7 @@ document.addEventListener("click", (event) => {
 // Tables marked sortable: click a heading to sort by that column (numbers as numbers), again to reverse.
 document.addEventListener("click", (event) => {
   const th = event.target.closest("table.sortable th");
-  if (!th) return;
+  if (!th || event.target.closest("a")) return;  // a link in a heading (a glossary "?") is followed, not sorted on
   const table = th.closest("table");
   const body = table.tBodies[0];
   const column = Array.from(th.parentNode.children).indexOf(th);

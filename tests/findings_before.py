@@ -1,10 +1,6 @@
-"""What is wrong with a run, in a few sentences: findings computed in SQL from the tables.
-
-Each finding is one sentence with a count, a severity and where to look (a canned query and its
-parameters, or a compile). Errors and warnings are problems (`tlindex findings` exits 1 on
-them); information (the slowest compile, cache misses of a cold start) is context. The run page
-shows them at the top, the runs page the worst one of each run.
-"""
+"""The findings as tlindex computed them before the registry of checks (tlindex/answers/findings/), kept verbatim
+as the oracle of tests/test_findings_registry.py: the registry must say exactly what this said, run by run. A
+finding whose sentence is changed on purpose is changed here too (or this file retired with its test)."""
 
 from __future__ import annotations
 
@@ -56,11 +52,51 @@ def _short(text: str | None, limit: int = 140) -> str:
 
 def findings(conn: sqlite3.Connection, run_id: int, divergence: bool = True) -> list[Finding]:
     """The findings of one run, most severe first (divergence=False skips the multi-rank comparison)."""
-    found: list[Finding] = []
     run = {"run": str(run_id)}
     # the counts the trend and the run page show (tlindex.answers.health)
     health = run_health(conn, run_id, ("graph_breaks", "recompiles", "cache_misses", "cache_bypasses",
                                        "cache_lookups")) or {}
+    found, graph_breaks, breaks = _first_findings(conn, run_id, run, health)  # (split in two here only)
+
+    if divergence:
+        try:
+            found += _divergence(conn, run_id)
+        except Exception as error:  # one finding that cannot be computed degrades alone, and says so
+            found.append(Finding("warning", "not_computed", 0,
+                                 f"The comparison of the ranks could not be computed ({type(error).__name__}: "
+                                 f"{_short(str(error), 120)}); the other findings are complete.", None, {}))
+
+    if has_vllm(conn, run_id):
+        try:
+            found += _vllm(conn, run_id)
+        except Exception as error:  # degrades alone, as the rank comparison does
+            found.append(Finding("warning", "not_computed", 0,
+                                 f"vLLM's piece compiles could not be summed up ({type(error).__name__}: "
+                                 f"{_short(str(error), 120)}); the other findings are complete.", None, {}))
+
+    exports = export_issue_count(conn, run_id)
+    if exports:
+        found.append(Finding("warning", "export_issues", exports,
+                             f"{_plural(exports, 'issue')} found during export (data-dependent errors, evaluated "
+                             f"guards, fake kernels).", "export_issues", run))
+
+    errors = conn.execute("""
+        SELECT e.kind, count(*) FROM ingest_errors e JOIN sources s ON s.id = e.source_id
+        WHERE s.run_id = ? GROUP BY e.kind ORDER BY 2 DESC""", (run_id,)).fetchall()
+    if errors:
+        total = sum(n for _, n in errors)
+        kinds = ", ".join(f"{kind} ×{n}" for kind, n in errors)
+        found.append(Finding("warning", "ingest_errors", total,
+                             f"{_plural(total, 'ingest error')} in its logs ({kinds}): the table ingest_errors says "
+                             f"where.", None, {}))
+
+    found += _last_findings(conn, run_id, run, health, graph_breaks, breaks)
+    return sorted(found, key=lambda f: SEVERITIES.index(f.severity))
+
+
+def _first_findings(conn: sqlite3.Connection, run_id: int, run: dict, health: dict) -> tuple[list[Finding], int, list]:
+    """The first part of `findings` as it was: failures, the recompile limit, graph breaks and recompiles."""
+    found: list[Finding] = []
 
     failures = conn.execute("SELECT fail_type, count(*) FROM compiles WHERE run_id = ? AND status = 'error' "
                             "GROUP BY fail_type ORDER BY 2 DESC, 1", (run_id,)).fetchall()
@@ -100,39 +136,14 @@ def findings(conn: sqlite3.Connection, run_id: int, divergence: bool = True) -> 
         found.append(Finding("warning", "recompiles", health["recompiles"],
                              f"{_plural(health['recompiles'], 'recompile')} of {_plural(recompiles[0], 'function')}; "
                              f"first reason: “{_short(recompiles[1]) or 'not logged'}”.", "recompile_reasons", run))
+    return found, graph_breaks, breaks
 
-    if divergence:
-        try:
-            found += _divergence(conn, run_id)
-        except Exception as error:  # one finding that cannot be computed degrades alone, and says so
-            found.append(Finding("warning", "not_computed", 0,
-                                 f"The comparison of the ranks could not be computed ({type(error).__name__}: "
-                                 f"{_short(str(error), 120)}); the other findings are complete.", None, {}))
 
-    if has_vllm(conn, run_id):
-        try:
-            found += _vllm(conn, run_id)
-        except Exception as error:  # degrades alone, as the rank comparison does
-            found.append(Finding("warning", "not_computed", 0,
-                                 f"vLLM's piece compiles could not be summed up ({type(error).__name__}: "
-                                 f"{_short(str(error), 120)}); the other findings are complete.", None, {}))
 
-    exports = export_issue_count(conn, run_id)
-    if exports:
-        found.append(Finding("warning", "export_issues", exports,
-                             f"{_plural(exports, 'issue')} found during export (data-dependent errors, evaluated "
-                             f"guards, fake kernels).", "export_issues", run))
-
-    errors = conn.execute("""
-        SELECT e.kind, count(*) FROM ingest_errors e JOIN sources s ON s.id = e.source_id
-        WHERE s.run_id = ? GROUP BY e.kind ORDER BY 2 DESC""", (run_id,)).fetchall()
-    if errors:
-        total = sum(n for _, n in errors)
-        kinds = ", ".join(f"{kind} ×{n}" for kind, n in errors)
-        found.append(Finding("warning", "ingest_errors", total,
-                             f"{_plural(total, 'ingest error')} in its logs ({kinds}): the table ingest_errors says "
-                             f"where.", None, {}))
-
+def _last_findings(conn: sqlite3.Connection, run_id: int, run: dict, health: dict, graph_breaks: int,
+                   breaks: list) -> list[Finding]:
+    """The last part of `findings` as it was: the slowest compile, cache misses, the costliest break."""
+    found: list[Finding] = []
     slowest = conn.execute("""
         SELECT id, compile_id, co_name, rank, duration_s, (SELECT sum(duration_s) FROM compiles WHERE run_id = ?)
         FROM compiles WHERE run_id = ? AND duration_s IS NOT NULL ORDER BY duration_s DESC LIMIT 1""",
@@ -157,8 +168,7 @@ def findings(conn: sqlite3.Connection, run_id: int, divergence: bool = True) -> 
             found.append(Finding("warning", "not_computed", 0,
                                  f"The graph breaks' cost could not be computed ({type(error).__name__}: "
                                  f"{_short(str(error), 120)}); the other findings are complete.", None, {}))
-    return sorted(found, key=lambda f: SEVERITIES.index(f.severity))
-
+    return found
 
 def _costliest_break(conn: sqlite3.Connection, run_id: int) -> list[Finding]:
     """The graph break that costs the run most (queries/top_graph_breaks.sql), with torch's first hint."""
