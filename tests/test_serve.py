@@ -1,5 +1,5 @@
 """`tlindex serve`: the runs page's URL said first and answering there, a taken port passed over (or, given with
---port, refused), --open opening that URL.
+--port, refused), --open opening that URL, and `tlindex run` finding the server on whichever port it took.
 
 Servers are real: `python -m tlindex serve` in a subprocess on a free port, always stopped.
 """
@@ -23,10 +23,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import DATA, connect
 
 from tlindex.cli import cli
 from tlindex.pages import database_path
 from tlindex.pages import path as page_path
+from tlindex.run import served_url
 from tlindex.serve import DEFAULT_PORT, marker_path, open_when_answering, port_free
 
 WAIT_S = 30  # a deadline for a server to start (never asserted on: a slow machine only waits longer)
@@ -191,3 +193,51 @@ def test_open_without_a_browser_says_so_and_the_server_goes_on(monkeypatch):
     finally:
         server.shutdown()
     assert asked == [url] and said == [f"--open: no browser could be opened here; open {url}"]
+
+
+def dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def write_marker(db: Path, port: int, pid: int) -> Path:
+    path = marker_path(db, port)
+    path.write_text(json.dumps({"tlindex": "serve", "database": str(db.resolve()), "name": db.stem,
+                                "url": f"http://127.0.0.1:{port}", "pid": pid}) + "\n")
+    return path
+
+
+def test_run_finds_the_server_on_the_port_it_took_and_passes_over_stale_markers(db):
+    (run,) = connect(db).execute("SELECT min(id) FROM runs").fetchone()
+    nobody = free_port()  # where the default port is probed: not 8001, which this machine may use
+    killed = write_marker(db, free_port(), dead_pid())  # a server killed with -9 left it
+    assert served_url(db, run, nobody) is None
+    port = free_port()
+    with serving(db, "-p", str(port)) as server:
+        server.url()
+        assert not killed.exists()  # a new server of the database clears what dead ones left
+        alive_but_silent = write_marker(db, free_port(), os.getpid())  # a pid that runs, but serves nothing
+        assert served_url(db, run, nobody) == f"http://127.0.0.1:{port}/traces/-/tlindex/run/{run}"
+    assert alive_but_silent.exists() and served_url(db, run, nobody) is None
+
+
+def test_tlindex_run_prints_the_run_page_of_the_server_that_answers(db, tmp_path):
+    """`tlindex run` with a server on a port not 8001; then, with none, the command that serves the database."""
+    log = next(DATA.rglob("*.log"))
+    copy = [sys.executable, "-c", f"import os, shutil; shutil.copy({str(log)!r}, os.environ['TORCH_TRACE'])"]
+
+    def run() -> str:
+        done = subprocess.run([sys.executable, "-m", "tlindex", "run", "--db", str(db), "--", *copy],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        return done.stderr
+
+    port = free_port()
+    with serving(db, "-p", str(port)) as server:
+        server.url()
+        said = run()
+    (run_id,) = connect(db).execute("SELECT max(id) FROM runs").fetchone()
+    assert f"open http://127.0.0.1:{port}/traces/-/tlindex/run/{run_id}" in said
+    said = run()
+    assert f"see it: tlindex serve {db}" in said and "/traces/-/tlindex/run/" in said
