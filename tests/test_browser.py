@@ -197,7 +197,7 @@ def test_from_datasette_s_home_page_to_the_compile_that_emitted_the_most_bytes(s
     conn = sqlite3.connect(path)
     (run,) = scenario_run(conn, "graph_breaks")
     page.goto(f"{base}/")
-    entry = page.locator("p.tlindex-entry a")
+    entry = page.locator("p.tlindex-entry a.tlindex-runs")
     assert entry.count() == 1 and entry.first.is_visible()
     shot(page, "home")
     follow(page, entry.first)

@@ -70,7 +70,7 @@ LAYERS = {  # lowest first: a module imports only from its own layer or below
     "tlindex.formats": 3,
     "tlindex.pages": 4,
     "tlindex.report": 5,
-    "tlindex.cli": 6, "tlindex.output": 6, "tlindex.run": 6, "tlindex.__main__": 6,
+    "tlindex.cli": 6, "tlindex.output": 6, "tlindex.run": 6, "tlindex.serve": 6, "tlindex.__main__": 6,
     "datasette_plugins": 7,
 }
 
@@ -91,4 +91,4 @@ def test_folders_are_layers_and_imports_only_go_down():
     assert upward == []
     top_level = sorted(path.name for path in (ROOT / "tlindex").glob("*.py"))
     assert top_level == ["__init__.py", "__main__.py", "cli.py", "errors.py", "output.py", "owned.py", "run.py",
-                         "stopping.py"]
+                         "serve.py", "stopping.py"]

@@ -336,14 +336,45 @@ async def test_records_without_compile_id_are_the_compile_minus_minus(ds, traces
                         "AND e.compile IS NULL AND e.kind != 'str'", (run,)).fetchone()[0] == 0
 
 
+def entry_html(page: str) -> str:
+    """The tlindex entry of a home or database page: in the HTML (1.0a), or in the script that puts it there (0.65)."""
+    import json
+
+    script = re.search(r'd\.innerHTML=("(?:[^"\\]|\\.)*")', page)
+    if script:
+        return json.loads(script.group(1))
+    found = re.search(r'<div class="tlindex-home">.*?</div>', page, re.S)
+    return found.group(0) if found else ""
+
+
 @pytest.mark.asyncio
-async def test_home_and_database_pages_lead_to_the_tlindex_runs(ds):
-    """Datasette 1.0a renders the entry (top_homepage, top_database); 0.65 gets it from a script."""
+async def test_home_and_database_pages_lead_to_the_tlindex_runs(ds, traces_db):
+    """Datasette 1.0a renders the entry (top_homepage, top_database); 0.65 gets it from a script: the runs and
+    findings, the trend, the graph breaks and the search, with the number of runs."""
+    runs = fixture_conn(traces_db).execute("SELECT count(*) FROM runs").fetchone()[0]
     for path in ["/", "/traces"]:
-        html = (await ds.client.get(path)).text
-        assert 'href="/traces/-/tlindex"' in html.replace("\\/", "/"), path
+        entry = entry_html((await ds.client.get(path)).text)
+        assert '<a class="tlindex-runs" href="/traces/-/tlindex">runs and findings</a>' in entry, path
+        assert 'href="/traces/-/tlindex/trend"' in entry and 'href="/traces/-/tlindex/graph-breaks"' in entry
+        assert 'href="/traces/-/tlindex/search"' in entry and f"<strong>traces</strong>, {runs} runs:" in entry
     other = (await ds.client.get("/other")).text  # a database that is not tlindex's: no entry
-    assert "runs, stack tries, compiles and findings of" not in other
+    assert entry_html(other) == "" and "tlindex-entry" not in other
+
+
+@pytest.mark.asyncio
+async def test_the_home_page_link_names_an_odd_database_escaped(traces_db, tmp_path):
+    """A database file named x<b>&y.db: its name is text on the home page, and its link is Datasette's encoding."""
+    import shutil
+
+    odd = tmp_path / "x<b>&y.db"
+    shutil.copy(traces_db, odd)
+    datasette = Datasette([str(odd)])
+    await datasette.invoke_startup()
+    page = (await datasette.client.get("/")).text
+    entry = entry_html(page)
+    assert "<strong>x&lt;b&gt;&amp;y</strong>" in entry and 'href="/x~3Cb~3E~26y/-/tlindex"' in entry
+    assert "x<b>" not in page and "x<b>" not in entry
+    assert (await datasette.client.get("/x~3Cb~3E~26y/-/tlindex")).status_code == 200
 
 
 @pytest.mark.asyncio

@@ -645,20 +645,52 @@ def show(page: str, names: tuple[str, ...], db_path: str, args: tuple[str, ...],
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.argument("db", required=False)
+@click.option("-h", "--host", help="Host to serve on [default: 127.0.0.1]; with 0.0.0.0 (every interface) the URL "
+                                   "printed says 127.0.0.1")
+@click.option("-p", "--port", type=click.IntRange(0, 65535),
+              help="Port to serve on; when it is taken, an error, not another port (0: any free port) [default: "
+                   "8001, or the next free port when 8001 is taken]")
+@click.option("-o", "--open", "open_browser", is_flag=True,
+              help="Open the tlindex runs page in a browser once the server answers (with --root, Datasette opens "
+                   "its sign-in URL)")
 @click.pass_context
-def serve(ctx: click.Context, db: str | None) -> None:
-    """Browse the database with Datasette (extra options go to `datasette serve`)."""
+def serve(ctx: click.Context, db: str | None, host: str | None, port: int | None, open_browser: bool) -> None:
+    """Browse the database with Datasette; the URL of its tlindex runs page is printed first.
+
+    Without --port it serves on 8001, or on the next free port when 8001 is taken, and says so; a --port
+    that is taken is an error (exit 1), never another port. While it serves, `tlindex run` finds it (a marker
+    beside the database). Other options go to `datasette serve` (--uds, --get: handed over as they are).
+    """
     import signal
 
     from datasette.cli import serve as datasette_serve
 
+    from tlindex.serve import DEFAULT_HOST, Served, open_when_answering, passes_through, pick_port, scheme_of, write_marker
     from tlindex.stopping import relay
     from tlindex.store.db import existing_database
 
-    path = str(existing_database(db or os.environ.get("TLINDEX_DB", DEFAULT_DB)))
+    path = existing_database(db or os.environ.get("TLINDEX_DB", DEFAULT_DB))
+    args = list(ctx.args)
+    if passes_through(args):  # no server on a port: nothing to pick, print or find
+        given = [*(["-h", host] if host is not None else []), *(["-p", str(port)] if port is not None else []),
+                 *(["--open"] if open_browser else [])]
+        datasette_serve.main([str(path), *given, *args], prog_name="tlindex serve", standalone_mode=True)
+        return
+    host = DEFAULT_HOST if host is None else host
+    chosen, note = pick_port(host, port)  # tried just before Datasette binds it
+    served = Served(host, chosen, path.stem, scheme_of(args))
+    if note:
+        say(note)
+    write_marker(path, served)
+    say(f"tlindex: {served.runs_url}  (runs, findings, trend; Datasette: {served.base}/)")
+    if open_browser and "--root" in args:
+        args.append("--open")  # Datasette's: its sign-in URL, which the runs page would need first
+    elif open_browser:
+        open_when_answering(served.runs_url, lambda text: say(text, err=True))
     if hasattr(signal, "SIGHUP"):  # the server stops gracefully on SIGTERM; a closed terminal, the same way
         relay(signal.SIGHUP, signal.SIGTERM)
-    datasette_serve.main([path, *ctx.args], prog_name="tlindex serve", standalone_mode=True)
+    datasette_serve.main([str(path), "-h", host, "-p", str(chosen), *args], prog_name="tlindex serve",
+                         standalone_mode=True)
 
 
 @cli.command(name="trend")

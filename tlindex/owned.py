@@ -140,6 +140,19 @@ def remove_temporaries() -> list[Path]:
     return [path for path in reversed(list(_temporaries)) if not discard(path)]
 
 
+def temporary_note(path: Path, text: str) -> Path:
+    """Write a small file whole at `path` (replacing what is there) that lasts as long as this command: a
+    temporary, removed on every way out but kill -9, so whoever reads one checks that its writer still runs."""
+    with deferred_signals():  # registered before it exists: a stop cannot leave it unregistered
+        _temporaries[path] = None
+    try:
+        write_whole(path, [text.encode("utf-8")])
+    except BaseException:  # not written: what is at `path` is not this command's to remove
+        _temporaries.pop(path, None)
+        raise
+    return path
+
+
 def write_whole(path: Path, pieces: Iterable[bytes]) -> None:
     """Write a file piece by piece beside `path` and move it into place when whole: stopped or failing midway,
     `path` is as it was and nothing is left beside it."""

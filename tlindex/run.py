@@ -15,6 +15,7 @@ import getpass
 import json
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -27,8 +28,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from tlindex import owned
+from tlindex.serve import DEFAULT_PORT as SERVE_PORT  # where Datasette answers by default
 
-SERVE_PORT = 8001  # where `tlindex serve` (Datasette) answers by default
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
@@ -143,15 +144,23 @@ def _forward_to(proc: subprocess.Popen):
 
 
 def served_url(db_path: Path, run_id: int, port: int = SERVE_PORT) -> str | None:
-    """The run page's URL when a `tlindex serve` of this database answers on localhost, else None."""
+    """The run page's URL when a `tlindex serve` of this database answers on localhost, else None: the servers
+    its markers name (tlindex.serve: whichever port each took; a marker left by a killed one is passed over), then
+    Datasette's default port (a plain `datasette traces.db` leaves no marker)."""
     from tlindex.pages import database_path
+    from tlindex.pages import path as page_path
+    from tlindex.serve import running_servers
 
-    url = f"http://127.0.0.1:{port}{database_path(db_path.stem)}/-/tlindex/run/{run_id}"
-    try:
-        with urllib.request.urlopen(url, timeout=0.5) as response:
-            return url if response.status == 200 else None
-    except (OSError, ValueError):
-        return None
+    candidates = [*running_servers(db_path), (f"http://127.0.0.1:{port}", db_path.stem)]
+    for base, name in dict.fromkeys(candidates):
+        url = base + database_path(name) + page_path("run", run=run_id)
+        try:
+            with urllib.request.urlopen(url, timeout=0.5) as response:
+                if response.status == 200:
+                    return url
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 class GateCheck:
@@ -218,6 +227,8 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
     from tlindex.answers.glossary import plain
     from tlindex.answers.names import resolve_run
     from tlindex.ingest.pipeline import ingest
+    from tlindex.pages import database_path
+    from tlindex.pages import path as page_path
     from tlindex.report import runs_of_paths
     from tlindex.store.db import DatabaseError, check_database, connect_read_only
 
@@ -264,8 +275,8 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
     if url:
         echo(f"open {url}")
     else:
-        echo(f"see it: tlindex serve {db_path}  (then http://127.0.0.1:{SERVE_PORT}/{db_path.stem}/-/tlindex/run/"
-             f"{run['id']})")
+        echo(f"see it: tlindex serve {shlex.quote(str(db_path))}  (it prints its URL; this run's page is "
+             f"{database_path(db_path.stem)}{page_path('run', run=run['id'])} under it)")
     if gate is not None:
         code = gate.judge(db_path, run["id"], code, echo)
     if not keep_trace:

@@ -253,16 +253,33 @@ def table_actions(datasette, actor, database, table, request):
 
 # --- an entry on Datasette's home and database pages --------------------------------------
 
+ENTRY_STYLE = "margin:0.6em 0 1em;padding:0.5em 0.8em;border:1px solid #cfd9e6;border-radius:4px;background:#f3f7fb"
+
+
 async def _entry_html(datasette, request, databases: list[str]) -> str:
-    """A line linking the tlindex runs of each database the actor may open (empty if none)."""
-    links = []
+    """A line per database the actor may open leading to its tlindex pages (runs and findings, trend, graph breaks,
+    search) with its number of runs; empty if none."""
+    from tlindex.pages.runs import run_count
+
+    lines = []
     for name in databases:
-        for link in await _runs_link(datasette, request, name):
-            links.append(Markup('<a href="{}">{}</a>').format(link["href"], name))
-    if not links:
-        return ""
-    return str(Markup('<p class="tlindex-entry"><b>tlindex</b>: runs, stack tries and compiles of ')
-               + Markup(", ").join(links) + Markup("</p>"))
+        if not await _runs_link(datasette, request, name):
+            continue
+        urls = Urls(datasette, name)
+        try:
+            runs = await datasette.get_database(name).execute_fn(run_count)
+            counted = Markup(", {:,} run{}").format(runs, "" if runs == 1 else "s")
+        except Exception:  # a database being written, or locked: the links without the count
+            log.exception("tlindex: run count")
+            counted = Markup("")
+        links = [("runs", urls.runs(), "runs and findings"), ("trend", urls.trend(), "compile-health trend"),
+                 ("graph-breaks", urls.graph_breaks(), "graph breaks that cost most"), ("search", urls.search(), "search")]
+        lines.append(Markup('<p class="tlindex-entry" style="{}"><strong>tlindex</strong> on <strong>{}</strong>{}: ')
+                     .format(ENTRY_STYLE, name, counted)
+                     + Markup(" · ").join(Markup('<a class="tlindex-{}" href="{}">{}</a>').format(kind, href, text)
+                                          for kind, href, text in links)
+                     + Markup("</p>"))
+    return str(Markup('<div class="tlindex-home">{}</div>').format(Markup("").join(lines))) if lines else ""
 
 
 @hookimpl
@@ -306,7 +323,9 @@ def extra_body_script(template, database, view_name, request, datasette):
             return ""
         # JSON of markup already escaped; </ cannot close the script element.
         payload = json.dumps(html).replace("</", "<\\/")
-        return ("(function(){var h=document.querySelector('h1');if(!h)return;var d=document.createElement('div');"
+        # After the heading, or after the header row that holds it (a database page's h1 and its menu).
+        return ("(function(){var h=document.querySelector('h1');if(!h)return;var p=h.closest('.page-header');"
+                "if(p)h=p;var d=document.createElement('div');"
                 f"d.innerHTML={payload};h.parentNode.insertBefore(d.firstChild,h.nextSibling);}})();")
 
     return inner

@@ -33,6 +33,11 @@ def runs_data(conn: sqlite3.Connection, args: Args) -> dict:
     return {"runs": runs, "only": only}
 
 
+def run_count(conn: sqlite3.Connection) -> int:
+    """How many runs the database holds (Datasette's home page says it beside the link to the runs)."""
+    return conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+
+
 def runs_listing(conn: sqlite3.Connection) -> list[dict]:
     """Every run, oldest first, as `tlindex runs` lists it: id, label, start and end, torch, ranks, compiles,
     failures, worst finding, and what `tlindex run` knew of the command that wrote it (else null)."""
