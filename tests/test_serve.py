@@ -122,6 +122,10 @@ def test_the_url_printed_is_the_runs_page_and_answers_on_the_port_printed(db):
         marker = json.loads(marker_path(db, port).read_text())
         assert marker["tlindex"] == "serve" and marker["url"] == f"http://127.0.0.1:{port}"
         assert marker["pid"] == server.process.pid and marker["database"] == str(db.resolve())
+        hits = json.loads(CliRunner().invoke(cli, ["search", "aten", "--db", str(db), "--json"]).output)
+        assert hits and all(hit["url"].startswith(url + "/") for hit in hits)  # links to the server that answers
+        with urllib.request.urlopen(hits[0]["url"], timeout=5) as response:
+            assert response.status == 200
     assert not marker_path(db, port).exists()  # gone with the server
 
 

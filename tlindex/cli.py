@@ -291,9 +291,10 @@ def findings(run: str | None, db_path: str, as_json: bool) -> None:
 @click.option("--run", "run_name", help="Only this run (id, label or unique label prefix)")
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as a JSON list")
 @click.option("--limit", type=click.IntRange(min=1), default=200, show_default=True, help="Hits per index")
-@click.option("--base-url", default="http://127.0.0.1:8001", show_default=True,
-              help="Where `tlindex serve` answers: hits are printed as full URLs under it")
-def search(term: str, db_path: str, run_name: str | None, as_json: bool, limit: int, base_url: str) -> None:
+@click.option("--base-url", default=None,
+              help="Where `tlindex serve` answers: hits are printed as full URLs under it  [default: the URL of a "
+                   "running `tlindex serve` of the database, else http://127.0.0.1:8001]")
+def search(term: str, db_path: str, run_name: str | None, as_json: bool, limit: int, base_url: str | None) -> None:
     """Find where TERM appears across all logs: names, reasons, guards, errors and payload text.
 
     TERM is literal (kernel and op names such as aten.mm or triton_poi_fused_add_0 work as typed).
@@ -319,7 +320,13 @@ def search(term: str, db_path: str, run_name: str | None, as_json: bool, limit: 
         conn.close()
     from tlindex.pages import database_path
 
-    prefix = base_url.rstrip("/") + database_path(Path(db_path).stem)
+    if base_url is None:
+        from tlindex.serve import running_servers
+
+        base_url, name = (running_servers(Path(db_path)) or [("http://127.0.0.1:8001", Path(db_path).stem)])[0]
+    else:
+        name = Path(db_path).stem
+    prefix = base_url.rstrip("/") + database_path(name)
 
     def url(hit) -> str:
         return prefix + hit_path(hit)
