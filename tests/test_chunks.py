@@ -29,7 +29,7 @@ def whole(tmp_path_factory):
     return canonical(sqlite_tables(db))
 
 
-@pytest.mark.parametrize("chunk_bytes", [4096, 50_000])
+@pytest.mark.parametrize("chunk_bytes", [pytest.param(4096, marks=pytest.mark.slow), 50_000])
 def test_chunked_ingest_equals_one_pass(tmp_path, whole, chunk_bytes):
     db = tmp_path / "t.db"
     summary = ingest(db, [str(DATA / name) for name in SCENARIOS], jobs=2, chunk_bytes=chunk_bytes)
@@ -40,6 +40,7 @@ def test_chunked_ingest_equals_one_pass(tmp_path, whole, chunk_bytes):
     assert summary.files == sum(len(list((DATA / name).iterdir())) for name in SCENARIOS)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not SHARED_CORPUS.exists(), reason="needs ../shared/corpus/tlparse")
 def test_chunked_ingest_of_the_tlparse_corpus_equals_one_pass(tmp_path):
     """Real logs with resets followed by other compile ids, CRLF, launcher prefixes, ranks."""
@@ -83,7 +84,7 @@ def _merged_in_turns(monkeypatch):
     monkeypatch.setattr(tlindex.ingest.pipeline, "wait", in_turns)
 
 
-@pytest.mark.parametrize("in_turns", [False, True])
+@pytest.mark.parametrize("in_turns", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_an_interrupted_chunked_ingest_reads_as_a_grown_log_and_is_continued(tmp_path, whole, monkeypatch,
                                                                               in_turns):
     import tlindex.ingest.chunks
@@ -137,6 +138,7 @@ def test_a_process_that_changes_rank_is_reported_once_however_it_is_chunked(tmp_
     assert conn.execute("SELECT count(*) FROM ingest_errors WHERE message LIKE '%logs rank 0 after rank 1'").fetchone()[0] == 1
 
 
+@pytest.mark.slow
 def test_replace_of_a_chunked_file_gives_the_same_database(tmp_path, whole):
     db = tmp_path / "t.db"
     paths = [str(DATA / name) for name in SCENARIOS]

@@ -271,15 +271,16 @@ def reset_peak():
         pass
 
 def report(sql, started, outcome):
-    print(json.dumps({"sql": sql, "seconds": time.monotonic() - started, "peak_mb": peak_mb(), "base_mb": base_mb,
-                      "outcome": outcome}), flush=True)
+    wall, cpu = started
+    print(json.dumps({"sql": sql, "seconds": time.process_time() - cpu, "wall": time.monotonic() - wall,
+                      "peak_mb": peak_mb(), "base_mb": base_mb, "outcome": outcome}), flush=True)
 
 def cli_cases(db, cases):
     from click import ClickException
     from tlindex.cli import cli
     for sql in cases:
         reset_peak()
-        started = time.monotonic()
+        started = time.monotonic(), time.process_time()
         with open(os.devnull, "w") as out, contextlib.redirect_stdout(out):
             try:
                 cli.main(["query", sql, "--db", db], prog_name="tlindex", standalone_mode=False)
@@ -297,7 +298,7 @@ async def datasette_cases(db, cases):
     name = os.path.basename(db).rsplit(".", 1)[0]
     for sql in cases:
         reset_peak()
-        started = time.monotonic()
+        started = time.monotonic(), time.process_time()
         response = await datasette.client.get(f"/{name}.json", params={"sql": sql, "_shape": "array"},
                                               follow_redirects=True)
         if response.status_code == 200:
@@ -334,7 +335,8 @@ def run_cases(surface: str, db: Path, cases: list[str]) -> list[dict]:
 
 def over_budget(surface: str, cases: list[tuple[str, str]], results: list[dict]) -> list[str]:
     """The cases that crashed, took longer than the surface allows, or added more than MAX_COPIES values of the
-    limit to the memory of the process (its peak less its base when the case started)."""
+    limit to the memory of the process (its peak less its base when the case started). Time is the process's
+    CPU time: the work a case costs, which a machine busy with other tests does not inflate as it does the wall."""
     found = []
     for (name, sql), result in zip(cases, results):
         seconds = (ONE_LONG_STEP_SECONDS if name in ONE_LONG_STEP else CLI_SECONDS if surface == "cli"
@@ -342,7 +344,8 @@ def over_budget(surface: str, cases: list[tuple[str, str]], results: list[dict])
         added = result["peak_mb"] - result["base_mb"]
         copies = HELD_MORE_COPIES if name in HELD_MORE else MAX_COPIES
         if result["outcome"].startswith("crashed") or result["seconds"] > seconds or added > copies * LIMIT_MB + SLACK_MB:
-            found.append(f"{result['seconds']:.1f} s +{added} MB {result['outcome'][:120]}: {sql[:200]}")
+            found.append(f"{result['seconds']:.1f} s CPU ({result['wall']:.1f} s) +{added} MB "
+                         f"{result['outcome'][:120]}: {sql[:200]}")
     return found
 
 
@@ -356,6 +359,7 @@ def sample(functions: dict[str, list[tuple[str, int]]], fts: tuple[str, str]) ->
     return [("printf", sql) for sql in REPORTED] + generated(chosen, fts, huge=values)
 
 
+@pytest.mark.slow
 def test_huge_arguments_through_tlindex_query_sample(traces_db):
     cases = sample(cli_functions(traces_db), full_text_table(traces_db))
     results = run_cases("cli", traces_db, [sql for _, sql in cases])

@@ -158,6 +158,7 @@ def test_an_interrupted_merge_leaves_no_half_source_and_a_rerun_completes(tmp_pa
     assert counts(db_path) == counts(clean) and snapshot(db_path) == snapshot(clean)
 
 
+@pytest.mark.slow
 def test_kill_9_mid_ingest_leaves_a_consistent_database(tmp_path):
     db_path = tmp_path / "t.db"
     command = [sys.executable, "-m", "tlindex", "ingest", str(DATA), "--db", str(db_path), "-j", "1",

@@ -268,6 +268,7 @@ def test_every_report_file_is_written_once(fixtures_db, tmp_path, monkeypatch):
     assert [path for path, times in saved.items() if times > 1] == []
 
 
+@pytest.mark.slow
 def test_a_report_is_the_same_whatever_the_process_rendered_before(fixtures_db, tmp_path):
     """Every run of the fixtures reported twice, in processes of other string hashes and with the pages in
     another order: byte for byte the same (a set's order, depyf's temporaries counted across pages)."""

@@ -141,6 +141,7 @@ def test_a_streamed_file_that_fails_midway_leaves_no_half_file(fixtures_db, tmp_
     assert list((out / "compiles").glob("*.html"))
 
 
+@pytest.mark.slow
 def test_the_report_of_every_fixture_run_degrades_nothing(fixtures_db, tmp_path):
     conn = connect(fixtures_db)
     runs = [row[0] for row in conn.execute("SELECT id FROM runs ORDER BY id")]
