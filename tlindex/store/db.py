@@ -14,7 +14,7 @@ from typing import Iterator
 from tlindex.errors import DatabaseError
 from tlindex.store.compression import register
 from tlindex.store.limits import connect
-from tlindex.store.resources import schema_files
+from tlindex.store.resources import current_schema, schema_files
 
 MIGRATIONS_TABLE = "_tlindex_migrations"
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -59,11 +59,14 @@ def _applied(conn: sqlite3.Connection) -> set[str]:
     return {row[0] for row in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")} if exists else set()
 
 
-def apply_schema(conn: sqlite3.Connection) -> list[str]:
-    """Apply every schema/NNN_*.sql file not yet applied; return the names applied.
+def apply_schema(conn: sqlite3.Connection, whole: bool = True) -> list[str]:
+    """Apply every schema/NNN_*.sql migration not yet applied; return the names applied.
 
     Each file is one migration, recorded in _tlindex_migrations, so a database
-    made by an older tlindex is upgraded in place the next time it is opened. The
+    made by an older tlindex is upgraded in place the next time it is opened. A
+    new (empty) database is given schema/current.sql instead, the whole schema in
+    one script, and every migration it stands for is recorded as applied (then any
+    later migration in turn); `whole=False` applies the migrations one by one. The
     check and the migrations run under one write lock, so processes opening a new
     database at once apply each migration exactly once. A database that records a
     migration this tlindex does not know was written by a newer one: refused.
@@ -81,15 +84,50 @@ def apply_schema(conn: sqlite3.Connection) -> list[str]:
     with immediate(conn):
         conn.execute(f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (name TEXT PRIMARY KEY, applied_at TEXT)")
         done = _applied(conn)  # again, now that no one else can be applying them
+        if whole and not done and _empty(conn):
+            applied = _apply_whole(conn, [path.stem for path in files])
+            done = set(applied)
         for path in files:
             if path.stem in done:
                 continue
             for statement in _statements(path.read_text()):
                 conn.execute(statement)
-            conn.execute(f"INSERT INTO {MIGRATIONS_TABLE} VALUES (?, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
-                         (path.stem,))
+            _record(conn, [path.stem])
             applied.append(path.stem)
     return applied
+
+
+def _empty(conn: sqlite3.Connection) -> bool:
+    """Whether a database holds nothing but the (empty) record of its migrations."""
+    return not conn.execute("SELECT 1 FROM sqlite_master WHERE tbl_name != ?", (MIGRATIONS_TABLE,)).fetchone()
+
+
+def _record(conn: sqlite3.Connection, names: list[str]) -> None:
+    conn.executemany(f"INSERT INTO {MIGRATIONS_TABLE} VALUES (?, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
+                     [(name,) for name in names])
+
+
+AS_OF_RE = re.compile(r"^-- as of: (\S+)$", re.M)
+
+
+def current_script() -> tuple[str, str]:
+    """schema/current.sql and the last migration it stands for (its `-- as of: NNN_name` line)."""
+    text = current_schema().read_text()
+    match = AS_OF_RE.search(text)
+    return text, match.group(1) if match else ""
+
+
+def _apply_whole(conn: sqlite3.Connection, migrations: list[str]) -> list[str]:
+    """schema/current.sql on a new database, and the migrations it stands for recorded as applied: those up to its
+    `as of` (the later ones are then applied in turn). None when it names no migration of this tlindex."""
+    text, as_of = current_script()
+    if as_of not in migrations:
+        return []
+    for statement in _statements(text):
+        conn.execute(statement)
+    stood_for = migrations[:migrations.index(as_of) + 1]
+    _record(conn, stood_for)
+    return list(stood_for)
 
 
 def connect_read_only(path: str | Path, **kwargs) -> sqlite3.Connection:
@@ -189,12 +227,23 @@ def write_database(db_path: str | Path) -> sqlite3.Connection:
 _VIEW_RE = re.compile(r"^CREATE VIEW (\w+) AS\n(.*?);$", re.S | re.M)
 
 
+def schema_scripts() -> list[str]:
+    """The scripts that make the current schema: schema/current.sql and the migrations after it (all the migrations
+    when it names none of them)."""
+    files = schema_files()
+    text, as_of = current_script()
+    stems = [path.stem for path in files]
+    if as_of not in stems:
+        return [path.read_text() for path in files]
+    return [text] + [path.read_text() for path in files[stems.index(as_of) + 1:]]
+
+
 @cache
 def schema_views() -> dict[str, str]:
     """Each view of the schema, by name, as the last schema script defines it (a migration may redefine one)."""
     defined: dict[str, str] = {}
-    for path in schema_files():
-        defined.update(_VIEW_RE.findall(path.read_text()))
+    for text in schema_scripts():
+        defined.update(_VIEW_RE.findall(text))
     return defined
 
 

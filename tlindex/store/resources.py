@@ -22,5 +22,10 @@ def resource_dir(name: str) -> Path:
 
 
 def schema_files() -> list[Path]:
-    """The schema migrations in the order they apply."""
-    return sorted(resource_dir("schema").glob("*.sql"))
+    """The schema migrations (schema/NNN_name.sql) in the order they apply."""
+    return sorted(resource_dir("schema").glob("[0-9][0-9][0-9]_*.sql"))
+
+
+def current_schema() -> Path:
+    """schema/current.sql: the whole schema as of a migration, one script for a new database."""
+    return resource_dir("schema") / "current.sql"
