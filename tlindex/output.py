@@ -1,9 +1,11 @@
-"""Print query results the way sqlite-utils does: JSON, newline JSON, CSV, TSV or a table."""
+"""Print query results the way sqlite-utils does: JSON, newline JSON, CSV, TSV or a table.
+
+The command line imports this module to declare its options: what printing needs (csv, json, tabulate) is
+imported when something is printed.
+"""
 
 from __future__ import annotations
 
-import csv
-import json
 import re
 import sys
 from typing import Iterable, Iterator, TextIO
@@ -70,6 +72,9 @@ def _cell(value, limit: int | None) -> object:
 def emit(columns: list[str], rows: Iterable[tuple], *, as_table=False, fmt="simple", as_csv=False,
          as_tsv=False, as_nl=False, out: TextIO | None = None, **_: object) -> None:
     """Write rows in the chosen format (JSON array by default) to `out` (stdout)."""
+    import csv
+    import json
+
     out = out or sys.stdout
     if as_table:
         import tabulate
