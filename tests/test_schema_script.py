@@ -41,17 +41,25 @@ def schema_of(conn: sqlite3.Connection) -> dict:
     return {"entries": entries, "shapes": shapes, "migrations": recorded}
 
 
-def made(whole: bool) -> sqlite3.Connection:
-    conn = sqlite3.connect(":memory:")
+def made(path: Path | str, whole: bool) -> sqlite3.Connection:
+    conn = sqlite3.connect(path)
     assert apply_schema(conn, whole=whole) == MIGRATIONS
     return conn
 
 
-def test_a_new_database_from_current_sql_is_the_one_the_migrations_make_from_001():
-    fresh, migrated = made(whole=True), made(whole=False)
+def test_a_new_database_from_current_sql_is_the_one_the_migrations_make_from_001(tmp_path):
+    fresh, migrated = made(tmp_path / "fresh.db", whole=True), made(tmp_path / "migrated.db", whole=False)
     assert schema_of(fresh) == schema_of(migrated)
     assert schema_of(fresh)["migrations"] == MIGRATIONS
     assert len(schema_of(fresh)["entries"]) > 60  # tables, indexes and views: not two empty databases
+
+
+def test_a_new_in_memory_database_is_a_copy_of_the_same_schema(tmp_path):
+    copies = [made(":memory:", whole=True) for _ in range(2)]
+    assert schema_of(copies[0]) == schema_of(copies[1]) == schema_of(made(tmp_path / "migrated.db", whole=False))
+    copies[0].execute("INSERT INTO runs (label) VALUES ('a copy of its own')")
+    assert copies[1].execute("SELECT count(*) FROM runs").fetchone() == (0,)
+    assert made(":memory:", whole=True).execute("SELECT count(*) FROM runs").fetchone() == (0,)
 
 
 def test_current_sql_is_written_from_the_migrations():
@@ -68,10 +76,10 @@ def test_a_migration_current_sql_does_not_have_yet_is_applied_after_it(tmp_path,
     later = tmp_path / "015_later.sql"
     later.write_text("CREATE TABLE later (id INTEGER PRIMARY KEY); -- a table added after current.sql\n")
     monkeypatch.setattr(db, "schema_files", lambda: [*schema_files(), later])
-    conn = sqlite3.connect(":memory:")
-    assert apply_schema(conn) == [*MIGRATIONS, "015_later"]
-    assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'later'").fetchone() == ("later",)
-    assert apply_schema(conn) == []
+    for conn in (sqlite3.connect(tmp_path / "new.db"), sqlite3.connect(":memory:")):
+        assert apply_schema(conn) == [*MIGRATIONS, "015_later"]
+        assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'later'").fetchone() == ("later",)
+        assert apply_schema(conn) == []
     monkeypatch.setattr("tlindex.store.schema_script.schema_files", lambda: [*schema_files(), later])
     assert script() != (ROOT / "schema" / "current.sql").read_text()
 
@@ -84,7 +92,7 @@ def test_an_older_database_is_still_migrated_one_migration_at_a_time(tmp_path):
         conn.execute(f"INSERT INTO {MIGRATIONS_TABLE} VALUES (?, 'then')", (path.stem,))
     conn.commit()
     assert apply_schema(conn) == MIGRATIONS[7:]
-    assert schema_of(conn) == schema_of(made(whole=True))
+    assert schema_of(conn) == schema_of(made(tmp_path / "new.db", whole=True))
 
 
 def test_the_views_read_from_current_sql_are_the_migrations_last_definitions():
@@ -95,8 +103,7 @@ def test_the_views_read_from_current_sql_are_the_migrations_last_definitions():
 
 
 @pytest.mark.parametrize("as_of", ["", "999_unknown"])
-def test_a_current_sql_naming_no_migration_of_this_tlindex_is_not_used(monkeypatch, as_of):
+def test_a_current_sql_naming_no_migration_of_this_tlindex_is_not_used(tmp_path, monkeypatch, as_of):
     monkeypatch.setattr(db, "current_script", lambda: ("CREATE TABLE wrong (x);", as_of))
-    conn = sqlite3.connect(":memory:")
-    assert apply_schema(conn) == MIGRATIONS
-    assert schema_of(conn) == schema_of(made(whole=False))
+    conn = made(tmp_path / "new.db", whole=True)
+    assert schema_of(conn) == schema_of(made(tmp_path / "migrated.db", whole=False))

@@ -66,7 +66,8 @@ def apply_schema(conn: sqlite3.Connection, whole: bool = True) -> list[str]:
     made by an older tlindex is upgraded in place the next time it is opened. A
     new (empty) database is given schema/current.sql instead, the whole schema in
     one script, and every migration it stands for is recorded as applied (then any
-    later migration in turn); `whole=False` applies the migrations one by one. The
+    later migration in turn); a new in-memory database is a copy of one made so,
+    once per process. `whole=False` applies the migrations one by one. The
     check and the migrations run under one write lock, so processes opening a new
     database at once apply each migration exactly once. A database that records a
     migration this tlindex does not know was written by a newer one: refused.
@@ -80,6 +81,18 @@ def apply_schema(conn: sqlite3.Connection, whole: bool = True) -> list[str]:
                             f"are unknown to this one); upgrade tlindex to use it")
     if known <= done:
         return []
+    copied = []
+    if whole and not done and _in_memory(conn) and _empty(conn):
+        _schema_image().backup(conn)  # its pages copied: a fraction of the time the script takes
+        copied = sorted(_applied(conn))
+        if known <= set(copied):
+            return copied
+    return copied + _migrate(conn, files, whole)
+
+
+def _migrate(conn: sqlite3.Connection, files: list[Path], whole: bool) -> list[str]:
+    """The migrations a database lacks applied under one write lock (schema/current.sql for a new one, when
+    `whole`); the names applied."""
     applied = []
     with immediate(conn):
         conn.execute(f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (name TEXT PRIMARY KEY, applied_at TEXT)")
@@ -100,6 +113,20 @@ def apply_schema(conn: sqlite3.Connection, whole: bool = True) -> list[str]:
 def _empty(conn: sqlite3.Connection) -> bool:
     """Whether a database holds nothing but the (empty) record of its migrations."""
     return not conn.execute("SELECT 1 FROM sqlite_master WHERE tbl_name != ?", (MIGRATIONS_TABLE,)).fetchone()
+
+
+def _in_memory(conn: sqlite3.Connection) -> bool:
+    """Whether a connection's main database is in memory (or a temporary one): no other process can open it."""
+    return any(name == "main" and not file for _, name, file in conn.execute("PRAGMA database_list"))
+
+
+@cache
+def _schema_image() -> sqlite3.Connection:
+    """An in-memory database of the current schema, made once per process; new in-memory databases (the schema
+    tlindex.store.tables and the type checks read, a staging-free analysis) are copies of it."""
+    image = register(connect(":memory:", check_same_thread=False))  # copied from any thread, never written again
+    _migrate(image, schema_files(), whole=True)
+    return image
 
 
 def _record(conn: sqlite3.Connection, names: list[str]) -> None:
