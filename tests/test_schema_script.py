@@ -107,3 +107,18 @@ def test_a_current_sql_naming_no_migration_of_this_tlindex_is_not_used(tmp_path,
     monkeypatch.setattr(db, "current_script", lambda: ("CREATE TABLE wrong (x);", as_of))
     conn = made(tmp_path / "new.db", whole=True)
     assert schema_of(conn) == schema_of(made(tmp_path / "migrated.db", whole=False))
+
+
+def test_a_scratch_file_without_a_journal_is_a_copy_and_a_shared_file_is_made_under_its_lock(tmp_path, monkeypatch):
+    """A staging file (journal_mode=OFF: private) is a copy of the schema; traces.db is made by the script under its
+    write lock, since another process may be opening it at the same time."""
+    scratch = sqlite3.connect(tmp_path / "staging.db", isolation_level=None)
+    scratch.execute("PRAGMA journal_mode=OFF")
+    assert apply_schema(scratch) == MIGRATIONS
+    assert schema_of(scratch) == schema_of(made(tmp_path / "migrated.db", whole=False))
+    monkeypatch.setattr(db, "_schema_image", lambda: pytest.fail("a database others may open was copied into"))
+    for journal in ("WAL", "DELETE"):
+        shared = sqlite3.connect(tmp_path / f"{journal}.db")
+        shared.execute(f"PRAGMA journal_mode={journal}")
+        assert apply_schema(shared) == MIGRATIONS
+        assert schema_of(shared) == schema_of(scratch)

@@ -7,7 +7,7 @@ import re
 import sqlite3
 import time
 from contextlib import contextmanager
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Iterator
 
@@ -42,15 +42,16 @@ def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         raise
 
 
-def _statements(sql: str) -> list[str]:
+@lru_cache(maxsize=4)  # schema/current.sql is split once per process
+def _statements(sql: str) -> tuple[str, ...]:
     """The statements of a schema file, whole (comments stay with the statement they precede)."""
     statements, current = [], ""
     for line in sql.splitlines(keepends=True):
         current += line
-        if sqlite3.complete_statement(current):
+        if (";" in line or "*/" in line) and sqlite3.complete_statement(current):  # only such a line can end one
             statements.append(current)
             current = ""
-    return statements
+    return tuple(statements)
 
 
 def _applied(conn: sqlite3.Connection) -> set[str]:
@@ -66,8 +67,9 @@ def apply_schema(conn: sqlite3.Connection, whole: bool = True) -> list[str]:
     made by an older tlindex is upgraded in place the next time it is opened. A
     new (empty) database is given schema/current.sql instead, the whole schema in
     one script, and every migration it stands for is recorded as applied (then any
-    later migration in turn); a new in-memory database is a copy of one made so,
-    once per process. `whole=False` applies the migrations one by one. The
+    later migration in turn); a new private database (in memory, or a scratch file
+    without a journal) is a copy of one made so, once per process. `whole=False`
+    applies the migrations one by one. The
     check and the migrations run under one write lock, so processes opening a new
     database at once apply each migration exactly once. A database that records a
     migration this tlindex does not know was written by a newer one: refused.
@@ -82,7 +84,7 @@ def apply_schema(conn: sqlite3.Connection, whole: bool = True) -> list[str]:
     if known <= done:
         return []
     copied = []
-    if whole and not done and _in_memory(conn) and _empty(conn):
+    if whole and not done and _private(conn) and _empty(conn):
         _schema_image().backup(conn)  # its pages copied: a fraction of the time the script takes
         copied = sorted(_applied(conn))
         if known <= set(copied):
@@ -115,15 +117,19 @@ def _empty(conn: sqlite3.Connection) -> bool:
     return not conn.execute("SELECT 1 FROM sqlite_master WHERE tbl_name != ?", (MIGRATIONS_TABLE,)).fetchone()
 
 
-def _in_memory(conn: sqlite3.Connection) -> bool:
-    """Whether a connection's main database is in memory (or a temporary one): no other process can open it."""
-    return any(name == "main" and not file for _, name, file in conn.execute("PRAGMA database_list"))
+def _private(conn: sqlite3.Connection) -> bool:
+    """Whether no other connection can be making a database's schema at the same time: one in memory (or a temporary
+    one), or a scratch file written without a journal (journal_mode=OFF: never shared, never recovered, as the
+    ingest's staging files are). A shared database is made under its write lock instead (`_migrate`)."""
+    if any(name == "main" and not file for _, name, file in conn.execute("PRAGMA database_list")):
+        return True
+    return conn.execute("PRAGMA journal_mode").fetchone()[0] == "off"
 
 
 @cache
 def _schema_image() -> sqlite3.Connection:
     """An in-memory database of the current schema, made once per process; new in-memory databases (the schema
-    tlindex.store.tables and the type checks read, a staging-free analysis) are copies of it."""
+    tlindex.store.tables and the type checks read, the staging files of an ingest) are copies of it."""
     image = register(connect(":memory:", check_same_thread=False))  # copied from any thread, never written again
     _migrate(image, schema_files(), whole=True)
     return image
@@ -137,6 +143,7 @@ def _record(conn: sqlite3.Connection, names: list[str]) -> None:
 AS_OF_RE = re.compile(r"^-- as of: (\S+)$", re.M)
 
 
+@cache  # the schema does not change under a running process
 def current_script() -> tuple[str, str]:
     """schema/current.sql and the last migration it stands for (its `-- as of: NNN_name` line)."""
     text = current_schema().read_text()
