@@ -19,9 +19,12 @@ HEAVY = ("datasette", "pyarrow", "sqlite_utils", "jinja2", "pygments", "tabulate
 PROBE = """
 import sys
 from tlindex.cli import cli
-for args in " ".join(sys.argv[1:]).split(" ; "):  # commands one after the other, in this one interpreter
+commands = [[]]
+for arg in sys.argv[1:]:  # commands one after the other (";" between them), in this one interpreter
+    commands.append([]) if arg == ";" else commands[-1].append(arg)
+for args in commands:
     try:
-        cli(args.split(), prog_name="tlindex", standalone_mode=True)
+        cli(args, prog_name="tlindex")
     except SystemExit:
         pass
 sys.stderr.write("\\nMODULES " + " ".join(sorted(sys.modules)))
@@ -29,8 +32,7 @@ sys.stderr.write("\\nMODULES " + " ".join(sorted(sys.modules)))
 
 
 def loaded_by(*args: str, cwd: Path) -> tuple[set[str], str]:
-    """The modules commands leave loaded (run in a fresh interpreter; ` ; ` between commands), and what they
-    printed."""
+    """The modules commands leave loaded (run in a fresh interpreter; ";" between commands), and what they printed."""
     done = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
     said, _, modules = done.stderr.rpartition("\nMODULES ")
     return set(modules.split()), done.stdout + said
@@ -55,7 +57,7 @@ def test_every_command_s_help_loads_nothing_heavy(tmp_path):
     """`tlindex COMMAND --help` is read from the command's declaration: its library is not imported (only what every
     command runs under: tlindex.stopping and tlindex.owned, which clean up after it)."""
     names = sorted(cli.commands) + [f"export {name}" for name in cli.commands["export"].commands]
-    modules, printed = loaded_by(" ; ".join(f"{name} --help" for name in names), cwd=tmp_path)
+    modules, printed = loaded_by(*" ; ".join(f"{name} --help" for name in names).split(), cwd=tmp_path)
     assert heavy(modules) == []
     assert sorted(module for module in modules if module.startswith("tlindex.") and module not in (
         "tlindex.cli", "tlindex.errors", "tlindex.output", "tlindex.owned", "tlindex.stopping")) == []
@@ -69,3 +71,12 @@ def test_ingest_loads_the_ingest_and_nothing_heavy(tmp_path):
     assert heavy(modules) == []
     assert [name for name in modules if name.startswith(("tlindex.answers", "tlindex.pages", "tlindex.report",
                                                            "tlindex.formats"))] == []
+
+
+def test_a_query_printed_as_json_loads_no_table_printer_and_no_page(tmp_path):
+    db = str(tmp_path / "t.db")
+    modules, printed = loaded_by("ingest", str(LOG), "--db", db, "--silent", ";",
+                                 "query", "SELECT compile_id FROM compiles", "--db", db, cwd=tmp_path)
+    assert '"compile_id"' in printed
+    assert heavy(modules) == []
+    assert [name for name in modules if name.startswith(("tlindex.pages", "tlindex.report", "tlindex.formats"))] == []

@@ -32,9 +32,11 @@ def output_options(fn):
 
 def check_format(output: dict) -> None:
     """Refuse a --fmt that tabulate does not know (it would silently fall back to its default)."""
+    if not output.get("as_table"):
+        return  # tabulate (and the importlib.metadata it loads) only for a table
     import tabulate
 
-    if output.get("as_table") and output.get("fmt") not in tabulate.tabulate_formats:
+    if output.get("fmt") not in tabulate.tabulate_formats:
         raise click.ClickException(f"--fmt {output.get('fmt')!r} is not a table format; "
                                    f"one of {', '.join(sorted(tabulate.tabulate_formats))}")
 
