@@ -67,11 +67,11 @@ def apply_schema(conn: sqlite3.Connection, whole: bool = True) -> list[str]:
     made by an older tlindex is upgraded in place the next time it is opened. A
     new (empty) database is given schema/current.sql instead, the whole schema in
     one script, and every migration it stands for is recorded as applied (then any
-    later migration in turn); a new private database (in memory, or a scratch file
-    without a journal) is a copy of one made so, once per process. `whole=False`
-    applies the migrations one by one. The
-    check and the migrations run under one write lock, so processes opening a new
-    database at once apply each migration exactly once. A database that records a
+    later one in turn); a new private database (in memory, or a scratch file
+    without a journal) is a copy of one made so, once per process. With
+    `whole=False` a new database is given the migrations one by one. The check and
+    the migrations run under one write lock, so processes opening a new database
+    at once apply each migration exactly once. A database that records a
     migration this tlindex does not know was written by a newer one: refused.
     """
     register(conn)  # migration 004 compresses with sqlar_compress
@@ -128,8 +128,8 @@ def _private(conn: sqlite3.Connection) -> bool:
 
 @cache
 def _schema_image() -> sqlite3.Connection:
-    """An in-memory database of the current schema, made once per process; new in-memory databases (the schema
-    tlindex.store.tables and the type checks read, the staging files of an ingest) are copies of it."""
+    """An in-memory database of the current schema, made once per process; new private databases (the in-memory
+    ones whose schema tlindex.store.tables and the type checks read, the staging files of an ingest) are copies."""
     image = register(connect(":memory:", check_same_thread=False))  # copied from any thread, never written again
     _migrate(image, schema_files(), whole=True)
     return image
@@ -153,7 +153,7 @@ def current_script() -> tuple[str, str]:
 
 def _apply_whole(conn: sqlite3.Connection, migrations: list[str]) -> list[str]:
     """schema/current.sql on a new database, and the migrations it stands for recorded as applied: those up to its
-    `as of` (the later ones are then applied in turn). None when it names no migration of this tlindex."""
+    `as of` (the later ones are then applied in turn); nothing when it names no migration of this tlindex."""
     text, as_of = current_script()
     if as_of not in migrations:
         return []
