@@ -44,4 +44,4 @@ def test_built_wheel_carries_schema_and_queries(tmp_path):
     package = Path(out[0]).parent
     assert package.parent == target
     assert Path(out[1]) == package / "schema" and Path(out[2]) == package / "queries"
-    assert out[3] == str(sorted(p.stem for p in (ROOT / "schema").glob("*.sql")))
+    assert out[3] == str(sorted(p.stem for p in (ROOT / "schema").glob("[0-9]*.sql")))

@@ -60,7 +60,7 @@ def test_every_error_kind_written_is_documented_and_every_documented_kind_is_wri
         assert f"| `{kind}` |" in docs, kind
 
 
-MIGRATIONS = sorted(p.stem for p in (ROOT / "schema").glob("*.sql"))
+MIGRATIONS = sorted(p.stem for p in (ROOT / "schema").glob("[0-9]*.sql"))
 
 
 def test_applying_the_schema_twice_is_a_no_op():

@@ -1,19 +1,26 @@
-"""The tlindex command line: a thin click layer over the library."""
+"""The tlindex command line: a thin click layer over the library.
+
+It imports what a command needs when the command runs (the library, sqlite3, pathlib, json), so that
+`tlindex --help` and each command start without the others' modules.
+"""
 
 from __future__ import annotations
 
 import errno
 import os
-import sqlite3
 import sys
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from tlindex import __version__
 from tlindex.errors import TlindexError
 from tlindex.output import check_format, emit, gate_options, output_options, terminal_line
+
+if TYPE_CHECKING:
+    import sqlite3
+    from pathlib import Path
 
 DEFAULT_DB = "traces.db"
 
@@ -63,10 +70,10 @@ def run_id_of(conn: sqlite3.Connection, name: str) -> int:
 
 def label_value(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
     """A run label given on the command line (tlindex.ingest.runs.check_label), else a usage error naming it."""
-    from tlindex.ingest.runs import check_label
-
     if value is None:
         return None
+    from tlindex.ingest.runs import check_label
+
     try:
         return check_label(value)
     except TlindexError as error:
@@ -109,6 +116,8 @@ class Commands(click.Group):
                 failed.exit_code = error.exit_code
                 raise failed from None
             except BaseException as error:
+                import sqlite3
+
                 if stop.signum is None and isinstance(error, (OSError, sqlite3.OperationalError)) and _disk_error(error):
                     raise click.ClickException(terminal_line(_disk_message(error))) from error  # one line
                 if stop.signum is None:
@@ -133,6 +142,8 @@ def _say_what_is_left(words: str, stop, left: list[str]) -> None:
 
 def _disk_error(error: OSError | sqlite3.OperationalError) -> bool:
     """Whether an error is the disk's or the file system's (said in one line), not a bug (a traceback)."""
+    import sqlite3
+
     if isinstance(error, sqlite3.OperationalError):  # SQLITE_FULL, SQLITE_IOERR, SQLITE_CANTOPEN, SQLITE_READONLY
         return (getattr(error, "sqlite_errorcode", 0) & 0xFF) in (13, 10, 14, 8)
     return error.errno != errno.EPIPE  # a closed pipe is click's own to handle
@@ -166,6 +177,8 @@ def cli() -> None:
 def ingest(paths: tuple[str, ...], db_path: str, run_label: str | None, replace: bool,
            jobs: int | None, silent: bool) -> None:
     """Ingest log files, TORCH_TRACE directories, globs and .gz files into the database."""
+    import sqlite3
+
     from tlindex.ingest.pipeline import ingest as run_ingest
     from tlindex.store.db import disk_full
 
@@ -213,6 +226,8 @@ def _params_with_values(params: tuple[tuple[str, str], ...]) -> tuple[tuple[str,
 @output_options
 def query(name_or_sql: str, params: tuple[tuple[str, str], ...], db_path: str, **output) -> None:
     """Run a canned query by name (see `tlindex queries`), or any SQL; a run or compile parameter by any name."""
+    import sqlite3
+
     from tlindex.answers.queries import prepared, read_only, run_sql, sql_error_message
 
     check_format(output)
@@ -318,6 +333,8 @@ def search(term: str, db_path: str, run_name: str | None, as_json: bool, limit: 
         labels = dict(conn.execute("SELECT id, label FROM runs").fetchall())
     finally:
         conn.close()
+    from pathlib import Path
+
     from tlindex.pages import database_path
 
     if base_url is None:
@@ -394,6 +411,8 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
     in tlparse's formats; with several, DIR/index.html lists them and each has DIR/run-<id>/. Links are
     relative and assets local: the folder works from file:// and from any static host.
     """
+    from pathlib import Path
+
     from tlindex.report import make_report
 
     out = Path(out_dir)
@@ -480,6 +499,8 @@ def chromium(out: str, db_path: str, run_name: str) -> None:
 
     Each rank is a process; spans carry the args of their begin and end events.
     """
+    from pathlib import Path
+
     from tlindex.formats.chromium import trace_chunks
     from tlindex.owned import write_whole
 
@@ -601,6 +622,8 @@ def run_command(db_path: str, label: str | None, trace_dir: str | None, keep_tra
     the new run is judged as `tlindex trend` judges its newest run: COMMAND's exit code when it is not 0, else
     1 when a bound is crossed (or no run was written), else 0.
     """
+    from pathlib import Path
+
     from tlindex.run import GateCheck, run_traced
 
     check = GateCheck.prepare(Path(db_path), baseline, fail_on) if (baseline or fail_on) else None

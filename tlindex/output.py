@@ -1,9 +1,11 @@
-"""Print query results the way sqlite-utils does: JSON, newline JSON, CSV, TSV or a table."""
+"""Print query results the way sqlite-utils does: JSON, newline JSON, CSV, TSV or a table.
+
+The command line imports this module to declare its options: what printing needs (csv, json, tabulate) is
+imported when something is printed.
+"""
 
 from __future__ import annotations
 
-import csv
-import json
 import re
 import sys
 from typing import Iterable, Iterator, TextIO
@@ -30,9 +32,11 @@ def output_options(fn):
 
 def check_format(output: dict) -> None:
     """Refuse a --fmt that tabulate does not know (it would silently fall back to its default)."""
+    if not output.get("as_table"):
+        return  # tabulate (and the importlib.metadata it loads) only for a table
     import tabulate
 
-    if output.get("as_table") and output.get("fmt") not in tabulate.tabulate_formats:
+    if output.get("fmt") not in tabulate.tabulate_formats:
         raise click.ClickException(f"--fmt {output.get('fmt')!r} is not a table format; "
                                    f"one of {', '.join(sorted(tabulate.tabulate_formats))}")
 
@@ -70,6 +74,9 @@ def _cell(value, limit: int | None) -> object:
 def emit(columns: list[str], rows: Iterable[tuple], *, as_table=False, fmt="simple", as_csv=False,
          as_tsv=False, as_nl=False, out: TextIO | None = None, **_: object) -> None:
     """Write rows in the chosen format (JSON array by default) to `out` (stdout)."""
+    import csv
+    import json
+
     out = out or sys.stdout
     if as_table:
         import tabulate

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from importlib.resources import files
 from pathlib import Path
 
 
@@ -12,7 +11,9 @@ def resource_dir(name: str) -> Path:
     A wheel carries it inside the package (tlindex/<name>); an editable install
     of a checkout does not, so fall back to the folder at the repository root.
     """
-    packaged = Path(str(files("tlindex"))) / name
+    # The package's own folder, found from this file: importlib.resources finds the same one, at the cost of
+    # importing zipfile and its readers in every command.
+    packaged = Path(__file__).resolve().parents[1] / name
     if packaged.is_dir():
         return packaged
     checkout = Path(__file__).resolve().parents[2] / name
@@ -22,5 +23,10 @@ def resource_dir(name: str) -> Path:
 
 
 def schema_files() -> list[Path]:
-    """The schema migrations in the order they apply."""
-    return sorted(resource_dir("schema").glob("*.sql"))
+    """The schema migrations (schema/NNN_name.sql) in the order they apply."""
+    return sorted(resource_dir("schema").glob("[0-9][0-9][0-9]_*.sql"))
+
+
+def current_schema() -> Path:
+    """schema/current.sql: the whole schema as of a migration, one script for a new database."""
+    return resource_dir("schema") / "current.sql"

@@ -1,0 +1,82 @@
+"""A command imports what it needs when it runs: `tlindex --help` loads no library module, `tlindex ingest` no page."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from tlindex.cli import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+LOG = next((ROOT / "tests" / "data" / "draft_export").glob("*.log"))  # a small real log
+
+# What no command needs before it runs, and `ingest` never: the server, Parquet, sqlite-utils, templates,
+# highlighting, table printing, entry-point scans.
+HEAVY = ("datasette", "pyarrow", "sqlite_utils", "jinja2", "pygments", "tabulate", "importlib.metadata", "depyf",
+         "duckdb", "pyspark", "uvicorn")
+
+PROBE = """
+import sys
+from tlindex.cli import cli
+commands = [[]]
+for arg in sys.argv[1:]:  # commands one after the other (";" between them), in this one interpreter
+    commands.append([]) if arg == ";" else commands[-1].append(arg)
+for args in commands:
+    try:
+        cli(args, prog_name="tlindex")
+    except SystemExit:
+        pass
+sys.stderr.write("\\nMODULES " + " ".join(sorted(sys.modules)))
+"""
+
+
+def loaded_by(*args: str, cwd: Path) -> tuple[set[str], str]:
+    """The modules commands leave loaded (run in a fresh interpreter; ";" between commands), and what they printed."""
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    said, _, modules = done.stderr.rpartition("\nMODULES ")
+    return set(modules.split()), done.stdout + said
+
+
+def heavy(modules: set[str]) -> list[str]:
+    return sorted(name for name in modules if name.split(".")[0] in HEAVY or name in HEAVY)
+
+
+def test_help_lists_every_command_with_its_help_and_loads_only_the_command_line(tmp_path):
+    modules, printed = loaded_by("--help", cwd=tmp_path)
+    assert sorted(name for name in modules if name.startswith("tlindex")) == [
+        "tlindex", "tlindex.cli", "tlindex.errors", "tlindex.output"]
+    assert heavy(modules) == [] and "sqlite3" not in modules and "json" not in modules
+    listed = " ".join(printed.split())
+    for name, command in cli.commands.items():
+        short = command.get_short_help_str(limit=45).removesuffix("...")
+        assert f"{name} {short}" in listed, name
+
+
+def test_every_command_s_help_loads_nothing_heavy(tmp_path):
+    """`tlindex COMMAND --help` is read from the command's declaration: its library is not imported (only what every
+    command runs under: tlindex.stopping and tlindex.owned, which clean up after it)."""
+    names = sorted(cli.commands) + [f"export {name}" for name in cli.commands["export"].commands]
+    modules, printed = loaded_by(*" ; ".join(f"{name} --help" for name in names).split(), cwd=tmp_path)
+    assert heavy(modules) == []
+    assert sorted(module for module in modules if module.startswith("tlindex.") and module not in (
+        "tlindex.cli", "tlindex.errors", "tlindex.output", "tlindex.owned", "tlindex.stopping")) == []
+    for name in names:
+        assert f"Usage: tlindex {name} " in printed, name
+
+
+def test_ingest_loads_the_ingest_and_nothing_heavy(tmp_path):
+    modules, printed = loaded_by("ingest", str(LOG), "--db", str(tmp_path / "t.db"), cwd=tmp_path)
+    assert "1 file ingested" in printed
+    assert heavy(modules) == []
+    assert [name for name in modules if name.startswith(("tlindex.answers", "tlindex.pages", "tlindex.report",
+                                                           "tlindex.formats"))] == []
+
+
+def test_a_query_printed_as_json_loads_no_table_printer_and_no_page(tmp_path):
+    db = str(tmp_path / "t.db")
+    modules, printed = loaded_by("ingest", str(LOG), "--db", db, "--silent", ";",
+                                 "query", "SELECT compile_id FROM compiles", "--db", db, cwd=tmp_path)
+    assert '"compile_id"' in printed
+    assert heavy(modules) == []
+    assert [name for name in modules if name.startswith(("tlindex.pages", "tlindex.report", "tlindex.formats"))] == []
