@@ -95,8 +95,8 @@ async def test_the_filter_box_reads_the_texts_the_server_filters_on(ds, traces_d
     twin = (await ds.client.get(TREE + ".json")).json()
     page = (await ds.client.get(TREE)).text
     run, compile = twin["runs"][0], twin["runs"][0]["compiles"][0]
-    assert f'<li class="tl-run" data-t="{htmllib.escape(run["text"])}">' in page
-    assert f'<li class="tl-compile" data-t="{htmllib.escape(compile["text"])}">' in page
+    assert f'<li class="tl-run" data-t="{htmllib.escape(run["text"])}" data-open="1">' in page
+    assert f'<li class="tl-compile" data-t="{htmllib.escape(compile["text"])}" data-open=' in page
     assert f'<li class="tl-artifact" data-t="{htmllib.escape(compile["artifacts"][0]["text"])}">' in page
     assert 'input class="tl-tree-q" type="search" name="q"' in page and 'form="tl-tree-filter"' in page
 

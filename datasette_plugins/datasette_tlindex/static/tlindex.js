@@ -92,8 +92,17 @@ document.addEventListener("click", (event) => {
   const lower = (text) => text.replace(/[A-Z]/g, (c) => c.toLowerCase());
   const count = document.querySelector(".tl-tree-count");
   const plural = (n, word) => `${n.toLocaleString("en")} ${word}${n === 1 ? "" : "s"}`;
-  const compiles = Array.from(tree.querySelectorAll("li.tl-compile"));
-  compiles.forEach((c) => { c.dataset.open = c.querySelector("details").open ? "1" : ""; });
+  // Folding (not <details>: Datasette closes every open <details> on a click elsewhere): without script, all shows.
+  const fold = (item, folded) => {
+    item.classList.toggle("tl-folded", folded);
+    item.querySelector(":scope > .tl-fold").setAttribute("aria-expanded", folded ? "false" : "true");
+  };
+  tree.classList.add("tl-js");
+  tree.querySelectorAll("li[data-open]").forEach((item) => fold(item, item.dataset.open !== "1"));
+  tree.addEventListener("click", (event) => {
+    const button = event.target.closest("button.tl-fold");
+    if (button) fold(button.parentNode, !button.parentNode.classList.contains("tl-folded"));
+  });
   const apply = () => {
     const words = lower(box.value.slice(0, 200)).split(/\s+/).filter(Boolean).slice(0, 8);
     const has = (text) => words.every((word) => text.includes(word));
@@ -109,11 +118,12 @@ document.addEventListener("click", (event) => {
           artifacts += artifact.hidden ? 0 : 1;
         });
         compile.hidden = !(artifacts || has(path));
-        compile.querySelector("details").open = words.length ? !compile.hidden : compile.dataset.open === "1";
+        fold(compile, words.length ? compile.hidden : compile.dataset.open !== "1");
         kept += compile.hidden ? 0 : 1;
         shown.artifacts += artifacts;
       });
       run.hidden = !(kept || has(runText));
+      if (words.length && !run.hidden) fold(run, false);
       shown.runs += run.hidden ? 0 : 1;
       shown.compiles += kept;
     });
