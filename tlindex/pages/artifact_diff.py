@@ -31,7 +31,7 @@ def picked_pair(args: Args) -> tuple[int, int]:
         return a, ticked[0]
     if a is None and b is None and len(ticked) == 2:
         return ticked[0], ticked[1]
-    raise UsageError(f"Pick two artifacts: ?a=ID&b=ID (or tick two on the tree page; {len(ticked)} ticked)")
+    raise UsageError(f"Pick two artifacts: a=ID and b=ID (or tick two on the tree page: {len(ticked)} ticked)")
 
 
 def _side(conn: sqlite3.Connection, artifact: int) -> dict:
