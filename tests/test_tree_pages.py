@@ -233,3 +233,28 @@ async def test_hostile_names_and_payloads_are_escaped_on_the_tree_and_the_diff(t
         assert "<img src=x" not in response.text and '"><img' not in response.text, url
     tree = (await datasette.client.get("/evil/-/tlindex/tree?q=%3Cscript%3E")).text
     assert "&lt;script&gt;name&lt;/script&gt;" in tree
+
+
+@pytest.mark.asyncio
+async def test_huge_and_repetitive_payloads_are_compared_quickly(tmp_path):
+    """HAND-MADE logs (not written by torch): two 3 MB payloads, and two of 4,000 lines half of them blank (difflib's
+    exact matching is cubic on such lines): each diff answers within seconds and says what it cut."""
+    import time
+
+    artifact = b'{"artifact": {"name": "big", "encoding": "string"}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0'
+    payloads = [b"\n".join(b"x = %d  # %s" % (i, b"y" * 300) for i in range(10_000)),
+                b"\n".join(b"x = %d  # %s" % (i * 7, b"y" * 300) for i in range(10_000)),
+                b"\n".join([b"", b"a = 1"] * 2_000), b"\n".join([b"", b"b = 1"] * 2_000)]
+    path = write_hostile_log(tmp_path / "big" / "dedicated_log_torch_trace_big.log",
+                             [(artifact, payload) for payload in payloads])
+    db_path = tmp_path / "big.db"
+    ingest(db_path, [str(path)], jobs=1)
+    ids = [row[0] for row in connect(db_path).execute("SELECT id FROM artifacts WHERE name = 'big' ORDER BY id")]
+    datasette = Datasette([str(db_path)])
+    await datasette.invoke_startup()
+    for a, b, cut in [(ids[0], ids[1], "the first 1,000,000 characters"), (ids[2], ids[3], None)]:
+        started = time.monotonic()
+        response = await datasette.client.get(f"/big/-/tlindex/artifact-diff.json?a={a}&b={b}")
+        assert response.status_code == 200 and time.monotonic() - started < 10
+        twin = response.json()
+        assert twin["a"]["cut"] == cut and twin["changed"] > 0

@@ -97,7 +97,7 @@ def _run_node(conn: sqlite3.Connection, run: dict, compiles: list[dict], counts:
     kept = [c for c in compiles if counts.get(c["id"], 0) or matches(words, run_path + "\n" + c["text"])]
     if not kept and not matches(words, run_path):
         return None
-    run["ranked"] = len({c["rank"] for c in compiles}) > 1 or bool(run["world_size"])
+    run["ranked"] = len({c["rank"] for c in compiles}) > 1 or (run["world_size"] or 0) > 1
     run["compile_count"], run["compiles"] = len(kept), []
     run["artifact_count"] = sum(counts.get(c["id"], 0) for c in kept)
     for compile in kept[:max(budget.compiles, 0)]:
