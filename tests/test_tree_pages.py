@@ -258,3 +258,22 @@ async def test_huge_and_repetitive_payloads_are_compared_quickly(tmp_path):
         assert response.status_code == 200 and time.monotonic() - started < 10
         twin = response.json()
         assert twin["a"]["cut"] == cut and twin["changed"] > 0
+
+
+def test_a_report_writes_each_run_s_tree_with_its_filter_box_and_no_pick_form(fixtures_db, tmp_path):
+    from test_report import broken_links
+
+    from tlindex.report import write_report
+
+    conn = connect(fixtures_db)
+    (run,) = scenario_run(conn, "train_step")
+    out = tmp_path / "report"
+    write_report(fixtures_db, out, [run], overwrite=False)
+    tree = (out / "tree.html").read_text()
+    assert 'href="tree.html"' in (out / "index.html").read_text() and broken_links(out) == []
+    artifacts = [row[0] for row in conn.execute(
+        "SELECT a.id FROM artifacts a JOIN compiles c ON c.id = a.compile WHERE c.run_id = ?", (run,))]
+    assert len(re.findall(r'<li class="tl-artifact"', tree)) == len(artifacts)
+    assert 'class="tl-tree-q"' in tree and "tlindex.js" in tree  # the box filters offline
+    assert "<form" not in tree  # the server's forms are left out (with them, the pick boxes: see tlindex.css)
+
