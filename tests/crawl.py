@@ -31,7 +31,9 @@ SAMPLES = {
     "hash": "SELECT hash FROM payload_data ORDER BY hash",
     "ext": "SELECT '' UNION ALL SELECT '.txt'",
 }
-QUERY_STRINGS = {"search": ["q=aten", "q=0", "q=%5B", "q=x&run=1"], "diff_pick": ["a=1&b=2"]}
+QUERY_STRINGS = {"search": ["q=aten", "q=0", "q=%5B", "q=x&run=1"], "diff_pick": ["a=1&b=2"],
+                 "tree": ["", "q=rank+0", "q=%5B0%2F0%5D+output", "q=%3Cscript%3E", "a=1&q=graph", "run=1&q=x"],
+                 "artifact_diff": ["a=1&b=2", "artifact=1&artifact=2", "a=2&b=1&mask=1", "a=1", "a=x&b=1"]}
 PER_ROUTE = 3  # seeds per route (each placeholder's first values)
 
 

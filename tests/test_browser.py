@@ -414,3 +414,38 @@ def test_the_vllm_config_rows_align(server, page):
         const key = text(tr.querySelector('th')), value = text(tr.querySelector('td code'));
         return Math.abs((key.top + key.bottom) / 2 - (value.top + value.bottom) / 2); })""")
     assert offsets and max(offsets) < 2, offsets
+
+
+def test_the_tree_filter_box_narrows_as_you_type_and_two_ticked_artifacts_diff(server, page):
+    """The tree's box keeps, as you type, what the server's ?q= keeps; two ticked artifacts of two runs open their
+    diff; an artifact page's "Diff with…" carries it to the tree as A."""
+    from test_tree_pages import body_graphs
+
+    base, path = server
+    conn = sqlite3.connect(path)
+    page.goto(f"{base}/traces/-/tlindex/tree")
+    everything = page.locator("li.tl-artifact:not([hidden])").count()  # listed, in folded compiles
+    assert everything == conn.execute("SELECT count(*) FROM artifacts").fetchone()[0]
+    page.fill("input.tl-tree-q", "[0/1] OUTPUT_code")
+    visible = {int(v) for v in page.locator("li.tl-artifact:not([hidden]) input.tl-pick").evaluate_all(
+        "boxes => boxes.map(b => b.value)")}
+    served = urllib.request.urlopen(f"{base}/traces/-/tlindex/tree.json?q=%5B0%2F1%5D+OUTPUT_code").read()
+    import json
+
+    assert visible == {a["id"] for r in json.loads(served)["runs"] for c in r["compiles"] for a in c["artifacts"]}
+    assert 0 < len(visible) < everything and page.locator("li.tl-artifact:visible").count() == len(visible)
+    assert "listed here match" in page.locator(".tl-tree-count").inner_text()
+    page.fill("input.tl-tree-q", "")
+    assert page.locator("li.tl-artifact:not([hidden])").count() == everything
+    a, b = body_graphs(conn)
+    page.fill("input.tl-tree-q", "break_added body dynamo_output_graph")  # opens the compiles it keeps
+    page.check(f"input.tl-pick[value='{a}']")
+    page.check(f"input.tl-pick[value='{b}']")
+    follow(page, "button[form='tl-pick']")
+    assert "return (y * y).sum() + y" in page.locator("table.sidebyside").inner_text()
+    page.goto(f"{base}/traces/-/tlindex/artifact/{b}")
+    follow(page, "form.tl-diff-with button")
+    assert page.locator("b.tl-a").count() == 1 and page.locator("input.tl-tree-q").input_value() == "dynamo_output_graph"
+    page.check(f"input.tl-pick[value='{a}']")
+    follow(page, ".tl-picked button")
+    assert page.url.endswith(f"artifact-diff?a={b}&artifact={a}")

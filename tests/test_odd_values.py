@@ -196,12 +196,17 @@ def _show_cases(c: Case) -> list[tuple[str, list[str]]]:
              "ca": "SELECT id FROM compiles ORDER BY id", "cb": "SELECT id FROM compiles ORDER BY id DESC",
              "artifact": "SELECT id FROM artifacts ORDER BY id", "piece": "SELECT id FROM piece_compiles ORDER BY id",
              "hash": "SELECT hash FROM payload_data ORDER BY hash", "node": "SELECT 1"}
+    # pages that take what they show from their arguments (`--arg`), not their path
+    arguments = {"artifact_diff": [("a", "SELECT id FROM artifacts ORDER BY id"),
+                                   ("b", "SELECT id FROM artifacts ORDER BY id DESC")]}
     cases = []
     for page in pages.PAGES:
         if page.json_twin:
             rows = [conn.execute(first[p]).fetchone() for p in page.placeholders if p != "ext"]
+            given = [f"--arg={key}={row[0]}" for key, sql in arguments.get(page.name, [])
+                     for row in [conn.execute(sql).fetchone()] if row]
             if all(rows):
-                cases.append((page.name, [str(row[0]) for row in rows]))
+                cases.append((page.name, [str(row[0]) for row in rows] + given))
     conn.close()
     return cases
 

@@ -41,7 +41,8 @@ def _pages(conn) -> list[str]:
             f"{base}/run/{run}", f"{base}/run/{run}/chromium.json", f"{base}/trie/{run}",
             f"{base}/trie/{run}/node/1", f"{base}/compile/{compile_id}", f"{base}/compile/{resume}/bytecode",
             f"{base}/artifact/{artifact}", f"{base}/provenance/{mapping}", f"{base}/payload/{payload}",
-            f"{base}/payload/{payload}.txt", f"{base}/trend", f"{base}/graph-breaks?run={breaks}", f"{base}/glossary"]
+            f"{base}/payload/{payload}.txt", f"{base}/trend", f"{base}/graph-breaks?run={breaks}", f"{base}/glossary",
+            f"{base}/tree", f"{base}/artifact-diff?a={artifact}&b={mapping}"]
 
 
 @pytest.mark.asyncio

@@ -141,6 +141,16 @@ class Urls:
         """The graph breaks that cost most, of one run, of some, or of every run."""
         return self._with_list(self.page("graph_breaks"), "run", [runs] if isinstance(runs, int) else runs or [], {})
 
+    def tree(self, runs: list[int] | int | None = None, q: str | None = None, a: int | None = None) -> str:
+        """The tree of runs, compiles and artifacts: of one run, of some or of every run; filtered by `q`; with
+        artifact `a` picked first (every other then offers a diff with it)."""
+        runs = [runs] if isinstance(runs, int) else runs or []
+        return self._with_list(self.page("tree"), "run", runs, {"q": q or None, "a": a})
+
+    def artifact_diff(self, a: int, b: int, mask: bool = False) -> str:
+        """Two artifacts side by side (`mask`: counter-derived names masked)."""
+        return self._with(self.page("artifact_diff"), {"a": int(a), "b": int(b), "mask": 1 if mask else None})
+
     def search(self, term: str | None = None, run: int | None = None) -> str:
         return self._with(self.page("search"), {"q": term or None, "run": run})
 

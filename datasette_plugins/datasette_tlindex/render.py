@@ -197,6 +197,7 @@ PRESENTERS: dict[str, Callable[[dict, object, Args], dict]] = {
     "passes": _passes,
     "piece_passes": _passes,
     "diff_compiles": _pair,
+    "artifact_diff": lambda data, urls, args: {"hunks": highlighted_hunks(data["hunks"], data["lang"])},
     "provenance": lambda data, urls, args: {"links_json": script_json(data["links"])},
     "search": _search,
     "trend": _trend,

@@ -20,8 +20,10 @@ from typing import Protocol
 
 from tlindex.answers.search import Hit
 from tlindex.pages import artifact, bytecode, compile, diff, passes, provenance, run, runs, search, trend, trie, vllm
+from tlindex.pages.artifact_diff import artifact_diff_data
 from tlindex.pages.glossary import glossary_data
 from tlindex.pages.rows import Args, row_id
+from tlindex.pages.tree import tree_data
 
 # What each placeholder of a path matches (ids: whole numbers; past 64 bits they name no row: 404).
 PLACEHOLDERS = {"hash": r"[0-9a-f]{32}", "ext": r"(?:\.txt)?", "format": r"(?:\.json)?"}
@@ -109,6 +111,9 @@ PAGES: tuple[Page, ...] = (
     Page("trend", "/-/tlindex/trend", trend.trend_data, "trend.html", lambda f, v, a: f.of_runs(a, "trend.html")),
     Page("graph_breaks", "/-/tlindex/graph-breaks", trend.graph_breaks_data, "graph_breaks.html",
          lambda f, v, a: f.of_runs(a, "graph-breaks.html")),
+    Page("tree", "/-/tlindex/tree", tree_data, "tree.html", lambda f, v, a: f.of_runs(a, "tree.html")),
+    Page("artifact_diff", "/-/tlindex/artifact-diff", artifact_diff_data, "artifact_diff.html", None,
+         "any two artifacts of the database can be compared"),
     Page("glossary", "/-/tlindex/glossary", glossary_data, "glossary.html", lambda f, v, a: f.top("glossary.html"),
          database=False),
     Page("run", "/-/tlindex/run/{run}", run.run_data, "run.html", lambda f, v, a: f.of_run(v["run"], "index.html")),

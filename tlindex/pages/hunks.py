@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 CONTEXT = 3  # unchanged lines shown around a change
 EXACT_LIMIT = 5_000  # lines: beyond, difflib's autojunk heuristic keeps the matching fast
+# Pairs of equal lines (a line's count in A times its count in B, summed): beyond, the exact matching grows
+# cubic (many blank or repeated lines: 1,000 lines of which half are blank took 12 s), so autojunk decides.
+# Graphs and generated code have a few hundred such pairs.
+EXACT_PAIRS = 20_000
 
 
 @dataclass
@@ -23,7 +28,7 @@ class Row:
 def hunks(a_text: str, b_text: str) -> list[list[Row]]:
     """The changed hunks of A → B ([] when the texts are the same)."""
     a_lines, b_lines = a_text.split("\n"), b_text.split("\n")
-    exact = max(len(a_lines), len(b_lines)) <= EXACT_LIMIT
+    exact = max(len(a_lines), len(b_lines)) <= EXACT_LIMIT and equal_pairs(a_lines, b_lines) <= EXACT_PAIRS
     matcher = SequenceMatcher(None, a_lines, b_lines, autojunk=not exact)
     result = []
     for group in matcher.get_grouped_opcodes(CONTEXT):
@@ -37,6 +42,12 @@ def hunks(a_text: str, b_text: str) -> list[list[Row]]:
                                 j + 1 if j < j2 else None, b_lines[j] if j < j2 else ""))
         result.append(rows)
     return result
+
+
+def equal_pairs(a_lines: list[str], b_lines: list[str]) -> int:
+    """How many (line of A, line of B) pairs are equal: the work of each step of difflib's exact matching."""
+    b_counts = Counter(b_lines)
+    return sum(count * b_counts[line] for line, count in Counter(a_lines).items() if line in b_counts)
 
 
 def changed_lines(found: list[list[Row]]) -> int:

@@ -81,3 +81,56 @@ document.addEventListener("click", (event) => {
   });
   rows.forEach((row) => body.appendChild(row));
 });
+
+// Tree page: the filter box narrows the tree as you type, as the server's ?q= does (tlindex/pages/tree.py): an
+// artifact stays when its path (run, compile, itself) holds every word; a compile when it or one of its artifacts
+// does; a run when it or one of its compiles does. Words are lower-cased as SQLite does (A-Z only).
+(() => {
+  const box = document.querySelector("input.tl-tree-q");
+  const tree = document.querySelector("ul.tl-tree");
+  if (!box || !tree) return;
+  const lower = (text) => text.replace(/[A-Z]/g, (c) => c.toLowerCase());
+  const count = document.querySelector(".tl-tree-count");
+  const plural = (n, word) => `${n.toLocaleString("en")} ${word}${n === 1 ? "" : "s"}`;
+  // Folding (not <details>: Datasette closes every open <details> on a click elsewhere): without script, all shows.
+  const fold = (item, folded) => {
+    item.classList.toggle("tl-folded", folded);
+    item.querySelector(":scope > .tl-fold").setAttribute("aria-expanded", folded ? "false" : "true");
+  };
+  tree.classList.add("tl-js");
+  tree.querySelectorAll("li[data-open]").forEach((item) => fold(item, item.dataset.open !== "1"));
+  tree.addEventListener("click", (event) => {
+    const button = event.target.closest("button.tl-fold");
+    if (button) fold(button.parentNode, !button.parentNode.classList.contains("tl-folded"));
+  });
+  const apply = () => {
+    const words = lower(box.value.slice(0, 200)).split(/\s+/).filter(Boolean).slice(0, 8);
+    const has = (text) => words.every((word) => text.includes(word));
+    const shown = { runs: 0, compiles: 0, artifacts: 0 };
+    tree.querySelectorAll(":scope > li.tl-run").forEach((run) => {
+      const runText = run.dataset.t;
+      let kept = 0;
+      run.querySelectorAll("li.tl-compile").forEach((compile) => {
+        const path = `${runText}\n${compile.dataset.t}`;
+        let artifacts = 0;
+        compile.querySelectorAll("li.tl-artifact").forEach((artifact) => {
+          artifact.hidden = !has(`${path}\n${artifact.dataset.t}`);
+          artifacts += artifact.hidden ? 0 : 1;
+        });
+        compile.hidden = !(artifacts || has(path));
+        fold(compile, words.length ? compile.hidden : compile.dataset.open !== "1");
+        kept += compile.hidden ? 0 : 1;
+        shown.artifacts += artifacts;
+      });
+      run.hidden = !(kept || has(runText));
+      if (words.length && !run.hidden) fold(run, false);
+      shown.runs += run.hidden ? 0 : 1;
+      shown.compiles += kept;
+    });
+    if (count) {
+      count.textContent = `${plural(shown.runs, "run")}, ${plural(shown.compiles, "compile")}, ` +
+        `${plural(shown.artifacts, "artifact")}${words.length ? " listed here match" : " listed here"}`;
+    }
+  };
+  box.addEventListener("input", apply);
+})();

@@ -1,0 +1,150 @@
+"""The tree page: every run, under it its compiles as torch names them, under each its artifacts; a filter.
+
+The filter (`?q=`) keeps an artifact whose path (its run, its compile, itself) holds every word of it, a
+compile that matches or holds such an artifact, and a run that matches or holds such a compile; the page's
+filter box does the same in the browser, as you type, on the texts this module gives each node (`text`,
+lower-cased as SQLite's `lower` does). A big database is listed up to a budget of compiles and artifacts;
+what the budget leaves out is counted, per run and per compile, and said.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from tlindex.errors import NotFound
+from tlindex.pages.rows import Args, dicts, one
+
+RUNS_SHOWN = 1_000
+COMPILES_SHOWN = 2_000
+ARTIFACTS_SHOWN = 3_000
+OPEN_UP_TO = 400  # artifacts listed: up to this many, every compile is shown open
+QUERY_CHARS, QUERY_WORDS = 200, 8  # a filter longer than this is cut (what is kept is said)
+
+# Each node's own text, as the filter reads it (the browser's filter box reads the same, from the page).
+RUN_TEXT = "lower('run ' || r.id || ' ' || r.label)"
+COMPILE_TEXT = ("lower('[' || c.compile_id || ']' || ifnull(' rank ' || c.rank, '') || ' ' || ifnull(c.co_name, '')"
+                " || ' ' || c.status)")
+ARTIFACT_TEXT = "lower(a.kind || ' ' || a.name)"
+ARTIFACT_PATH = f"{RUN_TEXT} || char(10) || {COMPILE_TEXT} || char(10) || {ARTIFACT_TEXT}"
+
+
+def ascii_lower(text: str) -> str:
+    """Lower-cased as SQLite's lower() does (A-Z only), so the page's words match the database's texts."""
+    return text.translate(_LOWER)
+
+
+_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def filter_words(query: str | None) -> list[str]:
+    """The words of a filter, lower-cased, at most QUERY_WORDS of them within QUERY_CHARS characters."""
+    return ascii_lower((query or "")[:QUERY_CHARS]).split()[:QUERY_WORDS]
+
+
+def matches(words: list[str], text: str) -> bool:
+    return all(word in text for word in words)
+
+
+def _where(words: list[str], path: str) -> tuple[str, list[str]]:
+    """SQL keeping the rows whose `path` holds every word, and its parameters."""
+    return " AND ".join([f"instr({path}, ?) > 0" for _ in words]) or "1", list(words)
+
+
+def artifact_counts(conn: sqlite3.Connection, words: list[str]) -> dict[int, int]:
+    """compile row -> how many of its artifacts the filter keeps (every artifact without a filter)."""
+    if not words:
+        return dict(conn.execute("SELECT compile, count(*) FROM artifacts WHERE compile IS NOT NULL GROUP BY compile"))
+    where, params = _where(words, ARTIFACT_PATH)
+    return dict(conn.execute(f"""SELECT a.compile, count(*) FROM artifacts a JOIN compiles c ON c.id = a.compile
+        JOIN runs r ON r.id = c.run_id WHERE {where} GROUP BY a.compile""", params))
+
+
+def _runs(conn: sqlite3.Connection, only: list[int] | None) -> list[dict]:
+    runs = dicts(conn.execute(f"SELECT r.id, r.label, r.start_time, r.world_size, {RUN_TEXT} AS text "
+                              "FROM runs r ORDER BY r.start_time, r.id"))
+    return [run for run in runs if only is None or run["id"] in only]
+
+
+def _compiles(conn: sqlite3.Connection) -> dict[int, list[dict]]:
+    """run -> its compiles, by rank and then in the order each process logged them."""
+    found: dict[int, list[dict]] = {}
+    for compile in dicts(conn.execute(f"""
+            SELECT c.id, c.run_id, c.compile_id, c.rank, c.co_name, c.status, {COMPILE_TEXT} AS text
+            FROM compiles c JOIN runs r ON r.id = c.run_id ORDER BY c.run_id, c.rank, c.source_id, c.id""")):
+        found.setdefault(compile.pop("run_id"), []).append(compile)
+    return found
+
+
+def _artifacts(conn: sqlite3.Connection, compile: int, words: list[str], limit: int) -> list[dict]:
+    where, params = _where(words, ARTIFACT_PATH)
+    return dicts(conn.execute(f"""
+        SELECT a.id, a.kind, a.name, a.size, {ARTIFACT_TEXT} AS text FROM artifacts a
+        JOIN compiles c ON c.id = a.compile JOIN runs r ON r.id = c.run_id
+        WHERE a.compile = ? AND {where} ORDER BY a.envelope_id LIMIT ?""", [compile, *params, limit]))
+
+
+class Budget:
+    """What is left to list: compiles and artifacts."""
+
+    def __init__(self, compiles: int, artifacts: int):
+        self.compiles, self.artifacts = compiles, artifacts
+
+
+def _run_node(conn: sqlite3.Connection, run: dict, compiles: list[dict], counts: dict[int, int],
+              words: list[str], budget: Budget) -> dict | None:
+    """A run with the compiles the filter keeps (as many as the budget lists), or None when it keeps none."""
+    run_path = run["text"]
+    kept = [c for c in compiles if counts.get(c["id"], 0) or matches(words, run_path + "\n" + c["text"])]
+    if not kept and not matches(words, run_path):
+        return None
+    run["ranked"] = len({c["rank"] for c in compiles}) > 1 or (run["world_size"] or 0) > 1
+    run["compile_count"], run["compiles"] = len(kept), []
+    run["artifact_count"] = sum(counts.get(c["id"], 0) for c in kept)
+    for compile in kept[:max(budget.compiles, 0)]:
+        budget.compiles -= 1
+        count = counts.get(compile["id"], 0)
+        listed = _artifacts(conn, compile["id"], words, budget.artifacts) if count and budget.artifacts > 0 else []
+        budget.artifacts -= len(listed)
+        compile.update(artifact_count=count, artifacts=listed, artifacts_hidden=count - len(listed))
+        run["compiles"].append(compile)
+    run["compiles_hidden"] = len(kept) - len(run["compiles"])
+    return run
+
+
+def picked_artifact(conn: sqlite3.Connection, artifact: int) -> dict:
+    """An artifact chosen first (`?a=`): what the page says of it while a second one is picked."""
+    found = one(conn, """SELECT a.id, a.kind, a.name, a.size, c.id AS compile, c.compile_id, c.rank, c.run_id,
+                                r.label AS run_label
+                         FROM artifacts a LEFT JOIN compiles c ON c.id = a.compile LEFT JOIN runs r ON r.id = c.run_id
+                         WHERE a.id = ?""", (artifact,))
+    if found is None:
+        raise NotFound(f"No artifact {artifact}")
+    return found
+
+
+def tree_data(conn: sqlite3.Connection, args: Args) -> dict:
+    """Runs → compiles → artifacts (of `?run=`, every run without), kept by `?q=`, listed up to a budget."""
+    query = args.get("q") or ""
+    words = filter_words(query)
+    only = args.runs(conn) or None
+    picked = args.integer("a")
+    counts = artifact_counts(conn, words)
+    by_run = _compiles(conn)
+    budget, runs, kept = Budget(COMPILES_SHOWN, ARTIFACTS_SHOWN), [], {"runs": 0, "compiles": 0, "artifacts": 0}
+    for run in _runs(conn, only):
+        shown = len(runs) < RUNS_SHOWN
+        node = _run_node(conn, run, by_run.get(run["id"], []), counts, words, budget if shown else Budget(0, 0))
+        if node is None:
+            continue
+        kept["runs"] += 1
+        kept["compiles"] += node["compile_count"]
+        kept["artifacts"] += node["artifact_count"]
+        if shown:
+            runs.append(node)
+    listed = {"compiles": sum(len(r["compiles"]) for r in runs),
+              "artifacts": sum(len(c["artifacts"]) for r in runs for c in r["compiles"])}
+    return {"q": query, "words": words, "only": only, "runs": runs, "kept": kept, "listed": listed,
+            "runs_hidden": kept["runs"] - len(runs), "open": listed["artifacts"] <= OPEN_UP_TO or bool(words),
+            "complete": kept == {"runs": len(runs), **listed},
+            "picked": picked_artifact(conn, picked) if picked is not None else None,
+            "ungrouped": conn.execute("SELECT count(*) FROM compiles WHERE run_id IS NULL").fetchone()[0]}
