@@ -110,6 +110,14 @@ class Clock:
     def __init__(self, mtime: float):
         self.last = datetime.fromtimestamp(mtime).date() + timedelta(days=2)
         self._years: dict[bytes, int] = {}
+        self._days: dict[bytes, str] = {}
+
+    def day(self, mmdd: bytes) -> str:
+        """`YYYY-MM-DDT`, the start of an ISO 8601 time on that day."""
+        day = self._days.get(mmdd)
+        if day is None:
+            day = self._days[mmdd] = f"{self.year(mmdd)}-{mmdd[:2].decode()}-{mmdd[2:].decode()}T"
+        return day
 
     def year(self, mmdd: bytes) -> int:
         year = self._years.get(mmdd)
@@ -323,11 +331,10 @@ class LogReader:
         and the error for its payload lines when its envelope declares none."""
         newline = record.index(b"\n") + 1
         item = self._parse_envelope(record[:newline], line_no, start, newline)
-        region = record[newline:]
         if isinstance(item, Record) and "has_payload" in item.data:
             item.payload_lines = record.count(b"\n") - 1
-            item.payload_bytes = len(region)
-            payload = region[1:-1].replace(b"\n\t", b"\n")
+            item.payload_bytes = len(record) - newline
+            payload = record[newline + 1:-1].replace(b"\n\t", b"\n")
             claimed = item.data.get("has_payload")
             if b"\r" in payload:
                 payload, digest = _without_line_end_cr(payload, claimed)
@@ -336,6 +343,7 @@ class LogReader:
             item.payload, item.payload_hash = payload, digest
             item.md5_ok = digest == claimed
             return item, None
+        region = record[newline:]
         if region:
             return item, ReadError(line_no + 1, start + newline, region.count(b"\n"), len(region), "orphan_payload",
                                    "payload lines follow a record that declares no payload", excerpt(region))
@@ -366,7 +374,7 @@ class LogReader:
 
     def _parse_envelope(self, raw: bytes, line_no: int, start: int, size: int) -> Record | ReadError:
         line = line_body(raw)
-        if not line.strip():
+        if not line or line.isspace():
             return ReadError(line_no, start, 1, size, "blank_line", "blank line")
         match = ENVELOPE_RE.match(line)
         if match is None:
@@ -397,12 +405,12 @@ class LogReader:
         if not isinstance(data, dict) or not data:
             return ReadError(line_no, start, 1, size, "not_an_object",
                              "envelope JSON is not a non-empty object", excerpt(raw), _fits(int(pid)))
-        if int(pid) > MAX_INTEGER or int(path_line) > MAX_INTEGER:
+        pid_value, emitter_line = int(pid), int(path_line)
+        if pid_value > MAX_INTEGER or emitter_line > MAX_INTEGER:
             return ReadError(line_no, start, 1, size, "out_of_range",
                              "pid or emitter line number too large for a 64-bit integer", excerpt(raw))
-        year = self.clock.year(month + day)
-        time = f"{year}-{month.decode()}-{day.decode()}T{clock_time.decode()}"
-        return Record(line_no, start, time, int(pid), path.decode("utf-8", "replace"), int(path_line),
+        time = self.clock.day(month + day) + clock_time.decode()
+        return Record(line_no, start, time, pid_value, path.decode("utf-8", "replace"), emitter_line,
                       data, size, invalid_utf8=invalid_utf8)
 
 

@@ -14,7 +14,10 @@ if TYPE_CHECKING:
 
 def note_rank(n: FileNormalizer, proc: Process, rec: Record, data: dict) -> None:
     """A process's rank is the first one it logs; another one later is an ingest error, said once."""
-    rank = integer(data.get("rank"))
+    rank = data.get("rank")
+    if rank == proc.rank and type(rank) is int:  # (the common case: the rank it logged before)
+        return
+    rank = integer(rank)
     if rank is None:
         return
     if proc.rank is None:
@@ -29,7 +32,8 @@ def compile_of(n: FileNormalizer, proc: Process, rec: Record, kind: str, data: d
     """The compilation a record belongs to (created on its first record), its totals counted; None for
     string-table records and records whose context ids are not integers (an ingest error says so)."""
     ca, frame, frame_compile, attempt, odd = context_ids(data)
-    bad_rank = data.get("rank") is not None and integer(data.get("rank")) is None
+    rank = data.get("rank")
+    bad_rank = rank is not None and integer(rank) is None
     if odd or bad_rank:
         fields = ", ".join(f"{name}={data[name]!r}"[:80] for name in odd + ["rank"] * bad_rank)
         n.error(rec.line, rec.offset, "handler_error",
