@@ -251,11 +251,7 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
         owned.remove(folder, "trace")
         return gate.judge(db_path, None, code, echo) if gate else code
     summary = ingest(db_path, [str(folder)], run_label=_unique_label(db_path, label or " ".join(command)))
-    for problem in summary.problems:
-        echo(f"error: {problem}")
-    for note in summary.notes():
-        echo(f"note: {note}")
-    echo(summary.line())
+    _echo_summary(summary.problems, summary.notes(), summary.line(), echo)
     runs = runs_of_paths(db_path, [str(folder)])  # one: every file was given the run's label
     if not runs:
         return gate.judge(db_path, None, code, echo) if gate else code
@@ -282,6 +278,15 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
     if not keep_trace:
         owned.remove(folder, "trace")
     return code
+
+
+def _echo_summary(problems: list[str], notes: list[str], line: str, echo: Callable[[str], None]) -> None:
+    """The ingest's problems, notes and its one-line summary, as `tlindex ingest` says them."""
+    for problem in problems:
+        echo(f"error: {problem}")
+    for note in notes:
+        echo(f"note: {note}")
+    echo(line)
 
 
 def record_command(db_path: Path, run_id: int, ran: Ran) -> None:

@@ -16,15 +16,15 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Generator, Iterator
 
 import orjson
 
+from tlindex.ingest.splitter import RecordSplitter, Run, excerpt
+
 ENVELOPE_RE = re.compile(rb"([VIWEC])(\d\d)(\d\d) (\d\d:\d\d:\d\d\.\d+) +(\d+) (.+?):(\d+)\] ")
 LAUNCHER_PREFIX_RE = re.compile(rb"\[[^\]\t]{1,64}\]:")
-RECORD_START_RE = re.compile(rb"\n(?=[^\t])")  # a line that is not a payload line starts here
 READ_BLOCK = 1 << 20
-EXCERPT_BYTES = 200
 # The most a record (its envelope line and payload lines) may hold. The largest real records are far
 # below it (tlparse's test logs: 40 KB; torch's generated code of big models: a few MB). A longer one
 # is not held: its bytes and lines are counted into one too_long error as they stream by.
@@ -92,25 +92,11 @@ class ReadError:
     pid: int | None = None    # the process, when known
 
 
-def split_lines(data: bytes) -> list[bytes]:
-    """Lines ending at \n only, ends kept (bytes.splitlines would also split at a lone \r)."""
-    lines = [line + b"\n" for line in data.split(b"\n")]
-    last = lines.pop()[:-1]
-    if last:
-        lines.append(last)
-    return lines
-
-
 def line_body(raw: bytes) -> bytes:
     """A line without its end: the \n, and one \r before it."""
     if raw[-1:] == b"\n":
         raw = raw[:-1]
     return raw[:-1] if raw[-1:] == b"\r" else raw
-
-
-def excerpt(raw: bytes) -> str:
-    """A short printable start of a line."""
-    return raw[:EXCERPT_BYTES].rstrip(b"\r\n").decode("utf-8", "backslashreplace")
 
 
 class Clock:
@@ -124,6 +110,14 @@ class Clock:
     def __init__(self, mtime: float):
         self.last = datetime.fromtimestamp(mtime).date() + timedelta(days=2)
         self._years: dict[bytes, int] = {}
+        self._days: dict[bytes, str] = {}
+
+    def day(self, mmdd: bytes) -> str:
+        """`YYYY-MM-DDT`, the start of an ISO 8601 time on that day."""
+        day = self._days.get(mmdd)
+        if day is None:
+            day = self._days[mmdd] = f"{self.year(mmdd)}-{mmdd[:2].decode()}-{mmdd[2:].decode()}T"
+        return day
 
     def year(self, mmdd: bytes) -> int:
         year = self._years.get(mmdd)
@@ -172,11 +166,6 @@ class _Pending:
             yield ReadError(line, offset, lines, size, "blank_line", "blank line" if lines == 1 else f"{lines:,} blank lines")
 
 
-class _Run(tuple):
-    """A stretch of input the reader does not hold: (kind, lines, bytes, ends_with_newline, excerpt).
-    `blank`: only newlines (CR allowed); `too_long`: a record past MAX_RECORD_BYTES."""
-
-
 def _without_line_end_cr(payload: bytes, claimed: object) -> tuple[bytes, str]:
     """A payload read from CRLF lines: one CR per line end is the line ending's,
     unless only the payload with every line ending in CR matches the md5 (as _finish)."""
@@ -212,92 +201,107 @@ class LogReader:
         self.consumed_offset = offset
         self.skip_rest_of_line = skip_rest_of_line
         self.complete = complete
+        self._line = line        # lines read so far
+        self._offset = offset    # bytes read so far
+        self._pending: _Pending | None = None   # a record collecting payload lines
+        self._orphan: ReadError | None = None   # a run of payload lines with no record
 
     def __iter__(self) -> Iterator[Record | ReadError]:
-        line_no = self.consumed_lines
-        offset = self.consumed_offset
-        pending: _Pending | None = None     # a record collecting payload lines
-        orphan: ReadError | None = None     # a run of payload lines with no record
         if self.skip_rest_of_line:
             # The previous ingest ended on a line without its newline: the rest
             # of that line (normally just the newline) was part of it.
-            rest = self.stream.readline()
-            offset += len(rest)
-            self._consume(line_no, offset)
-        for raw in self._pieces():
-            if raw.__class__ is _Run:
-                kind, lines, size, complete, shown = raw
-                start = offset
-                if kind == "blank" and pending is not None:
-                    pending.blanks.append((line_no + 1, start, lines, size))
-                    line_no += lines
-                    offset += size
-                    continue
-                yield from self._ended(pending, orphan)
-                pending = orphan = None
-                if kind == "blank":
-                    yield ReadError(line_no + 1, start, lines, size, "blank_line",
-                                    "blank line" if lines == 1 else f"{lines:,} blank lines")
-                else:
-                    yield ReadError(line_no + 1, start, lines, size, "too_long",
-                                    f"a record of {size:,} bytes in {lines:,} line{'s' * (lines != 1)}, longer than "
-                                    f"{MAX_RECORD_BYTES:,}: not indexed", shown)
-                line_no += lines
-                offset += size
-                if complete or self.complete:
-                    self._consume(line_no, offset)
-                continue
-            is_record = raw.__class__ is tuple
-            if not is_record:
-                line_no += 1
-                start = offset
-                offset += len(raw)
-                if raw[:1] == b"[":
-                    prefix = LAUNCHER_PREFIX_RE.match(raw)
-                    if prefix and raw[prefix.end():prefix.end() + 1] == b"\t":
-                        raw = raw[prefix.end():]
-                if raw[:1] == b"\t":
-                    if pending is not None:
-                        pending.add(raw, offset - start)
-                    elif orphan is not None:
-                        orphan.lines += 1
-                        orphan.bytes += offset - start
-                    else:
-                        orphan = ReadError(line_no, start, 1, offset - start, "orphan_payload",
-                                           "payload lines follow a record that declares no payload",
-                                           excerpt(raw))
-                    continue
-                if pending is not None and not raw.strip():
-                    pending.blanks.append((line_no, start, 1, offset - start))
-                    continue
-            # A new record (or a non-record line) ends the pending one.
-            if pending is not None or orphan is not None:  # (rarely: the hot path pays one test)
-                yield from self._ended(pending, orphan)
-                pending = orphan = None
-            if is_record:
+            self._offset += len(self.stream.readline())
+            self._consume(self._line, self._offset)
+        for piece in RecordSplitter(self.stream, READ_BLOCK, MAX_RECORD_BYTES):
+            if piece.__class__ is tuple:
                 # A whole, ordinary record: no per-line work (the common case).
-                record = raw[0]
-                start = offset
-                self._consume(line_no, start)
-                line_no += 1
-                offset += len(record)
-                yield from self._whole_record(record, line_no, start)
-                line_no += record.count(b"\n") - 1
-                self._consume(line_no, offset)
-                continue
-            self._consume(line_no - 1, start)
-            item = self._parse_envelope(raw, line_no, start, offset - start)
-            if isinstance(item, Record) and "has_payload" in item.data:
-                pending = _Pending(item)
-                continue
-            if isinstance(item, ReadError) and raw[-1:] != b"\n" and item.kind != "blank_line":
-                # An unterminated last line that does not parse is still being written.
-                item.kind = "incomplete_record"
-                item.message = "the last line is cut off (a log still being written?)"
+                if self._pending is not None or self._orphan is not None:  # (rarely)
+                    yield from self._ended()
+                record = piece[0]
+                start = self._offset
+                self._consume(self._line, start)
+                line = self._line + 1
+                self._offset = start + len(record)
+                item, orphan = self._whole_record(record, line, start)
                 yield item
-                return
+                if orphan is not None:
+                    yield orphan
+                self._line = line + record.count(b"\n") - 1
+                self._consume(self._line, self._offset)
+            elif piece.__class__ is Run:
+                yield from self._run(piece)
+            elif (yield from self._careful_line(piece)):
+                return  # a cut-off last line: nothing after it is consumed
+        yield from self._end_of_input()
+
+    def _run(self, run: Run) -> Iterator[ReadError]:
+        """Blank lines (inside a pending payload, or an error) or a record too long to hold."""
+        kind, lines, size, complete, shown = run
+        start = self._offset
+        self._line += lines
+        self._offset += size
+        if kind == "blank" and self._pending is not None:
+            self._pending.blanks.append((self._line - lines + 1, start, lines, size))
+            return
+        yield from self._ended()
+        line = self._line - lines + 1
+        if kind == "blank":
+            yield ReadError(line, start, lines, size, "blank_line",
+                            "blank line" if lines == 1 else f"{lines:,} blank lines")
+        else:
+            yield ReadError(line, start, lines, size, "too_long",
+                            f"a record of {size:,} bytes in {lines:,} line{'s' * (lines != 1)}, longer than "
+                            f"{MAX_RECORD_BYTES:,}: not indexed", shown)
+        if complete or self.complete:
+            self._consume(self._line, self._offset)
+
+    def _careful_line(self, raw: bytes) -> Generator[Record | ReadError, None, bool]:
+        """One line of an unusual record, read on its own; return whether the input ends here, cut off."""
+        self._line += 1
+        line_no, start = self._line, self._offset
+        self._offset += len(raw)
+        size = self._offset - start
+        if raw[:1] == b"[":
+            prefix = LAUNCHER_PREFIX_RE.match(raw)
+            if prefix and raw[prefix.end():prefix.end() + 1] == b"\t":
+                raw = raw[prefix.end():]
+        if raw[:1] == b"\t":
+            self._payload_line(raw, line_no, start, size)
+            return False
+        if self._pending is not None and not raw.strip():
+            self._pending.blanks.append((line_no, start, 1, size))
+            return False
+        # A new record (or a non-record line) ends the pending one.
+        yield from self._ended()
+        self._consume(line_no - 1, start)
+        item = self._parse_envelope(raw, line_no, start, size)
+        if isinstance(item, Record) and "has_payload" in item.data:
+            self._pending = _Pending(item)
+            return False
+        if isinstance(item, ReadError) and raw[-1:] != b"\n" and item.kind != "blank_line":
+            # An unterminated last line that does not parse is still being written.
+            item.kind = "incomplete_record"
+            item.message = "the last line is cut off (a log still being written?)"
             yield item
-            self._consume(line_no, offset)
+            return True
+        yield item
+        self._consume(line_no, self._offset)
+        return False
+
+    def _payload_line(self, raw: bytes, line_no: int, start: int, size: int) -> None:
+        """A TAB line: one more line of the pending payload, or of a run of orphan payload lines."""
+        if self._pending is not None:
+            self._pending.add(raw, size)
+        elif self._orphan is not None:
+            self._orphan.lines += 1
+            self._orphan.bytes += size
+        else:
+            self._orphan = ReadError(line_no, start, 1, size, "orphan_payload",
+                                     "payload lines follow a record that declares no payload", excerpt(raw))
+
+    def _end_of_input(self) -> Iterator[Record | ReadError]:
+        """The last pending record or orphan run; a last record whose md5 fails is not consumed."""
+        pending = self._pending
         if pending is not None:
             if not self._finish(pending) and not self.complete:
                 # Possibly cut off by a writer still at work: indexed as read, but
@@ -307,12 +311,14 @@ class LogReader:
                 return
             yield pending.record
             yield from pending.blank_errors()
-        elif orphan is not None:
-            yield orphan
-        self._consume(line_no, offset)
+        elif self._orphan is not None:
+            yield self._orphan
+        self._consume(self._line, self._offset)
 
-    def _ended(self, pending: _Pending | None, orphan: ReadError | None) -> Iterator[Record | ReadError]:
+    def _ended(self) -> Iterator[Record | ReadError]:
         """What a new piece of input ends: the record collecting payload lines, or a run of orphan lines."""
+        pending, orphan = self._pending, self._orphan
+        self._pending = self._orphan = None
         if pending is not None:
             self._finish(pending)
             yield pending.record
@@ -320,90 +326,15 @@ class LogReader:
         if orphan is not None:
             yield orphan
 
-    def _pieces(self) -> Iterator[bytes | tuple[bytes] | _Run]:
-        """The input as whole records, `(record,)`, where they are ordinary, else as lines; a run of
-        blank lines as one `_Run`, and a record past MAX_RECORD_BYTES as one `_Run` never held.
-
-        Reads blocks and splits them where a line does not start with a TAB. A
-        record goes whole when it is a plain envelope line with TAB payload
-        lines, no CR, and neither the last record nor followed by a blank line
-        (older torch wrote blank payload lines without their TAB); anything else
-        goes line by line through the careful path. Each block is scanned once
-        (a record that spans blocks is collected in parts): time is linear in the
-        input, memory bounded by MAX_RECORD_BYTES.
-        """
-        parts: list[bytes] = []  # the record in progress, in blocks
-        size = 0
-        skipping: list[int] | None = None  # a too-long record being counted: [lines, bytes]
-        excerpt_of_skipped = ""
-        blanks = [0, 0]  # a run of blank lines: [lines, bytes]
-        last = b""  # the byte before the current block (a record may start at its first byte)
-        while True:
-            block = self.stream.read(READ_BLOCK)
-            if not block:
-                break
-            starts = [match.end() for match in RECORD_START_RE.finditer(block)]
-            if last == b"\n" and block[:1] != b"\t":
-                starts.insert(0, 0)
-            last = block[-1:]
-            position = 0
-            for end in starts:
-                piece = block[position:end]
-                position = end
-                if skipping is not None:
-                    skipping[0] += piece.count(b"\n")
-                    skipping[1] += len(piece)
-                    yield _Run(("too_long", skipping[0], skipping[1], True, excerpt_of_skipped))
-                    skipping = None
-                    continue
-                if parts:
-                    parts.append(piece)
-                    piece = b"".join(parts)
-                    parts, size = [], 0
-                if not piece:
-                    continue
-                if piece == b"\n" or piece == b"\r\n":
-                    blanks[0] += 1
-                    blanks[1] += len(piece)
-                    continue
-                if blanks[0]:
-                    yield _Run(("blank", blanks[0], blanks[1], True, ""))
-                    blanks = [0, 0]
-                if piece[:1] in b"VIWEC" and block[end:end + 1] not in b"\n\r":  # (inlined: once per record)
-                    yield (piece,)
-                else:
-                    yield from split_lines(piece)
-            rest = block[position:]
-            if skipping is not None:
-                skipping[0] += rest.count(b"\n")
-                skipping[1] += len(rest)
-            elif rest:  # (a blank run stays open: this may be one more blank line)
-                parts.append(rest)
-                size += len(rest)
-                if size > MAX_RECORD_BYTES:  # too long to hold: count it from here on
-                    skipping = [sum(part.count(b"\n") for part in parts), size]
-                    excerpt_of_skipped = excerpt(parts[0])
-                    parts, size = [], 0
-        if parts and b"".join(parts) in (b"\n", b"\r\n"):  # the last line is one more blank one
-            blanks = [blanks[0] + 1, blanks[1] + size]
-            parts = []
-        if blanks[0]:
-            yield _Run(("blank", blanks[0], blanks[1], True, ""))
-        if skipping is not None:
-            yield _Run(("too_long", skipping[0] + (0 if last == b"\n" else 1), skipping[1], last == b"\n",
-                        excerpt_of_skipped))
-        elif parts:
-            yield from split_lines(b"".join(parts))
-
-    def _whole_record(self, record: bytes, line_no: int, start: int) -> Iterator[Record | ReadError]:
-        """Parse an ordinary record: envelope line, then TAB payload lines de-tabbed in one go."""
+    def _whole_record(self, record: bytes, line_no: int, start: int) -> tuple[Record | ReadError, ReadError | None]:
+        """Parse an ordinary record: envelope line, then TAB payload lines de-tabbed in one go; return it
+        and the error for its payload lines when its envelope declares none."""
         newline = record.index(b"\n") + 1
         item = self._parse_envelope(record[:newline], line_no, start, newline)
-        region = record[newline:]
         if isinstance(item, Record) and "has_payload" in item.data:
             item.payload_lines = record.count(b"\n") - 1
-            item.payload_bytes = len(region)
-            payload = region[1:-1].replace(b"\n\t", b"\n")
+            item.payload_bytes = len(record) - newline
+            payload = record[newline + 1:-1].replace(b"\n\t", b"\n")
             claimed = item.data.get("has_payload")
             if b"\r" in payload:
                 payload, digest = _without_line_end_cr(payload, claimed)
@@ -411,12 +342,12 @@ class LogReader:
                 digest = hashlib.md5(payload).hexdigest()
             item.payload, item.payload_hash = payload, digest
             item.md5_ok = digest == claimed
-            yield item
-            return
-        yield item
+            return item, None
+        region = record[newline:]
         if region:
-            yield ReadError(line_no + 1, start + newline, region.count(b"\n"), len(region), "orphan_payload",
-                            "payload lines follow a record that declares no payload", excerpt(region))
+            return item, ReadError(line_no + 1, start + newline, region.count(b"\n"), len(region), "orphan_payload",
+                                   "payload lines follow a record that declares no payload", excerpt(region))
+        return item, None
 
     def _consume(self, line_no: int, offset: int) -> None:
         self.consumed_lines = line_no
@@ -443,7 +374,7 @@ class LogReader:
 
     def _parse_envelope(self, raw: bytes, line_no: int, start: int, size: int) -> Record | ReadError:
         line = line_body(raw)
-        if not line.strip():
+        if not line or line.isspace():
             return ReadError(line_no, start, 1, size, "blank_line", "blank line")
         match = ENVELOPE_RE.match(line)
         if match is None:
@@ -474,12 +405,12 @@ class LogReader:
         if not isinstance(data, dict) or not data:
             return ReadError(line_no, start, 1, size, "not_an_object",
                              "envelope JSON is not a non-empty object", excerpt(raw), _fits(int(pid)))
-        if int(pid) > MAX_INTEGER or int(path_line) > MAX_INTEGER:
+        pid_value, emitter_line = int(pid), int(path_line)
+        if pid_value > MAX_INTEGER or emitter_line > MAX_INTEGER:
             return ReadError(line_no, start, 1, size, "out_of_range",
                              "pid or emitter line number too large for a 64-bit integer", excerpt(raw))
-        year = self.clock.year(month + day)
-        time = f"{year}-{month.decode()}-{day.decode()}T{clock_time.decode()}"
-        return Record(line_no, start, time, int(pid), path.decode("utf-8", "replace"), int(path_line),
+        time = self.clock.day(month + day) + clock_time.decode()
+        return Record(line_no, start, time, pid_value, path.decode("utf-8", "replace"), emitter_line,
                       data, size, invalid_utf8=invalid_utf8)
 
 

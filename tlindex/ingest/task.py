@@ -193,16 +193,7 @@ def run_task(task: Task, report: Callable[[int], None] = lambda n: None) -> Task
 def _parse(task: Task, resume: Resume | None, stat: os.stat_result, start: int,
            staging: StagingWriter, report: Callable[[int], None]) -> TaskResult:
     path = task.path
-    content, disk = open_content(path)
-    hashing = None if task.is_chunk or start else HashingReader(content)
-    raw: BinaryIO = hashing or content
-    if start and not path.endswith(".gz"):
-        disk.seek(start)
-    elif start:
-        _skip(raw, start)
-    if task.end is not None:
-        raw = LimitedReader(raw, task.end - start)
-    stream = io.BufferedReader(raw, READ_BUFFER)
+    content, disk, hashing, stream = _open_from(task, start)
     file_id = resume.file_id if resume else 1
     normalizer = FileNormalizer(staging, file_id, Path(path).name,
                                 processes=resume.processes if resume else None)
@@ -251,6 +242,21 @@ def _parse(task: Task, resume: Resume | None, stat: os.stat_result, start: int,
                       normalizer.new_compiles, normalizer.errors, normalizer.md5_failures,
                       stat.st_size, reader.consumed_lines, reader.consumed_offset,
                       normalizer.processes if task.is_chunk else None)
+
+
+def _open_from(task: Task, start: int) -> tuple[BinaryIO, BinaryIO, HashingReader | None, io.BufferedReader]:
+    """(content, file on disk, its hasher, the stream to read): the content from `start` to the chunk's
+    end, hashed on the way when it is a whole file read from its first byte."""
+    content, disk = open_content(task.path)
+    hashing = None if task.is_chunk or start else HashingReader(content)
+    raw: BinaryIO = hashing or content
+    if start and not task.path.endswith(".gz"):
+        disk.seek(start)
+    elif start:
+        _skip(raw, start)
+    if task.end is not None:
+        raw = LimitedReader(raw, task.end - start)
+    return content, disk, hashing, io.BufferedReader(raw, READ_BUFFER)
 
 
 class LimitedReader(io.RawIOBase):

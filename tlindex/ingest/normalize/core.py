@@ -13,9 +13,10 @@ import re
 
 import orjson
 
+from tlindex.ingest.normalize.context import compile_of, note_rank
 from tlindex.ingest.normalize.handlers import HANDLERS, METRICS_KINDS
 from tlindex.ingest.normalize.protocols import Sink
-from tlindex.ingest.normalize.state import RANK_CONFLICT, Compile, CompileState, Process, context_ids, integer
+from tlindex.ingest.normalize.state import Compile, CompileState, Process
 from tlindex.ingest.reader import MAX_RECORD_BYTES, ReadError, Record
 
 # Envelope context keys, stored as logged in the envelopes row (compile ids are read through context_ids).
@@ -175,8 +176,8 @@ class FileNormalizer:
             self.error(rec.line, rec.offset, "invalid_utf8",
                        "envelope line is not valid UTF-8 (indexed with U+FFFD replacements)", pid=rec.pid)
         if "rank" in data:
-            self._note_rank(proc, rec, data)
-        compile = self._compile_of(proc, rec, kind, data)
+            note_rank(self, proc, rec, data)
+        compile = compile_of(self, proc, rec, kind, data)
         if proc.first_time is None:
             proc.first_time = rec.time
         proc.last_time = rec.time
@@ -202,52 +203,6 @@ class FileNormalizer:
         handler = HANDLERS.get(kind)
         if handler is not None:
             handler(self, proc, rec, envelope_id, compile, meta, text)  # raising: feed() reports it
-
-    def _note_rank(self, proc: Process, rec: Record, data: dict) -> None:
-        """A process's rank is the first one it logs; another one later is an ingest error, said once."""
-        rank = integer(data.get("rank"))
-        if rank is None:
-            return
-        if proc.rank is None:
-            proc.rank = rank
-        elif rank != proc.rank and not proc.rank_conflict_reported:
-            proc.rank_conflict_reported = True
-            self.error(rec.line, rec.offset, "rank_mismatch",
-                       RANK_CONFLICT.format(pid=rec.pid, rank=rank, first=proc.rank), pid=rec.pid)
-
-    def _compile_of(self, proc: Process, rec: Record, kind: str, data: dict) -> Compile | None:
-        """The compilation a record belongs to (created on its first record), its totals counted; None for
-        string-table records and records whose context ids are not integers (an ingest error says so)."""
-        ca, frame, frame_compile, attempt, odd = context_ids(data)
-        bad_rank = data.get("rank") is not None and integer(data.get("rank")) is None
-        if odd or bad_rank:
-            fields = ", ".join(f"{name}={data[name]!r}"[:80] for name in odd + ["rank"] * bad_rank)
-            self.error(rec.line, rec.offset, "handler_error",
-                       f"{kind} record not understood: context fields that are not integers ({fields}); "
-                       f"the record belongs to no compile", pid=rec.pid)
-        if kind == "str" or odd:  # string-table records belong to the process, not to a compile
-            return None
-        # Records without any compile id (export, AOTInductor, spans outside a compile)
-        # belong to the process's compile-id-less compile, tlparse's [-/-].
-        key = (ca, frame, frame_compile)
-        compile = proc.compiles.get(key)
-        if kind == "dynamo_start" and compile is not None and compile.starts_again(attempt or 0):
-            proc.reset_compile_ids()
-            compile = None
-        if compile is None:
-            compile = proc.compiles[key] = Compile(self.next_id("compiles"), proc.source_id,
-                                                   proc.rank, proc.generation, key)
-            proc.all_compiles.append(compile)
-            self.new_compiles += 1
-        if attempt and attempt > compile.max_attempt:
-            compile.max_attempt = attempt
-        compile.envelope_count += 1
-        compile.envelope_bytes += rec.envelope_bytes
-        compile.payload_bytes += rec.payload_bytes
-        if compile.start_time is None:
-            compile.start_time = rec.time
-        compile.end_time = rec.time
-        return compile
 
     def _payload_of(self, rec: Record, data: dict) -> str | None:
         """The record's payload stored once (its text returned); a failed md5 is counted and said."""

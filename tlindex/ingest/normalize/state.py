@@ -21,9 +21,12 @@ _PLAIN = (int, type(None))
 def context_ids(data: dict) -> tuple[int | None, int | None, int | None, int | None, list[str]]:
     """(compiled_autograd_id, frame_id, frame_compile_id, attempt, fields that are not integers)."""
     get = data.get
-    values = [get("compiled_autograd_id"), get("frame_id"), get("frame_compile_id"), get("attempt")]
-    if all(type(value) in _PLAIN for value in values):  # as torch writes them (bool is not int here)
-        return values[0], values[1], values[2], values[3], []
+    ca, frame, frame_compile, attempt = (get("compiled_autograd_id"), get("frame_id"), get("frame_compile_id"),
+                                         get("attempt"))
+    if (type(ca) in _PLAIN and type(frame) in _PLAIN and type(frame_compile) in _PLAIN
+            and type(attempt) in _PLAIN):  # as torch writes them (bool is not int here)
+        return ca, frame, frame_compile, attempt, []
+    values = [ca, frame, frame_compile, attempt]
     odd = [name for name, value in zip(("compiled_autograd_id", "frame_id", "frame_compile_id", "attempt"), values)
            if value is not None and integer(value) is None]
     ca, frame, frame_compile, attempt = (integer(value) for value in values)

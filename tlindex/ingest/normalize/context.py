@@ -1,0 +1,64 @@
+"""A record's context, read before its handler runs: the rank its process claims and the compilation it
+belongs to (tlparse's compile directory), with that compilation's totals counted."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tlindex.ingest.normalize.state import RANK_CONFLICT, Compile, Process, context_ids, integer
+
+if TYPE_CHECKING:
+    from tlindex.ingest.normalize.core import FileNormalizer
+    from tlindex.ingest.reader import Record
+
+
+def note_rank(n: FileNormalizer, proc: Process, rec: Record, data: dict) -> None:
+    """A process's rank is the first one it logs; another one later is an ingest error, said once."""
+    rank = data.get("rank")
+    if rank == proc.rank and type(rank) is int:  # (the common case: the rank it logged before)
+        return
+    rank = integer(rank)
+    if rank is None:
+        return
+    if proc.rank is None:
+        proc.rank = rank
+    elif rank != proc.rank and not proc.rank_conflict_reported:
+        proc.rank_conflict_reported = True
+        n.error(rec.line, rec.offset, "rank_mismatch",
+                RANK_CONFLICT.format(pid=rec.pid, rank=rank, first=proc.rank), pid=rec.pid)
+
+
+def compile_of(n: FileNormalizer, proc: Process, rec: Record, kind: str, data: dict) -> Compile | None:
+    """The compilation a record belongs to (created on its first record), its totals counted; None for
+    string-table records and records whose context ids are not integers (an ingest error says so)."""
+    ca, frame, frame_compile, attempt, odd = context_ids(data)
+    rank = data.get("rank")
+    bad_rank = rank is not None and integer(rank) is None
+    if odd or bad_rank:
+        fields = ", ".join(f"{name}={data[name]!r}"[:80] for name in odd + ["rank"] * bad_rank)
+        n.error(rec.line, rec.offset, "handler_error",
+                f"{kind} record not understood: context fields that are not integers ({fields}); "
+                f"the record belongs to no compile", pid=rec.pid)
+    if kind == "str" or odd:  # string-table records belong to the process, not to a compile
+        return None
+    # Records without any compile id (export, AOTInductor, spans outside a compile)
+    # belong to the process's compile-id-less compile, tlparse's [-/-].
+    key = (ca, frame, frame_compile)
+    compile = proc.compiles.get(key)
+    if kind == "dynamo_start" and compile is not None and compile.starts_again(attempt or 0):
+        proc.reset_compile_ids()
+        compile = None
+    if compile is None:
+        compile = proc.compiles[key] = Compile(n.next_id("compiles"), proc.source_id,
+                                               proc.rank, proc.generation, key)
+        proc.all_compiles.append(compile)
+        n.new_compiles += 1
+    if attempt and attempt > compile.max_attempt:
+        compile.max_attempt = attempt
+    compile.envelope_count += 1
+    compile.envelope_bytes += rec.envelope_bytes
+    compile.payload_bytes += rec.payload_bytes
+    if compile.start_time is None:
+        compile.start_time = rec.time
+    compile.end_time = rec.time
+    return compile
