@@ -333,17 +333,7 @@ def search(term: str, db_path: str, run_name: str | None, as_json: bool, limit: 
         labels = dict(conn.execute("SELECT id, label FROM runs").fetchall())
     finally:
         conn.close()
-    from pathlib import Path
-
-    from tlindex.pages import database_path
-
-    if base_url is None:
-        from tlindex.serve import running_servers
-
-        base_url, name = (running_servers(Path(db_path)) or [("http://127.0.0.1:8001", Path(db_path).stem)])[0]
-    else:
-        name = Path(db_path).stem
-    prefix = base_url.rstrip("/") + database_path(name)
+    prefix = _serve_prefix(db_path, base_url)
 
     def url(hit) -> str:
         return prefix + hit_path(hit)
@@ -361,6 +351,21 @@ def search(term: str, db_path: str, run_name: str | None, as_json: bool, limit: 
             where = f"[{hit.compile_id}]" if hit.compile_id else "(no compile)"
             say(f"run {hit.run} {labels.get(hit.run, '')} {where}")
         say(f"  {hit.table}: {hit.snippet.strip()}  ({url(hit)})")
+
+
+def _serve_prefix(db_path: str, base_url: str | None) -> str:
+    """The URL a page path of the database goes under: BASE_URL, else a running `tlindex serve`'s, else port 8001."""
+    from pathlib import Path
+
+    from tlindex.pages import database_path
+
+    if base_url is None:
+        from tlindex.serve import running_servers
+
+        base_url, name = (running_servers(Path(db_path)) or [("http://127.0.0.1:8001", Path(db_path).stem)])[0]
+    else:
+        name = Path(db_path).stem
+    return base_url.rstrip("/") + database_path(name)
 
 
 @cli.command(name="diff")
