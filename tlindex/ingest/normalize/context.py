@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 from tlindex.ingest.normalize.state import RANK_CONFLICT, Compile, Process, context_ids, integer
 
 if TYPE_CHECKING:
-    from tlindex.ingest.normalize.core import FileNormalizer
+    from tlindex.ingest.normalize.protocols import Normalizer
     from tlindex.ingest.reader import Record
 
 
-def note_rank(n: FileNormalizer, proc: Process, rec: Record, data: dict) -> None:
+def note_rank(n: Normalizer, proc: Process, rec: Record, data: dict) -> None:
     """A process's rank is the first one it logs; another one later is an ingest error, said once."""
     rank = data.get("rank")
     if rank == proc.rank and type(rank) is int:  # (the common case: the rank it logged before)
@@ -28,7 +28,7 @@ def note_rank(n: FileNormalizer, proc: Process, rec: Record, data: dict) -> None
                 RANK_CONFLICT.format(pid=rec.pid, rank=rank, first=proc.rank), pid=rec.pid)
 
 
-def compile_of(n: FileNormalizer, proc: Process, rec: Record, kind: str, data: dict) -> Compile | None:
+def compile_of(n: Normalizer, proc: Process, rec: Record, kind: str, data: dict) -> Compile | None:
     """The compilation a record belongs to (created on its first record), its totals counted; None for
     string-table records and records whose context ids are not integers (an ingest error says so)."""
     ca, frame, frame_compile, attempt, odd = context_ids(data)
