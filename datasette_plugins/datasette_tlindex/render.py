@@ -49,14 +49,22 @@ class Terms:
 
     def __init__(self, urls):
         self.urls = urls
-        self.known: dict | None = None
 
     def __call__(self, anchor: str, label: str = "?") -> Markup:
-        if self.known is None:  # a word's definition, or a section's title
-            self.known = {t.anchor: f"{t.name}: {plain(t.text)}" for t in terms()}
-            self.known.update({section: f"The glossary: {title}" for section, title in SECTIONS.items()})
         return Markup('<a class="term{}" href="{}#{}" title="{}">{}</a>').format(
-            " q" if label == "?" else "", self.urls.glossary(), anchor, self.known[anchor], label)
+            " q" if label == "?" else "", self.urls.glossary(), anchor, _definition(anchor), label)
+
+
+_KNOWN: dict[str, str] = {}  # each word's tooltip, read once per process (a page was reading the glossary again)
+
+
+def _definition(anchor: str) -> str:
+    """A word's definition, or a section's title, as a tooltip; the glossary is read again for a word not met
+    before (a finding registered since), and a word it lacks is a KeyError."""
+    if anchor not in _KNOWN:
+        _KNOWN.update({t.anchor: f"{t.name}: {plain(t.text)}" for t in terms()})
+        _KNOWN.update({section: f"The glossary: {title}" for section, title in SECTIONS.items()})
+    return _KNOWN[anchor]
 
 
 def prose(text: str | None) -> Markup:
@@ -184,6 +192,27 @@ def chart_svg(series: dict, urls) -> Markup:
                                                                         line, dots)
 
 
+CONFIG_START, CONFIG_END = '<table class="rows-and-columns config"><tbody>', "</tbody></table>"  # escaped text only
+CONFIG_TABLES: dict[str, Markup] = {}  # a config payload's table, by its hash: compiles repeat the same configs
+CONFIG_TABLES_KEPT = 64
+
+
+def _compile(data: dict, urls, args: Args) -> dict:
+    """Each config's table of keys and values (hundreds of rows), rendered once per process for each config."""
+    tables = {}
+    for config in data["c"]["config"]:
+        if config["values"] and config["payload"] not in tables:
+            table = CONFIG_TABLES.get(config["payload"])
+            if table is None:
+                if len(CONFIG_TABLES) >= CONFIG_TABLES_KEPT:
+                    CONFIG_TABLES.clear()
+                rows = Markup("").join(Markup("<tr><th><code>{}</code></th><td><code>{}</code></td></tr>").format(k, v)
+                                       for k, v in config["values"])
+                table = CONFIG_TABLES[config["payload"]] = Markup(CONFIG_START) + rows + Markup(CONFIG_END)
+            tables[config["payload"]] = table
+    return {"config_tables": tables}
+
+
 def _trend(data: dict, urls, args: Args) -> dict:
     return {"charts": [{**series, "svg": chart_svg(series, urls)} for series in data["series"]]}
 
@@ -191,6 +220,7 @@ def _trend(data: dict, urls, args: Args) -> dict:
 # What each page adds to its data before its template renders (pages without one render their data as it is).
 PRESENTERS: dict[str, Callable[[dict, object, Args], dict]] = {
     "artifact": _payload,
+    "compile": _compile,
     "payload": _payload,
     "trie": trie_html,
     "bytecode": _bytecode,

@@ -19,14 +19,15 @@ from tlindex.pages.rows import Args
 from .cells import cell_link
 from .database import Urls
 from .highlight import CODE_END, CODE_START, escape_text  # the report leaves a payload's text unlinked
-from .render import Terms, page_context
+from .render import CONFIG_END, CONFIG_START, Terms, page_context
 from .report_site import ReportSite, asset
 
 
 class ReportRenderer:
     """HTML of the pages of one database, as `tlindex report` writes them."""
 
-    code_start, code_end = CODE_START, CODE_END
+    # Blocks of escaped text that hold no link, which the report need not relink: a payload's, a config's table
+    unlinked = [(CODE_START, CODE_END), (CONFIG_START, CONFIG_END)]
 
     def __init__(self, db_path: Path):
         self.site = ReportSite(Path(db_path).stem)

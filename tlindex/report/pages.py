@@ -133,12 +133,22 @@ class PageWriter:
         def outside(part: str) -> str:
             return ATTRIBUTE_RE.sub(replace, FORM_RE.sub("", part) if "<form" in part else part)
 
-        start_mark, end_mark = self.renderer.code_start, self.renderer.code_end
         parts, at = [], 0
-        while (start := page.find(start_mark, at)) >= 0 and (end := page.find(end_mark, start)) >= 0:
-            parts += [outside(page[at:start]), page[start:end]]  # a payload's text: no link, no form
+        while (block := self.unlinked(page, at)) is not None:
+            start, end = block
+            parts += [outside(page[at:start]), page[start:end]]  # a payload's text, a config: no link, no form
             at = end
         return "".join(parts + [outside(page[at:])])
+
+    def unlinked(self, page: str, at: int) -> tuple[int, int] | None:
+        """The next block from `at` that holds no link (the renderer's `unlinked` marks: escaped text between
+        them, so the first end mark after a start ends it), or None."""
+        found = None
+        for start_mark, end_mark in self.renderer.unlinked:
+            start = page.find(start_mark, at)
+            if start >= 0 and (found is None or start < found[0]) and (end := page.find(end_mark, start)) >= 0:
+                found = (start, end)
+        return found
 
 
 def text_file(page: str) -> str:
