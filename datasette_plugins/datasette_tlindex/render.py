@@ -12,7 +12,7 @@ import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from tlindex.answers.bytecode import COMPILED_FN, RESUME_AT, Instruction
 from tlindex.answers.glossary import SECTIONS, plain, terms
@@ -206,8 +206,8 @@ def _compile(data: dict, urls, args: Args) -> dict:
             if table is None:
                 if len(CONFIG_TABLES) >= CONFIG_TABLES_KEPT:
                     CONFIG_TABLES.clear()
-                rows = Markup("").join(Markup("<tr><th><code>{}</code></th><td><code>{}</code></td></tr>").format(k, v)
-                                       for k, v in config["values"])
+                rows = Markup("".join(f"<tr><th><code>{escape(k)}</code></th><td><code>{escape(v)}</code></td></tr>"
+                                      for k, v in config["values"]))
                 table = CONFIG_TABLES[config["payload"]] = Markup(CONFIG_START) + rows + Markup(CONFIG_END)
             tables[config["payload"]] = table
     return {"config_tables": tables}

@@ -20,7 +20,7 @@ from tlindex import pages
 from tlindex.answers.queries import load_queries, read_only, run_sql
 from tlindex.errors import NotFound, UsageError
 from tlindex.pages.rows import Args
-from tlindex.report.files import ReportFiles
+from tlindex.report.files import ReportFiles, relative
 from tlindex.report.output import Output
 
 # A link or source to relink; a link within its page (`#L-12`: a payload page has one per line) stays.
@@ -127,8 +127,8 @@ class PageWriter:
             if target is None or attribute == "data-src":
                 return ""  # needs a server: no link
             self.enqueue(url)
-            relative = posixpath.relpath(target, here or ".")
-            return f'{attribute}="{html.escape(relative + ("#" + fragment if fragment else ""))}"'
+            link = relative(target, here)
+            return f'{attribute}="{html.escape(link + ("#" + fragment if fragment else ""))}"'
 
         def outside(part: str) -> str:
             return ATTRIBUTE_RE.sub(replace, FORM_RE.sub("", part) if "<form" in part else part)
