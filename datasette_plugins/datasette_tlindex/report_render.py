@@ -32,10 +32,12 @@ class ReportRenderer:
     def __init__(self, db_path: Path):
         self.site = ReportSite(Path(db_path).stem)
         self.urls = Urls(self.site, self.site.name)
-        self.payloads = PayloadPages(self.site, self.urls)
+        self.payloads: PayloadPages | None = None  # made at the first payload page
 
     def page(self, page: Page, data: dict, args: Args) -> str:
         if page.name == "payload":  # the most numerous page: written without a template, coloured in the browser
+            if self.payloads is None:
+                self.payloads = PayloadPages(self.site, self.urls)
             return self.payloads.page(data)
         context = page_context(page, data, self.urls, self.site.name, args)
         return self.site.render_template(f"tlindex/{page.template}", context)

@@ -105,6 +105,7 @@
     return out.join("");
   }
 
+  window.tlindexPayload = {highlighted, pretty};  // for the test that holds them to highlight.py's output
   const box = document.querySelector(".payload[data-lang]");
   if (!box) return;
   const pre = box.querySelector("pre");
@@ -118,7 +119,7 @@
   pre.innerHTML = lines.map((line, i) =>
     `<span id="L-${i + 1}"><a class="lineno" href="#L-${i + 1}">${i + 1}</a> ${line}</span>`).join("\n");
   const count = document.querySelector(".payload-lines");
-  if (count) count.textContent = lines.length.toLocaleString("en-US");
+  if (count) count.textContent = String(lines.length);
   const target = location.hash && document.getElementById(location.hash.slice(1));
   if (target) target.scrollIntoView();
 })();
