@@ -421,11 +421,10 @@ def test_a_report_s_payload_pages_are_coloured_in_the_browser_as_the_server_colo
     the same spans as highlight.py, lays JSON out as json.dumps(indent=2) does, and numbers the lines."""
     import json
 
+    from conftest import connect
     from datasette_tlindex.highlight import _shown, highlighted
 
     from tlindex.pages.languages import language
-
-    from conftest import connect
 
     _, path = server
     conn = connect(path)  # with the functions that inflate payloads
