@@ -141,9 +141,36 @@ def highlighted_hunks(hunks: list | None, lang: str | None) -> list | None:
                                  b=Markup(highlighted(row.b, lang or "text"))) for row in hunk] for hunk in hunks]
 
 
+LINES: dict[tuple[str, str], str] = {}  # a line highlighted, by language and text: graph after graph repeats them
+LINES_KEPT = 50_000
+
+
+def _line(text: str, lang: str) -> str:
+    found = LINES.get((lang, text))
+    if found is None:
+        if len(LINES) >= LINES_KEPT:
+            LINES.clear()
+        found = LINES[lang, text] = highlighted(text, lang)
+    return found
+
+
+def hunks_table(hunks: list, lang: str | None) -> Markup:
+    """The rows of a side-by-side table (hunks of `Row`s), each line highlighted, as one piece of HTML: a pass-by-pass
+    page holds thousands of them, and a template spends a call per cell."""
+    lang, out = lang or "text", []
+    for i, hunk in enumerate(hunks):
+        out.append('<tr class="gap"><td colspan="4">⋯</td></tr>\n' if i else "\n")
+        for r in hunk:
+            out.append(f'<tr class="{escape(r.tag)}"><td class="lineno">{r.a_no or ""}</td><td class="a'
+                       f'{" empty" if r.a_no is None else ""}"><pre>{_line(r.a, lang)}</pre></td><td class="lineno">'
+                       f'{r.b_no or ""}</td><td class="b{" empty" if r.b_no is None else ""}"><pre>{_line(r.b, lang)}'
+                       '</pre></td></tr>\n')
+    return Markup("".join(out))
+
+
 def _passes(data: dict, urls, args: Args) -> dict:
-    return {"ways": [[{**step, "hunks": highlighted_hunks(step["hunks"], step["lang"])} for step in way]
-                     for way in data["ways"]]}
+    return {"ways": [[{**step, "table": hunks_table(step["hunks"], step["lang"]) if step["hunks"] else None}
+                      for step in way] for way in data["ways"]]}
 
 
 def _pair(data: dict, urls, args: Args) -> dict:
@@ -210,7 +237,31 @@ def _compile(data: dict, urls, args: Args) -> dict:
                                       for k, v in config["values"]))
                 table = CONFIG_TABLES[config["payload"]] = Markup(CONFIG_START) + rows + Markup(CONFIG_END)
             tables[config["payload"]] = table
-    return {"config_tables": tables}
+    compile = data["c"]
+    return {"config_tables": tables, "timeline": _timeline(compile["spans"]),
+            "guard_rows": [_guard_rows(origin, guards, with_reason) for origin, guards, with_reason in
+                           compile["guard_groups"]]}
+
+
+def _timeline(spans: list[dict]) -> Markup:
+    """The compile's spans on one line, as HTML (a hundred spans a compile: one template call per value was most of
+    the page's time)."""
+    return Markup("".join(
+        f'<div class="span" title="{escape(s["name"])}: {escape(s["ms"])} ms"><span class="bar" style="margin-left: '
+        f'{escape(s["left"])}%; width: {escape(s["width"])}%"></span><span class="label">{escape(s["name"])} '
+        f'{escape(s["ms"])} ms</span></div>' for s in spans))
+
+
+def _guard_rows(origin: str, guards: list[dict], with_reason: bool) -> Markup:
+    """The rows of one origin's table of guards, as HTML."""
+    rows = []
+    for g in guards:
+        kind = f"{escape(g['guard_type'])}: " if g["guard_type"] else ""
+        source = f" <i>{escape(g['source'])}</i>" if g["source"] and origin != "dynamo_cpp_guards_str" else ""
+        reason = f"<td>{escape(g['reason'] or '')}</td>" if with_reason else ""
+        rows.append(f'<tr><td><code style="padding-left: {escape((g["depth"] or 0) * 1.2)}em">{kind}{escape(g["text"])}'
+                    f'</code>{source}</td><td>{escape(g["user_code"] or "")}</td>{reason}</tr>')
+    return Markup("".join(rows))
 
 
 def _trend(data: dict, urls, args: Args) -> dict:
