@@ -239,6 +239,7 @@ def _compile(data: dict, urls, args: Args) -> dict:
             tables[config["payload"]] = table
     compile = data["c"]
     return {"config_tables": tables, "timeline": _timeline(compile["spans"]),
+            "field_rows": [_field_rows(m["fields"]) for m in compile["metrics"]],
             "guard_rows": [_guard_rows(origin, guards, with_reason) for origin, guards, with_reason in
                            compile["guard_groups"]]}
 
@@ -250,6 +251,22 @@ def _timeline(spans: list[dict]) -> Markup:
         f'<div class="span" title="{escape(s["name"])}: {escape(s["ms"])} ms"><span class="bar" style="margin-left: '
         f'{escape(s["left"])}%; width: {escape(s["width"])}%"></span><span class="label">{escape(s["name"])} '
         f'{escape(s["ms"])} ms</span></div>' for s in spans))
+
+
+def fold(t: dict) -> str:
+    """A folded text (tlindex.pages.compile.folded) as HTML: its head, the rest in a fold (the template's `fold`)."""
+    head = f'<pre class="reason">{escape(t["head"])}</pre>'
+    if not t["rest"]:
+        return head
+    omitted = f" (and {t['omitted']:,} bytes left out of this page)" if t["omitted"] else ""
+    return (f'{head}<details class="fold"><summary>{escape(t["rest_lines"] + 1)} more line{"s" if t["rest_lines"] else ""}'
+            f'{omitted}</summary><pre class="reason">{escape(t["rest"])}</pre></details>')
+
+
+def _field_rows(fields: list[tuple[str, dict]]) -> Markup:
+    """The rows of one metrics record's every field, as HTML."""
+    return Markup("".join(f'<tr><th>{escape(k)}</th><td>{fold(v) if v["rest"] else escape(v["head"])}</td></tr>'
+                          for k, v in fields))
 
 
 def _guard_rows(origin: str, guards: list[dict], with_reason: bool) -> Markup:
