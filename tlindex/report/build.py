@@ -185,8 +185,11 @@ class Report:
         files = set()
         for task in tasks:
             if task[0] == "pages":
-                files |= {path for path in map(self.files.target, task[1]) if path is not None}
-                files |= {text_file(path) for path in files if path.startswith("payloads/") and path.endswith(".html")}
+                for path in map(self.files.target, task[1]):
+                    if path is not None:
+                        files.add(path)
+                        if path.startswith("payloads/") and path.endswith(".html"):
+                            files.add(text_file(path))  # a payload's text, written with its page
             elif task[0] == "chromium":
                 files.add(f"{self.files.run_dir(task[1])}chromium.json")
         return files
