@@ -454,4 +454,3 @@ def test_the_vllm_config_rows_align(server, page):
         const key = text(tr.querySelector('th')), value = text(tr.querySelector('td code'));
         return Math.abs((key.top + key.bottom) / 2 - (value.top + value.bottom) / 2); })""")
     assert offsets and max(offsets) < 2, offsets
-
