@@ -289,6 +289,46 @@ def test_a_report_opened_from_file_urls_leads_from_trie_to_compile_to_artifact(s
     shot(page, "report_artifact")
 
 
+def test_a_report_s_payload_pages_are_coloured_in_the_browser_as_the_server_colours_them(server, page, tmp_path):
+    """The report writes a payload's page with its text escaped, uncoloured; payload.js colours it offline with
+    the same spans as highlight.py, lays JSON out as json.dumps(indent=2) does, and numbers the lines."""
+    import json
+
+    from conftest import connect
+    from datasette_tlindex.highlight import _shown, highlighted
+
+    from tlindex.pages.languages import language
+
+    _, path = server
+    conn = connect(path)  # with the functions that inflate payloads
+    (run,) = scenario_run(conn, "graph_breaks")
+    subprocess.run([sys.executable, "-m", "tlindex.cli", "report", "--db", str(path), "--run", str(run), "-o",
+                    str(tmp_path / "report"), "--silent"], check=True)
+    payloads = tmp_path / "report" / "payloads"
+    digest = conn.execute("SELECT payload FROM artifacts WHERE name = 'dynamo_output_graph' AND payload IS NOT NULL "
+                          "AND compile IN (SELECT id FROM compiles WHERE run_id = ?)", (run,)).fetchone()[0]
+    page.goto((payloads / f"{digest}.html").as_uri() + "#L-3")
+    (text,) = conn.execute("SELECT text FROM payloads WHERE hash = ?", (digest,)).fetchone()
+    assert page.locator(".payload pre > span[id^='L-']").count() == page.evaluate(
+        "document.querySelector('.payload-lines').textContent|0") == len(text.rstrip("\n").split("\n"))
+    assert page.locator("#L-3 a.lineno").get_attribute("href") == "#L-3"
+
+    samples = [(text, language(kind, name, encoding, text)) for text, kind, name, encoding in conn.execute(
+        "SELECT p.text, a.kind, a.name, a.encoding FROM artifacts a JOIN payloads p ON p.hash = a.payload "
+        "GROUP BY a.payload ORDER BY a.payload LIMIT 400")]
+    assert {lang for _, lang in samples} >= {"python", "json"}
+    shown = [_shown(text, lang) for text, lang in samples]
+    coloured = page.evaluate("""samples => samples.map(([text, lang]) => {
+        let shown = text, as = lang;
+        if (lang === "json") { try { shown = window.tlindexPayload.pretty(text); } catch (e) { as = "text"; } }
+        return [shown, as, window.tlindexPayload.highlighted(shown, as)];
+    })""", [list(sample) for sample in samples])
+    for (text, lang), (expected, expected_lang), got in zip(samples, shown, coloured):
+        if expected_lang == "json" and json.loads(got[0]) == json.loads(expected) and got[0] != expected:
+            continue  # a number or an escape written otherwise than json.dumps writes it: shown as logged
+        assert got == [expected, expected_lang, highlighted(expected, expected_lang)], (text[:200], lang)
+
+
 def test_bytecode_of_a_resume_function_from_the_trie(server, page):
     """Trie → a resume function's bytecode → the next resume function it calls, at 1400 px."""
     base, path = server

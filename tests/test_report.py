@@ -281,3 +281,22 @@ def test_a_report_is_the_same_whatever_the_process_rendered_before(fixtures_db, 
     one, two = report_files(tmp_path / "one"), report_files(tmp_path / "two")
     assert one.keys() == two.keys() and any("bytecode" in name for name in one) and any("provenance/" in n for n in one)
     assert [name for name in one if one[name] != two[name]] == []
+
+
+def test_a_payload_page_holds_its_text_escaped_once_and_the_script_that_colours_it(fixtures_db, tmp_path):
+    """Each distinct payload's page is its text, escaped, in the pages' layout: payload.js (an asset of the report:
+    nothing is fetched) colours and numbers it in the browser, so the report highlights nothing itself."""
+    from datasette_tlindex.highlight import CODE_END, CODE_START, escape_text
+
+    conn = connect(fixtures_db)
+    (run,) = scenario_run(conn, "graph_breaks")
+    write_report(fixtures_db, tmp_path / "r", [run], overwrite=False, jobs=1)
+    pages = sorted((tmp_path / "r" / "payloads").glob("*.html"))
+    assert len(pages) > 10 and (tmp_path / "r" / "assets" / "payload.js").is_file()
+    for page in pages:
+        html_text = page.read_text(encoding="utf-8")
+        (text,) = conn.execute("SELECT text FROM payloads WHERE hash = ?", (page.stem,)).fetchone()
+        assert f"{CODE_START}{escape_text(text)}{CODE_END}" in html_text
+        assert '<script src="../assets/payload.js" defer></script>' in html_text
+        assert '<span class="' not in html_text.split(CODE_START, 1)[1]  # coloured by the browser, not here
+        assert (page.with_suffix(".txt")).read_bytes() == text.encode("utf-8")

@@ -12,7 +12,7 @@ import dataclasses
 import json
 from collections.abc import Awaitable, Callable
 
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from tlindex.answers.bytecode import COMPILED_FN, RESUME_AT, Instruction
 from tlindex.answers.glossary import SECTIONS, plain, terms
@@ -49,14 +49,22 @@ class Terms:
 
     def __init__(self, urls):
         self.urls = urls
-        self.known: dict | None = None
 
     def __call__(self, anchor: str, label: str = "?") -> Markup:
-        if self.known is None:  # a word's definition, or a section's title
-            self.known = {t.anchor: f"{t.name}: {plain(t.text)}" for t in terms()}
-            self.known.update({section: f"The glossary: {title}" for section, title in SECTIONS.items()})
         return Markup('<a class="term{}" href="{}#{}" title="{}">{}</a>').format(
-            " q" if label == "?" else "", self.urls.glossary(), anchor, self.known[anchor], label)
+            " q" if label == "?" else "", self.urls.glossary(), anchor, _definition(anchor), label)
+
+
+_KNOWN: dict[str, str] = {}  # each word's tooltip, read once per process (a page was reading the glossary again)
+
+
+def _definition(anchor: str) -> str:
+    """A word's definition, or a section's title, as a tooltip; the glossary is read again for a word not met
+    before (a finding registered since), and a word it lacks is a KeyError."""
+    if anchor not in _KNOWN:
+        _KNOWN.update({t.anchor: f"{t.name}: {plain(t.text)}" for t in terms()})
+        _KNOWN.update({section: f"The glossary: {title}" for section, title in SECTIONS.items()})
+    return _KNOWN[anchor]
 
 
 def prose(text: str | None) -> Markup:
@@ -133,9 +141,36 @@ def highlighted_hunks(hunks: list | None, lang: str | None) -> list | None:
                                  b=Markup(highlighted(row.b, lang or "text"))) for row in hunk] for hunk in hunks]
 
 
+LINES: dict[tuple[str, str], str] = {}  # a line highlighted, by language and text: graph after graph repeats them
+LINES_KEPT = 50_000
+
+
+def _line(text: str, lang: str) -> str:
+    found = LINES.get((lang, text))
+    if found is None:
+        if len(LINES) >= LINES_KEPT:
+            LINES.clear()
+        found = LINES[lang, text] = highlighted(text, lang)
+    return found
+
+
+def hunks_table(hunks: list, lang: str | None) -> Markup:
+    """The rows of a side-by-side table (hunks of `Row`s), each line highlighted, as one piece of HTML: a pass-by-pass
+    page holds thousands of them, and a template spends a call per cell."""
+    lang, out = lang or "text", []
+    for i, hunk in enumerate(hunks):
+        out.append('<tr class="gap"><td colspan="4">⋯</td></tr>\n' if i else "\n")
+        for r in hunk:
+            out.append(f'<tr class="{escape(r.tag)}"><td class="lineno">{r.a_no or ""}</td><td class="a'
+                       f'{" empty" if r.a_no is None else ""}"><pre>{_line(r.a, lang)}</pre></td><td class="lineno">'
+                       f'{r.b_no or ""}</td><td class="b{" empty" if r.b_no is None else ""}"><pre>{_line(r.b, lang)}'
+                       '</pre></td></tr>\n')
+    return Markup("".join(out))
+
+
 def _passes(data: dict, urls, args: Args) -> dict:
-    return {"ways": [[{**step, "hunks": highlighted_hunks(step["hunks"], step["lang"])} for step in way]
-                     for way in data["ways"]]}
+    return {"ways": [[{**step, "table": hunks_table(step["hunks"], step["lang"]) if step["hunks"] else None}
+                      for step in way] for way in data["ways"]]}
 
 
 def _pair(data: dict, urls, args: Args) -> dict:
@@ -184,6 +219,68 @@ def chart_svg(series: dict, urls) -> Markup:
                                                                         line, dots)
 
 
+CONFIG_START, CONFIG_END = '<table class="rows-and-columns config"><tbody>', "</tbody></table>"  # escaped text only
+CONFIG_TABLES: dict[str, Markup] = {}  # a config payload's table, by its hash: compiles repeat the same configs
+CONFIG_TABLES_KEPT = 64
+
+
+def _compile(data: dict, urls, args: Args) -> dict:
+    """Each config's table of keys and values (hundreds of rows), rendered once per process for each config."""
+    tables = {}
+    for config in data["c"]["config"]:
+        if config["values"] and config["payload"] not in tables:
+            table = CONFIG_TABLES.get(config["payload"])
+            if table is None:
+                if len(CONFIG_TABLES) >= CONFIG_TABLES_KEPT:
+                    CONFIG_TABLES.clear()
+                rows = Markup("".join(f"<tr><th><code>{escape(k)}</code></th><td><code>{escape(v)}</code></td></tr>"
+                                      for k, v in config["values"]))
+                table = CONFIG_TABLES[config["payload"]] = Markup(CONFIG_START) + rows + Markup(CONFIG_END)
+            tables[config["payload"]] = table
+    compile = data["c"]
+    return {"config_tables": tables, "timeline": _timeline(compile["spans"]),
+            "field_rows": [_field_rows(m["fields"]) for m in compile["metrics"]],
+            "guard_rows": [_guard_rows(origin, guards, with_reason) for origin, guards, with_reason in
+                           compile["guard_groups"]]}
+
+
+def _timeline(spans: list[dict]) -> Markup:
+    """The compile's spans on one line, as HTML (a hundred spans a compile: one template call per value was most of
+    the page's time)."""
+    return Markup("".join(
+        f'<div class="span" title="{escape(s["name"])}: {escape(s["ms"])} ms"><span class="bar" style="margin-left: '
+        f'{escape(s["left"])}%; width: {escape(s["width"])}%"></span><span class="label">{escape(s["name"])} '
+        f'{escape(s["ms"])} ms</span></div>' for s in spans))
+
+
+def fold(t: dict) -> str:
+    """A folded text (tlindex.pages.compile.folded) as HTML: its head, the rest in a fold (the template's `fold`)."""
+    head = f'<pre class="reason">{escape(t["head"])}</pre>'
+    if not t["rest"]:
+        return head
+    omitted = f" (and {t['omitted']:,} bytes left out of this page)" if t["omitted"] else ""
+    return (f'{head}<details class="fold"><summary>{escape(t["rest_lines"] + 1)} more line{"s" if t["rest_lines"] else ""}'
+            f'{omitted}</summary><pre class="reason">{escape(t["rest"])}</pre></details>')
+
+
+def _field_rows(fields: list[tuple[str, dict]]) -> Markup:
+    """The rows of one metrics record's every field, as HTML."""
+    return Markup("".join(f'<tr><th>{escape(k)}</th><td>{fold(v) if v["rest"] else escape(v["head"])}</td></tr>'
+                          for k, v in fields))
+
+
+def _guard_rows(origin: str, guards: list[dict], with_reason: bool) -> Markup:
+    """The rows of one origin's table of guards, as HTML."""
+    rows = []
+    for g in guards:
+        kind = f"{escape(g['guard_type'])}: " if g["guard_type"] else ""
+        source = f" <i>{escape(g['source'])}</i>" if g["source"] and origin != "dynamo_cpp_guards_str" else ""
+        reason = f"<td>{escape(g['reason'] or '')}</td>" if with_reason else ""
+        rows.append(f'<tr><td><code style="padding-left: {escape((g["depth"] or 0) * 1.2)}em">{kind}{escape(g["text"])}'
+                    f'</code>{source}</td><td>{escape(g["user_code"] or "")}</td>{reason}</tr>')
+    return Markup("".join(rows))
+
+
 def _trend(data: dict, urls, args: Args) -> dict:
     return {"charts": [{**series, "svg": chart_svg(series, urls)} for series in data["series"]]}
 
@@ -191,6 +288,7 @@ def _trend(data: dict, urls, args: Args) -> dict:
 # What each page adds to its data before its template renders (pages without one render their data as it is).
 PRESENTERS: dict[str, Callable[[dict, object, Args], dict]] = {
     "artifact": _payload,
+    "compile": _compile,
     "payload": _payload,
     "trie": trie_html,
     "bytecode": _bytecode,

@@ -7,7 +7,10 @@ the same renderer (render.py) and templates the server uses, on the report's sit
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
+
+from markupsafe import Markup
 
 from tlindex.answers.queries import CannedQuery
 from tlindex.pages import Page
@@ -15,21 +18,27 @@ from tlindex.pages.rows import Args
 
 from .cells import cell_link
 from .database import Urls
-from .highlight import CODE_END, CODE_START  # noqa: F401 (the report leaves a payload's text unlinked)
-from .render import page_context
+from .highlight import CODE_END, CODE_START, escape_text  # the report leaves a payload's text unlinked
+from .render import CONFIG_END, CONFIG_START, Terms, page_context
 from .report_site import ReportSite, asset
 
 
 class ReportRenderer:
     """HTML of the pages of one database, as `tlindex report` writes them."""
 
-    code_start, code_end = CODE_START, CODE_END
+    # Blocks of escaped text that hold no link, which the report need not relink: a payload's, a config's table
+    unlinked = [(CODE_START, CODE_END), (CONFIG_START, CONFIG_END)]
 
     def __init__(self, db_path: Path):
         self.site = ReportSite(Path(db_path).stem)
         self.urls = Urls(self.site, self.site.name)
+        self.payloads: PayloadPages | None = None  # made at the first payload page
 
     def page(self, page: Page, data: dict, args: Args) -> str:
+        if page.name == "payload":  # the most numerous page: written without a template, coloured in the browser
+            if self.payloads is None:
+                self.payloads = PayloadPages(self.site, self.urls)
+            return self.payloads.page(data)
         context = page_context(page, data, self.urls, self.site.name, args)
         return self.site.render_template(f"tlindex/{page.template}", context)
 
@@ -48,3 +57,58 @@ class ReportRenderer:
     @staticmethod
     def asset(url_path: str) -> bytes | None:
         return asset(url_path)
+
+
+TITLE, BODY = "\x00tlindex-title\x00", "\x00tlindex-body\x00"  # where each payload page fills in the layout
+
+
+class PayloadPages:
+    """A payload page of the report: the payload's text escaped, once, in the layout of the plugin's pages (rendered
+    once per process), coloured, line-numbered and pretty-printed by payload.js in the browser. Each distinct payload
+    has one, so this is most of a report's pages: no template, no highlighting in Python, a few links to relink."""
+
+    def __init__(self, site: ReportSite, urls: Urls):
+        self.urls = urls
+        shell = site.render_template("tlindex/payload_report.html", {
+            "database": site.name, "u": urls, "term": Terms(urls), "title": Markup(TITLE), "body": Markup(BODY)})
+        self.head, self.middle, self.crumb, self.tail = _split(shell)
+        self.term = str(Terms(urls)("payload"))
+
+    def page(self, data: dict) -> str:
+        """The page of one payload (tlindex.pages.artifact.payload_data)."""
+        p, lang = data["p"], data["lang"] or "text"
+        text = p["text"] or ""
+        lines = text.count("\n") + (0 if not text or text.endswith("\n") else 1)
+        title = f"payload {p['hash'][:10]}"
+        body = (f'<h1>Payload <code>{html.escape(p["hash"])}</code>{self.term}</h1>\n'
+                f'<p class="facts-line">{p["size"] or 0:,} bytes · <span class="payload-lines">{lines}</span> lines · '
+                f'{html.escape(lang)} · <a href="{self.href(self.urls.payload(p["hash"], raw=True))}" download>'
+                f'download raw</a></p>\n{self.carriers(p["artifacts"])}'
+                f'<div class="payload" data-lang="{html.escape(lang)}">{CODE_START}{escape_text(text)}{CODE_END}</div>')
+        return "".join((self.head, title, self.middle, title, self.crumb, body, self.tail))
+
+    def carriers(self, artifacts: list[dict]) -> str:
+        """The artifacts that carry the payload, each with its compile (as payload.html lists them)."""
+        if not artifacts:
+            return ""
+        shown = []
+        for a in artifacts:
+            item = f'<a href="{self.href(self.urls.artifact(a["id"]))}">{html.escape(str(a["name"]))}</a>'
+            if a["compile"]:
+                rank = f" rank {html.escape(str(a['rank']))}" if a["rank"] is not None else ""
+                item += (f' (<a href="{self.href(self.urls.compile(a["compile"]))}">'
+                         f'[{html.escape(str(a["compile_id"]))}]</a>{rank})')
+            shown.append(item)
+        return f"<p>Carried by: {', '.join(shown)}</p>\n"
+
+    @staticmethod
+    def href(url: str) -> str:
+        return html.escape(url)
+
+
+def _split(shell: str) -> list[str]:
+    """The layout cut at its marks: before the title, up to the crumbs' title, up to the body, after the body."""
+    head, rest = shell.split(TITLE, 1)
+    middle, rest = rest.split(TITLE, 1)
+    crumb, tail = rest.split(BODY, 1)
+    return [head, middle, crumb, tail]

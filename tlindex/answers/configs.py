@@ -16,10 +16,17 @@ CONFIGS = {"dynamo": "dynamo_config", "inductor": "inductor_config", "functorch"
 MAX_CONFIG_BYTES = 4_000_000  # a config larger than this is not parsed (torch 2.13's largest, Inductor's: 25 KB)
 
 
+PARSED: dict[str, dict] = {}  # configs read, by their payload's hash (its content): compile after compile logs the same
+PARSED_KEPT = 64
+
+
 def _parsed(conn: sqlite3.Connection, hashes: set[str]) -> dict[str, dict | str]:
     """Each payload's config as a dict, or why it is not one."""
     found: dict[str, dict | str] = {}
     for payload in hashes:
+        if payload in PARSED:
+            found[payload] = PARSED[payload]
+            continue
         size = conn.execute("SELECT text_size FROM payload_data WHERE hash = ?", (payload,)).fetchone()
         if size is None:
             found[payload] = "not stored"
@@ -33,6 +40,10 @@ def _parsed(conn: sqlite3.Connection, hashes: set[str]) -> dict[str, dict | str]
         except (ValueError, RecursionError):
             value = None
         found[payload] = value if isinstance(value, dict) else "not a JSON object"
+        if isinstance(value, dict):
+            if len(PARSED) >= PARSED_KEPT:
+                PARSED.clear()
+            PARSED[payload] = value
     return found
 
 

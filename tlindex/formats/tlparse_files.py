@@ -27,7 +27,6 @@ import orjson
 
 from tlindex.formats.tlparse_names import IR_KINDS, PAGE_KINDS, compile_key, output_name
 from tlindex.ingest.reader import ENVELOPE_RE, LAUNCHER_PREFIX_RE, line_body
-from tlindex.ingest.task import open_content
 
 READABLE = "inductor_provenance_tracking_kernel_stack_traces"  # tlparse adds a readable page of these
 CACHE_SUFFIXES = (("cache_miss", "❌"), ("cache_hit", "✅"), ("cache_bypass", "❓"))
@@ -140,6 +139,8 @@ def raw_jsonl(conn: sqlite3.Connection, file_id: int, payload_text: Callable[[st
 
     Raises OSError when the log is no longer where it was ingested.
     """
+    from tlindex.ingest.task import open_content  # here: it imports the normalizer, which a report need not
+
     (path,) = conn.execute("SELECT path FROM files WHERE id = ?", (file_id,)).fetchone()
     yield json.dumps({"string_table": string_table(conn, file_id)}, ensure_ascii=False, separators=(",", ":"))
     content, disk = open_content(path)

@@ -20,7 +20,7 @@ from pathlib import Path
 from tlindex.answers.queries import load_queries
 from tlindex.report.files import ReportFiles, log_folders
 from tlindex.report.output import Output, ReportSummary, note_degraded
-from tlindex.report.pages import PageWriter, seeds
+from tlindex.report.pages import PageWriter, seeds, text_file
 from tlindex.report.tlparse import write_tlparse_files
 from tlindex.report.workers import can_fork, start_workers
 from tlindex.store.db import connect_read_only
@@ -84,7 +84,7 @@ class Report:
         """This process's connection and writer (a worker opens its own)."""
         self.conn = connect_read_only(self.db_path)
         self.output = Output(self.out)
-        self.writer = PageWriter(self.conn, self.renderer, self.files, self.output, lambda url: None)
+        self.writer = PageWriter(self.conn, self.renderer, self.files, self.output, lambda url: None, self.claim)
         self.pid = os.getpid()
 
     def start_workers(self, jobs: int) -> Executor:
@@ -125,8 +125,7 @@ class Report:
         Perfetto trace, each log's tlparse files."""
         urls = self.renderer.urls
         pages = [urls.compile(c) for c in sorted(self.files.compile_runs)]
-        for digest in sorted(self.files.payload_pages):
-            pages += [urls.payload(digest), urls.payload(digest, raw=True)]
+        pages += [urls.payload(digest) for digest in sorted(self.files.payload_pages)]  # each writes its text too
         pages += [urls.provenance(artifact) for artifact in self.files.provenance]
         # the traces and tlparse's files first: each is one long task, which last would be a serial tail
         tasks: list[tuple] = [("chromium", run) for run in self.runs]
@@ -152,7 +151,8 @@ class Report:
                     if path is not None:
                         self.done.add(path)
                         compiles.add(path)
-                        self.writer.write(url, path)
+                        self.writer.write(url, path, owned=True)  # a payload's text is its task's too (task_files)
+                        self.done.add(text_file(path))
                 urls = [url for path, url in found.items()
                         if path is not None and path not in self.done and _subpage_of(path) in compiles]
         elif kind == "chromium":
@@ -173,12 +173,23 @@ class Report:
             self.output.save(target, (row[0] if row else "").encode("utf-8"))
         return target
 
+    def claim(self, path: str) -> bool:
+        """Whether `path` is still to be written; it is then the caller's (a payload's text, beside its page)."""
+        if path in self.done:
+            return False
+        self.done.add(path)
+        return True
+
     def task_files(self, tasks: list[tuple]) -> set[str]:
         """The pages and traces the tasks write (which links may lead to)."""
         files = set()
         for task in tasks:
             if task[0] == "pages":
-                files |= {path for path in map(self.files.target, task[1]) if path is not None}
+                for path in map(self.files.target, task[1]):
+                    if path is not None:
+                        files.add(path)
+                        if path.startswith("payloads/") and path.endswith(".html"):
+                            files.add(text_file(path))  # a payload's text, written with its page
             elif task[0] == "chromium":
                 files.add(f"{self.files.run_dir(task[1])}chromium.json")
         return files

@@ -39,11 +39,20 @@ class Output:
     def __init__(self, out: Path):
         self.out = out
         self.summary = ReportSummary()
+        self.folders: set[str] = set()  # folders made (or found) by this process: two system calls a file spared
+
+    def folder(self, file: Path) -> None:
+        """The file's folder, made once."""
+        parent = str(file.parent)
+        if parent not in self.folders:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            self.folders.add(parent)
 
     def save(self, path: str, body: bytes) -> None:
         file = self.out / path
-        file.parent.mkdir(parents=True, exist_ok=True)
-        file.write_bytes(body)
+        self.folder(file)
+        with open(file, "wb") as out:
+            out.write(body)
         self.summary.pages += path.endswith(".html")
         self.summary.payloads += path.startswith("payloads/") and path.endswith(".txt")
         self.summary.bytes += len(body)
@@ -51,7 +60,7 @@ class Output:
     def stream(self, path: str, pieces: Iterable[bytes]) -> None:
         """Write a file piece by piece, whole or not at all: a failure midway leaves no half file behind."""
         file = self.out / path
-        file.parent.mkdir(parents=True, exist_ok=True)
+        self.folder(file)
         partial = file.with_name(f"{file.name}.partial")
         try:
             with open(partial, "wb") as out:

@@ -20,7 +20,7 @@ from tlindex import pages
 from tlindex.answers.queries import load_queries, read_only, run_sql
 from tlindex.errors import NotFound, UsageError
 from tlindex.pages.rows import Args
-from tlindex.report.files import ReportFiles
+from tlindex.report.files import ReportFiles, relative
 from tlindex.report.output import Output
 
 # A link or source to relink; a link within its page (`#L-12`: a payload page has one per line) stays.
@@ -37,25 +37,32 @@ class PageWriter:
     """Renders URLs of the served pages into report files, in one process, on one connection."""
 
     def __init__(self, conn: sqlite3.Connection, renderer, files: ReportFiles, output: Output,
-                 enqueue: Callable[[str], None]):
+                 enqueue: Callable[[str], None], claim: Callable[[str], bool] = lambda path: True):
         self.conn, self.renderer, self.files, self.output = conn, renderer, files, output
         self.enqueue = enqueue  # told of every link to a report file met on a page
+        self.claim = claim  # whether a file is still to be written (then it is this writer's): a payload's text
         self.relinked: dict[tuple[str, str], str] = {}
+        self.text: bytes | None = None  # the text of the payload whose page is being written
 
-    def write(self, url: str, path: str) -> None:
-        """The file of one URL: rendered, relinked, saved (a trace streamed)."""
+    def write(self, url: str, path: str, owned: bool = False) -> None:
+        """The file of one URL: rendered, relinked, saved (a trace streamed); a payload's page with its text (unless
+        it is written already or is another's, as `claim` says; `owned`: the text is this writer's)."""
         if path.endswith("chromium.json"):
             self.write_chromium(int(urlsplit(url).path.split("/")[-2]), path)
             return
+        self.text = None
         body = self.render(url, path)
         if body is None:
             return
-        if path.endswith(".html"):
-            body = self.relink(body.decode("utf-8"), path).encode("utf-8")
+        if path.endswith(".html"):  # a page (str), or the notice of one that failed (bytes)
+            body = self.relink(body if isinstance(body, str) else body.decode("utf-8"), path).encode("utf-8")
         self.output.save(path, body)
+        if self.text is not None and (owned or self.claim(text_file(path))):  # read once for both files
+            self.output.save(text_file(path), self.text)
 
-    def render(self, url: str, path: str) -> bytes | None:
-        """The body of one report file: an asset, a canned query's table, or a page; None when it has none."""
+    def render(self, url: str, path: str) -> str | bytes | None:
+        """The body of one report file: an asset, a canned query's table, or a page (HTML as str, to relink);
+        None when it has none."""
         parts = urlsplit(url)
         if path.startswith("assets/"):
             return self.renderer.asset(parts.path)
@@ -73,13 +80,16 @@ class PageWriter:
         except Exception as error:  # one page that cannot be rendered degrades alone
             return self.output.degraded(path, f"{url}: {type(error).__name__}: {error}")
 
-    def page(self, page: pages.Page, values: dict, args: Args) -> bytes:
+    def page(self, page: pages.Page, values: dict, args: Args) -> str | bytes:
         data = page.read(self.conn, args, **values)
-        if data.get("raw"):  # a payload's text
-            return (data["p"]["text"] or "").encode("utf-8")
-        return self.renderer.page(page, data, args).encode("utf-8")
+        if page.name == "payload":
+            text = (data["p"]["text"] or "").encode("utf-8")
+            if data["raw"]:  # a payload's text
+                return text
+            self.text = text  # written beside its page
+        return self.renderer.page(page, data, args)
 
-    def query_page(self, name: str, params: dict[str, str]) -> bytes:
+    def query_page(self, name: str, params: dict[str, str]) -> str:
         """A canned query's result as a table (the first QUERY_ROWS rows), its cells linked as in Datasette."""
         query = load_queries()[name]
         cursor = run_sql(read_only(self.conn), query.sql, params)
@@ -87,8 +97,7 @@ class PageWriter:
             columns, rows = [d[0] for d in cursor.description], cursor.fetchmany(QUERY_ROWS + 1)
         finally:
             self.conn.set_authorizer(None)
-        page = self.renderer.query(query, params, columns, rows[:QUERY_ROWS], len(rows) > QUERY_ROWS, QUERY_ROWS)
-        return page.encode("utf-8")
+        return self.renderer.query(query, params, columns, rows[:QUERY_ROWS], len(rows) > QUERY_ROWS, QUERY_ROWS)
 
     def write_chromium(self, run: int, path: str) -> None:
         """The run's Perfetto trace, streamed batch by batch to its file (it can be hundreds of MB)."""
@@ -118,15 +127,33 @@ class PageWriter:
             if target is None or attribute == "data-src":
                 return ""  # needs a server: no link
             self.enqueue(url)
-            relative = posixpath.relpath(target, here or ".")
-            return f'{attribute}="{html.escape(relative + ("#" + fragment if fragment else ""))}"'
+            link = relative(target, here)
+            return f'{attribute}="{html.escape(link + ("#" + fragment if fragment else ""))}"'
 
-        start_mark, end_mark = self.renderer.code_start, self.renderer.code_end
-        page, parts, at = FORM_RE.sub("", page), [], 0
-        while (start := page.find(start_mark, at)) >= 0 and (end := page.find(end_mark, start)) >= 0:
-            parts += [ATTRIBUTE_RE.sub(replace, page[at:start]), page[start:end]]  # a payload's text: no link
+        def outside(part: str) -> str:
+            return ATTRIBUTE_RE.sub(replace, FORM_RE.sub("", part) if "<form" in part else part)
+
+        parts, at = [], 0
+        while (block := self.unlinked(page, at)) is not None:
+            start, end = block
+            parts += [outside(page[at:start]), page[start:end]]  # a payload's text, a config: no link, no form
             at = end
-        return "".join(parts + [ATTRIBUTE_RE.sub(replace, page[at:])])
+        return "".join(parts + [outside(page[at:])])
+
+    def unlinked(self, page: str, at: int) -> tuple[int, int] | None:
+        """The next block from `at` that holds no link (the renderer's `unlinked` marks: escaped text between
+        them, so the first end mark after a start ends it), or None."""
+        found = None
+        for start_mark, end_mark in self.renderer.unlinked:
+            start = page.find(start_mark, at)
+            if start >= 0 and (found is None or start < found[0]) and (end := page.find(end_mark, start)) >= 0:
+                found = (start, end)
+        return found
+
+
+def text_file(page: str) -> str:
+    """The text file of a payload beside its page (payloads/<md5>.html: payloads/<md5>.txt)."""
+    return page.removesuffix(".html") + ".txt"
 
 
 def seeds(urls, runs: list[int], single: bool) -> list[str]:

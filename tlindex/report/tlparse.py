@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import posixpath
 import sqlite3
 from collections.abc import Callable
 
 from tlindex.formats.tlparse_files import Links, compile_directory, raw_jsonl
-from tlindex.report.files import ReportFiles
+from tlindex.report.files import ReportFiles, relative
 from tlindex.report.output import Output
 
 
@@ -19,7 +18,7 @@ def write_tlparse_files(conn: sqlite3.Connection, output: Output, files: ReportF
     folder = files.run_dir(run) + ("" if logs == 1 else f"{name}/")
 
     def rel(target: str) -> str:
-        return posixpath.relpath(target, folder or ".")
+        return relative(target, folder.rstrip("/"))
 
     links = Links(lambda digest: rel(payload_text(digest)), lambda digest: rel(f"payloads/{digest}.html"),
                   lambda compile: rel(f"{files.run_dir(run)}compiles/{compile}.html"))
