@@ -277,3 +277,21 @@ def test_a_report_writes_each_run_s_tree_with_its_filter_box_and_no_pick_form(fi
     assert 'class="tl-tree-q"' in tree and "tlindex.js" in tree  # the box filters offline
     assert "<form" not in tree  # the server's forms are left out (with them, the pick boxes: see tlindex.css)
 
+
+
+@pytest.mark.asyncio
+async def test_an_artifact_of_no_compile_or_run_can_be_picked_first(traces_db, tmp_path):
+    """Found by the odd-values sweep: `?a=` of an artifact whose compile the log did not name was a 500."""
+    import shutil
+
+    db = tmp_path / "traces.db"
+    shutil.copy(traces_db, db)
+    conn = connect(db)
+    artifact = conn.execute("SELECT min(id) FROM artifacts").fetchone()[0]
+    conn.execute("UPDATE artifacts SET compile = NULL WHERE id = ?", (artifact,))
+    conn.commit()
+    datasette = Datasette([str(db)])
+    await datasette.invoke_startup()
+    response = await datasette.client.get(f"{TREE}?a={artifact}")
+    assert response.status_code == 200
+    assert "no run" in text_of(response.text) and f'href="/traces/-/tlindex/artifact/{artifact}"' in response.text
