@@ -127,15 +127,6 @@ def check_out_dir(out: Path, replace: bool) -> None:
                           f"of an export in it); remove it yourself, or choose another folder")
 
 
-def prepare_out_dir(out: Path, replace: bool) -> None:
-    """OUT_DIR made ready to be written in place (spark-ingest): checked, an old export removed, marked as one."""
-    check_out_dir(out, replace)
-    if out.exists() and not owned.is_empty(out):
-        owned.remove(out, "export")
-    out.mkdir(parents=True, exist_ok=True)
-    owned.mark(out, "export")
-
-
 def export_parquet(db_path: str | Path, out_dir: str | Path, tables: list[str] | None = None,
                    replace: bool = False) -> dict:
     """Write the tables as Parquet datasets under out_dir; return the manifest.

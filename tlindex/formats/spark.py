@@ -18,12 +18,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from tlindex import owned
 from tlindex.formats.parquet import (
     EXPORTED_AS,
     MANIFEST,
     ExportError,
+    check_out_dir,
     new_manifest,
-    prepare_out_dir,
     shifted_columns,
     table_manifest,
     write_table,
@@ -70,12 +71,26 @@ def ingest_file(item: tuple[int, str, str]) -> dict:
 
 def spark_ingest(paths: list[str], out_dir: str | Path, *, master: str = "local[2]", replace: bool = False,
                  run_label: str | None = None, spark=None) -> dict:
-    """Ingest logs with Spark into a Parquet export layout at out_dir; return the manifest."""
+    """Ingest logs with Spark into a Parquet export layout at out_dir; return the manifest.
+
+    Written into a folder beside out_dir and swapped in when complete, as `export parquet` does: stopped or
+    failing midway, it leaves out_dir as it was and nothing beside it."""
     files, problems = discover(paths)
     if problems:
         raise ExportError("; ".join(problems))
-    out = Path(out_dir).resolve()
-    prepare_out_dir(out, replace)
+    target = Path(out_dir).resolve()
+    check_out_dir(target, replace)
+    partial = owned.new_partial(target, "export")
+    try:
+        manifest = _spark_ingest_into(partial, files, master, run_label, spark)
+        owned.swap_into_place(partial, target, "export")
+        return manifest
+    finally:
+        owned.discard(partial)  # still there only when it was not swapped in
+
+
+def _spark_ingest_into(out: Path, files: list[Path], master: str, run_label: str | None, spark) -> dict:
+    """spark_ingest's work, into the folder `out`."""
     own_session = spark is None
     if own_session:
         spark = session(master)
