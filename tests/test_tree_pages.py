@@ -295,3 +295,17 @@ async def test_an_artifact_of_no_compile_or_run_can_be_picked_first(traces_db, t
     response = await datasette.client.get(f"{TREE}?a={artifact}")
     assert response.status_code == 200
     assert "no run" in text_of(response.text) and f'href="/traces/-/tlindex/artifact/{artifact}"' in response.text
+
+
+@pytest.mark.asyncio
+async def test_compiles_numbered_again_after_a_reset_are_told_apart(ds, traces_db):
+    """compile_errors resets Dynamo between its functions: one process logs [0/0] three times."""
+    conn = connect(traces_db)
+    (run,) = scenario_run(conn, "compile_errors")
+    generations = [g for (g,) in conn.execute(
+        "SELECT generation FROM compiles WHERE run_id = ? AND compile_id = '0/0' ORDER BY id", (run,))]
+    assert len(generations) == 3 and len(set(generations)) == 3
+    page = text_of((await ds.client.get(f"{TREE}?run={run}")).text)
+    for generation in generations[1:]:
+        assert f"after reset {generation}" in page
+    assert page.count("after reset") == sum(1 for g in generations if g)

@@ -69,7 +69,7 @@ def _compiles(conn: sqlite3.Connection) -> dict[int, list[dict]]:
     """run -> its compiles, by rank and then in the order each process logged them."""
     found: dict[int, list[dict]] = {}
     for compile in dicts(conn.execute(f"""
-            SELECT c.id, c.run_id, c.compile_id, c.rank, c.co_name, c.status, {COMPILE_TEXT} AS text
+            SELECT c.id, c.run_id, c.compile_id, c.rank, c.generation, c.co_name, c.status, {COMPILE_TEXT} AS text
             FROM compiles c JOIN runs r ON r.id = c.run_id ORDER BY c.run_id, c.rank, c.source_id, c.id""")):
         found.setdefault(compile.pop("run_id"), []).append(compile)
     return found
