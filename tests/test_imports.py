@@ -65,6 +65,7 @@ def test_the_library_never_imports_the_plugin():
 
 LAYERS = {  # lowest first: a module imports only from its own layer or below
     "tlindex": 0, "tlindex.errors": 0, "tlindex.store": 0, "tlindex.owned": 0, "tlindex.stopping": 0,
+    "tlindex.worker_pool": 0,
     "tlindex.ingest": 1,
     "tlindex.answers": 2,
     "tlindex.formats": 3,
@@ -91,4 +92,4 @@ def test_folders_are_layers_and_imports_only_go_down():
     assert upward == []
     top_level = sorted(path.name for path in (ROOT / "tlindex").glob("*.py"))
     assert top_level == ["__init__.py", "__main__.py", "cli.py", "errors.py", "output.py", "owned.py", "run.py",
-                         "serve.py", "stopping.py"]
+                         "serve.py", "stopping.py", "worker_pool.py"]

@@ -12,7 +12,7 @@ next line of the frames that called SQLite (sqlite3 reports what it swallowed), 
 wherever the main thread is not already unwinding from it. A signal never interrupts
 `deferred_signals` (a folder swapped into place), and a third one ends the process at once.
 
-Worker processes come from `WorkerPool`: the kernel kills them when their parent dies (Linux,
+Worker processes come from `tlindex.worker_pool.WorkerPool`: the kernel kills them when their parent dies (Linux,
 `PR_SET_PDEATHSIG`; elsewhere a thread watches the parent), they leave signals to the parent, and
 the parent kills them on its way out, whatever it is.
 """
@@ -25,10 +25,8 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from multiprocessing.context import BaseContext
 
 SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 ALARM = getattr(signal, "SIGALRM", None)  # the re-raise's clock (POSIX; elsewhere a stop is raised once)
@@ -215,49 +213,6 @@ def deferred_signals() -> Iterator[None]:
 
 # --- workers -----------------------------------------------------------------------------------------
 
-class WorkerPool(ProcessPoolExecutor):
-    """Worker processes that never outlive the command: each dies with it (kill -9 included) and leaves
-    signals to it; on an error or a stop they are killed at once (shutdown alone would wait for the tasks
-    running), after their work when all went well. Started with signals held, so that no stop falls
-    between a worker's start and its set-up (a spawned one would be left reading what never comes)."""
-
-    def __init__(self, jobs: int, context: BaseContext, initializer: Callable | None = None, initargs: tuple = ()):
-        super().__init__(jobs, mp_context=context, initializer=_start_worker,
-                         initargs=(os.getpid(), initializer, initargs))
-
-    def submit(self, fn, /, *args, **kwargs) -> Future:
-        with deferred_signals():  # a submit may start a worker
-            return super().submit(fn, *args, **kwargs)
-
-    def __exit__(self, kind, error, traceback) -> bool:
-        if error is not None:
-            self.kill()
-        try:
-            self.shutdown(wait=True, cancel_futures=True)
-        except BaseException:  # stopped while it waited for the last tasks
-            self.kill()
-            raise
-        return False
-
-    def kill(self) -> None:
-        """Kill the workers now (Python 3.14 has it; before, the pool's own table of them)."""
-        with deferred_signals():
-            if hasattr(super(), "kill_workers"):
-                super().kill_workers()
-                return
-            for process in list((getattr(self, "_processes", None) or {}).values()):
-                try:
-                    process.kill()
-                except (OSError, ValueError):  # gone already, or closed
-                    pass
-
-
-def _start_worker(parent: int, initializer: Callable | None, initargs: tuple) -> None:
-    worker_started(parent)
-    if initializer is not None:
-        initializer(*initargs)
-
-
 def worker_started(parent: int) -> None:
     """In a new worker process: die with `parent`, and leave Ctrl-C to it (it ends the workers itself).
 
@@ -295,10 +250,9 @@ def die_with_parent(parent: int) -> None:
 
 
 def children() -> set:
-    """The processes this process started with multiprocessing that are alive."""
-    import multiprocessing
-
-    return set(multiprocessing.active_children())
+    """The processes this process started with multiprocessing that are alive (none if it never loaded it)."""
+    multiprocessing = sys.modules.get("multiprocessing")
+    return set(multiprocessing.active_children()) if multiprocessing is not None else set()
 
 
 def end_children(spared: set) -> list[str]:

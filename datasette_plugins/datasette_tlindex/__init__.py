@@ -15,16 +15,17 @@ import functools
 import json
 import logging
 
-from datasette import hookimpl
-from datasette.utils import tilde_decode
-from datasette.utils.asgi import Response
 from markupsafe import Markup
+from pluggy import HookimplMarker
 
 from .cells import cell_link
-from .database import Urls, denied, denied_to, is_tlindex, known_tlindex
-from .named_params import named_params_redirect
-from .pages import ROUTES
-from .reads import request_reads
+from .database import denied, denied_to, is_tlindex, known_tlindex
+from .urls import Urls
+
+# Datasette's own marker (datasette.hookimpl is HookimplMarker("datasette")). Nothing of Datasette is imported
+# here at import: the report imports this package for its renderer (report_render.py), and importing Datasette
+# would cost every report 0.05 s; the hooks import it when Datasette calls them.
+hookimpl = HookimplMarker("datasette")
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,8 @@ def _fits_the_limit(conn) -> bool:
 
 @hookimpl
 def register_routes():
+    from .pages import ROUTES
+
     return ROUTES
 
 
@@ -141,6 +144,8 @@ def _without_facet_suggestions(datasette, scope: dict) -> dict:
     Suggestions run a GROUP BY per column on every view: 3.3 s for `envelopes` of a 1 GB database
     (0.09 s without). Facets a user picks, sorting, filters and the row count stay; the plugin
     setting `suggest_facets: true` brings suggestions back."""
+    from datasette.utils import tilde_decode
+
     parts = scope.get("path", "").strip("/").split("/")
     query = scope.get("query_string", b"")
     if len(parts) != 2 or parts[1].startswith("-") or b"_nosuggest" in query:
@@ -156,6 +161,8 @@ async def _refused(datasette, scope) -> str | None:
     """Why the request may not see what it reads, when it reads a table the actor may not view through
     another (a view, a full-text index, a canned query, SQL): see reads.py. Datasette checks the table
     or canned query a request names, not the tables behind it."""
+    from .reads import request_reads
+
     memo: list = []
 
     async def actor():
@@ -186,6 +193,10 @@ async def _actor(datasette, scope):
 
 @hookimpl
 def asgi_wrapper(datasette):
+    from datasette.utils.asgi import Response
+
+    from .named_params import named_params_redirect
+
     def wrap(app):
         async def tlindex_tables(scope, receive, send):
             if scope.get("type") == "http":

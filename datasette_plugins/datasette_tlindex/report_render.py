@@ -17,10 +17,10 @@ from tlindex.pages import Page
 from tlindex.pages.rows import Args
 
 from .cells import cell_link
-from .database import Urls
 from .highlight import CODE_END, CODE_START, escape_text  # the report leaves a payload's text unlinked
 from .render import CONFIG_END, CONFIG_START, Terms, page_context
 from .report_site import ReportSite, asset
+from .urls import Urls
 
 
 class ReportRenderer:

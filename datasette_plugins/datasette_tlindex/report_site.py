@@ -14,10 +14,17 @@ import os
 from pathlib import Path
 
 import jinja2
-from datasette.utils import tilde_encode
 
 PLUGIN = Path(__file__).parent
 REPORT_BASE = "tlindex/_report_base.html"
+# Datasette's tilde encoding (datasette.utils.tilde_encode, the same on 0.65 and 1.0a; a test holds them equal):
+# importing it imports Datasette, 0.05 s of every report
+TILDE_SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def tilde_encode(text: str) -> str:
+    """`text` as Datasette writes a database, table or query name in a URL (`a.b` is `a~2Eb`, a space `+`)."""
+    return "".join(chr(b) if b in TILDE_SAFE else "+" if b == 32 else f"~{b:02X}" for b in text.encode("utf-8"))
 
 
 class ReportUrls:

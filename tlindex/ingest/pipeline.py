@@ -10,11 +10,9 @@ writes traces.db.
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
 import os
 import shutil
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -28,10 +26,16 @@ from tlindex.ingest.runs import assign_runs, check_label, rank_decisions
 from tlindex.ingest.task import Resume, Task, TaskResult, init_worker, run_in_worker, run_task
 from tlindex.ingest.text_index import refresh_fts
 from tlindex.owned import discard, owns, temporary_dir
-from tlindex.stopping import WorkerPool
 from tlindex.store.db import immediate, open_db
 
 MERGE_CACHE_KB = 4 << 10  # the merges' index updates touch fewer pages on disk than with 2 MB; 8 MB gained little more
+
+
+def wait(futures, timeout: float, return_when: str):
+    """concurrent.futures.wait, imported only by an ingest that starts workers (a test takes turns with it)."""
+    from concurrent.futures import wait as wait_for
+
+    return wait_for(futures, timeout=timeout, return_when=return_when)
 
 
 @dataclass
@@ -362,6 +366,11 @@ def run_serially(planned: list[Planned], jobs: int, merge_result: Merger, summar
 def run_in_parallel(planned: list[Planned], jobs: int, merge_result: Merger, summary: IngestSummary,
                     progress: Callable[[int], None] | None) -> None:
     """The tasks in `jobs` worker processes, each merged here as it finishes (in the order they finish)."""
+    import multiprocessing
+    from concurrent.futures import Future
+
+    from tlindex.worker_pool import WorkerPool
+
     counter = multiprocessing.get_context("spawn").Value("q", 0)
     with WorkerPool(jobs, multiprocessing.get_context("spawn"), init_worker, (counter,)) as pool:
         futures: dict[Future, Planned] = {}
@@ -371,7 +380,7 @@ def run_in_parallel(planned: list[Planned], jobs: int, merge_result: Merger, sum
             futures[pool.submit(run_in_worker, item.task)] = item
         pending = set(futures)
         while pending:
-            finished, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+            finished, pending = wait(pending, timeout=0.2, return_when="FIRST_COMPLETED")
             if progress:
                 progress(counter.value)
             for future in finished:

@@ -12,10 +12,9 @@ import json
 import os
 import re
 from collections.abc import Callable
-from concurrent.futures import Executor, Future
-from concurrent.futures.process import BrokenProcessPool
 from contextlib import ExitStack
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tlindex.answers.queries import load_queries
 from tlindex.report.files import ReportFiles, log_folders
@@ -24,6 +23,9 @@ from tlindex.report.pages import PageWriter, seeds, text_file
 from tlindex.report.tlparse import write_tlparse_files
 from tlindex.report.workers import can_fork, start_workers
 from tlindex.store.db import connect_read_only
+
+if TYPE_CHECKING:  # a report of a few pages starts no worker, and imports no concurrent.futures
+    from concurrent.futures import Executor, Future
 
 PARALLEL_FROM = 100  # pages of the tasks (compile and payload pages, ~2 ms each): below, one process renders
 # them as fast as forked workers (a fork starts in milliseconds)
@@ -60,12 +62,13 @@ class Report:
         with ExitStack() as self.pools:
             try:
                 self.load()
-                if jobs > 1 and can_fork():  # forked now: they share the maps, and hold no connection of this process
-                    _WORKER.clear()
+                tasks = self.tasks()
+                if jobs > 1 and can_fork() and self.parallel(tasks, forked=True):
+                    _WORKER.clear()  # forked now: they share the maps, and hold no connection of this process
                     _WORKER[self.key()] = self
                     self.start_workers(jobs)
                 self.open()
-                return self._write(jobs)
+                return self._write(jobs, tasks)
             finally:
                 _WORKER.pop(self.key(), None)
                 if getattr(self, "conn", None) is not None:
@@ -93,11 +96,14 @@ class Report:
             self.workers = self.pools.enter_context(start_workers(jobs))
         return self.workers
 
-    def _write(self, jobs: int) -> ReportSummary:
-        tasks = self.tasks()
+    @staticmethod
+    def parallel(tasks: list[tuple], forked: bool) -> bool:
+        """Whether the tasks have pages enough for worker processes (forked ones start at once, spawned ones not)."""
+        return sum(len(task[1]) for task in tasks if task[0] == "pages") >= (PARALLEL_FROM if forked else SPAWNED_FROM)
+
+    def _write(self, jobs: int, tasks: list[tuple]) -> ReportSummary:
         self.output.summary = self.total  # what this process writes counts in the total (a task counts its own)
-        pages = sum(len(task[1]) for task in tasks if task[0] == "pages")
-        if jobs > 1 and pages >= (PARALLEL_FROM if self.workers is not None else SPAWNED_FROM):
+        if jobs > 1 and self.parallel(tasks, forked=self.workers is not None):
             self.start_workers(jobs)
             futures = [self.workers.submit(_worker_task, (self.db_path, self.out, self.runs, self.renderer_class, task))
                        for task in tasks]
@@ -197,6 +203,8 @@ class Report:
     def result(self, task: tuple, future: Future) -> TaskResult:
         """A worker's task's result; the task done here when the worker died (killed, out of memory): the
         pool is then broken, and every task left is done here."""
+        from concurrent.futures.process import BrokenProcessPool
+
         try:
             return future.result()
         except BrokenProcessPool as error:

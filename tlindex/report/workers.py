@@ -1,12 +1,13 @@
 """The report's worker processes: forked where that is safe (they start at once and share what the report has
-read), spawned elsewhere; they die with the report (tlindex.stopping.WorkerPool)."""
+read), spawned elsewhere; they die with the report (tlindex.worker_pool.WorkerPool)."""
 
 from __future__ import annotations
 
 import sys
-from concurrent.futures import Executor
+from typing import TYPE_CHECKING
 
-from tlindex.stopping import WorkerPool
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 
 def start_workers(jobs: int) -> Executor:
@@ -14,6 +15,8 @@ def start_workers(jobs: int) -> Executor:
     process that a fork would copy mid-flight): a fork starts in milliseconds with the renderer imported,
     where a fresh process (spawn, elsewhere) spends about 0.4 s importing it."""
     import multiprocessing
+
+    from tlindex.worker_pool import WorkerPool
 
     pool = WorkerPool(jobs, multiprocessing.get_context("fork" if can_fork() else "spawn"))  # they die with this process
     for _ in range(jobs):
