@@ -155,6 +155,8 @@ def make_report(out: Path, paths: list[str], db_path: str | None, run_names: lis
         ingested = ingest(db, paths, jobs=jobs, progress=ingest_progress,
                           search_index=bool(db_path))  # a temporary database is never searched
         runs = runs_of_paths(db, paths) if db.exists() else []
+        if not runs and ingested.problems and not ingested.files:  # not one log could be read: say why, not "no run"
+            raise ReportError("nothing to report: " + "; ".join(ingested.problems))
         if not runs and not run_names and not ingested.problems:  # logs read, no record in them: the report says so
             write_empty_report(out, overwrite, f"{ingested.files + ingested.skipped} log file(s) read "
                                                f"({', '.join(paths)}): none holds a trace record.")
