@@ -243,7 +243,8 @@ def test_a_worker_that_dies_costs_time_not_pages(fixtures_db, tmp_path, monkeypa
 
 
 def test_the_report_is_written_without_datasettes_application(fixtures_db, tmp_path):
-    """The report renders the plugin's pages on its own site: importing Datasette (its app: 0.4 s; its package: 0.05 s) is not paid."""
+    """The report renders the plugin's pages on its own site: importing Datasette (its app: 0.4 s; its package:
+    0.05 s) is not paid."""
     script = ("import sys; from pathlib import Path; from tlindex.report import write_report, runs_by_name; "
               f"db = Path({str(fixtures_db)!r}); write_report(db, Path({str(tmp_path / 'r')!r}), runs_by_name(db, [])[:1], "
               "False, jobs=1); print('datasette' in sys.modules)")
