@@ -116,7 +116,7 @@ def test_a_scratch_file_without_a_journal_is_a_copy_and_a_shared_file_is_made_un
     scratch.execute("PRAGMA journal_mode=OFF")
     assert apply_schema(scratch) == MIGRATIONS
     assert schema_of(scratch) == schema_of(made(tmp_path / "migrated.db", whole=False))
-    monkeypatch.setattr(db, "_schema_image", lambda: pytest.fail("a database others may open was copied into"))
+    monkeypatch.setattr(db, "_schema_image", lambda pid: pytest.fail("a database others may open was copied into"))
     for journal in ("WAL", "DELETE"):
         shared = sqlite3.connect(tmp_path / f"{journal}.db")
         shared.execute(f"PRAGMA journal_mode={journal}")

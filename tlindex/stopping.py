@@ -249,6 +249,12 @@ def die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
+def can_fork() -> bool:
+    """Whether worker processes can be forked from this one safely (they start in milliseconds, with what this
+    process imported): on Linux, with no other thread running that a fork would copy mid-flight."""
+    return sys.platform == "linux" and threading.active_count() == 1
+
+
 def children() -> set:
     """The processes this process started with multiprocessing that are alive (none if it never loaded it)."""
     multiprocessing = sys.modules.get("multiprocessing")

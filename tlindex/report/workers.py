@@ -3,8 +3,9 @@ read), spawned elsewhere; they die with the report (tlindex.worker_pool.WorkerPo
 
 from __future__ import annotations
 
-import sys
 from typing import TYPE_CHECKING
+
+from tlindex.stopping import can_fork
 
 if TYPE_CHECKING:
     from concurrent.futures import Executor
@@ -22,13 +23,6 @@ def start_workers(jobs: int) -> Executor:
     for _ in range(jobs):
         pool.submit(_started)  # a forking pool starts every process at its first task; a spawning one, one per task
     return pool
-
-
-def can_fork() -> bool:
-    """Whether worker processes can be forked from this one safely: on Linux, with no other thread running."""
-    import threading
-
-    return sys.platform == "linux" and threading.active_count() == 1
 
 
 def _started() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 import re
 import sqlite3
 import time
@@ -85,7 +86,7 @@ def apply_schema(conn: sqlite3.Connection, whole: bool = True) -> list[str]:
         return []
     copied = []
     if whole and not done and _private(conn) and _empty(conn):
-        _schema_image().backup(conn)  # its pages copied: a fraction of the time the script takes
+        _schema_image(os.getpid()).backup(conn)  # its pages copied: a fraction of the time the script takes
         copied = sorted(_applied(conn))
         if known <= set(copied):
             return copied
@@ -127,9 +128,10 @@ def _private(conn: sqlite3.Connection) -> bool:
 
 
 @cache
-def _schema_image() -> sqlite3.Connection:
-    """An in-memory database of the current schema, made once per process; new private databases (the in-memory
-    ones whose schema tlindex.store.tables and the type checks read, the staging files of an ingest) are copies."""
+def _schema_image(pid: int) -> sqlite3.Connection:
+    """An in-memory database of the current schema, made once per process (`pid`: a forked worker makes its own
+    rather than use a connection it inherited); new private databases (the in-memory ones whose schema
+    tlindex.store.tables and the type checks read, the staging files of an ingest) are copies."""
     image = register(connect(":memory:", check_same_thread=False))  # copied from any thread, never written again
     _migrate(image, schema_files(), whole=True)
     return image
