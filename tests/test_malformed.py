@@ -7,6 +7,7 @@ damaged on purpose by each test. They are not logs torch wrote.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import os
 
 import pytest
@@ -118,6 +119,20 @@ def test_crlf_line_endings_verify_md5(tmp_path):
     assert errors == []
     assert conn.execute("SELECT count(*) FROM envelopes WHERE md5_ok = 1").fetchone()[0] == \
         sum(len(g) > 1 for g in groups)
+
+
+def test_tabs_inside_payload_lines_are_kept(tmp_path):
+    """Only each payload line's first TAB is the format's: TABs after it (and a TAB-only line) are the payload's."""
+    payload = b"\tindented\n\n\t\n\tcol1\tcol2\t\nend"
+    digest = hashlib.md5(payload).hexdigest().encode()
+    record = [b'V1122 08:45:49.000000 1 torch/_dynamo/utils.py:1] {"artifact": {"name": "t", "encoding": "string"}, '
+              b'"has_payload": "' + digest + b'"}\n'] + [b"\t" + line + b"\n" for line in payload.split(b"\n")]
+    groups = records()[:3] + [record] + records()[3:6]
+    _, conn, errors = ingest_one(tmp_path, write(tmp_path, "tabs.log", groups))
+    assert errors == []
+    row = conn.execute("SELECT e.md5_ok, p.text FROM envelopes e JOIN payloads p ON p.hash = e.payload "
+                       "WHERE e.line = ?", (line_of(groups, 3),)).fetchone()
+    assert tuple(row) == (1, payload.decode())
 
 
 def test_launcher_prefix_and_blank_lines(tmp_path):

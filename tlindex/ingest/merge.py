@@ -136,6 +136,10 @@ def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | No
     database first, and `complete(conn, file_id)` may add to the merged rows.
     """
     conn.execute("ATTACH DATABASE ? AS staging", (staging_path,))
+    # The staging file is thrown away after the merge, rolled back or not: its rewriting by `prepare`
+    # (a chunk fitted to the file) needs no rollback journal, nor syncing.
+    conn.execute("PRAGMA staging.journal_mode = OFF")
+    conn.execute("PRAGMA staging.synchronous = OFF")
     try:
         with immediate(conn):  # rolled back on any error (a full disk: SQLite may have rolled back already)
             if prepare is not None:

@@ -166,6 +166,15 @@ class _Pending:
             yield ReadError(line, offset, lines, size, "blank_line", "blank line" if lines == 1 else f"{lines:,} blank lines")
 
 
+def detab(region: bytes, lines: int) -> bytes:
+    """Payload lines (`lines` of them, each after its TAB, joined by \n) without their TABs: every TAB
+    deleted at once when the lines hold no other, else each line's first one."""
+    detabbed = region.translate(None, b"\t")
+    if len(region) - len(detabbed) == lines:
+        return detabbed
+    return region[1:].replace(b"\n\t", b"\n")
+
+
 def _without_line_end_cr(payload: bytes, claimed: object) -> tuple[bytes, str]:
     """A payload read from CRLF lines: one CR per line end is the line ending's,
     unless only the payload with every line ending in CR matches the md5 (as _finish)."""
@@ -222,11 +231,12 @@ class LogReader:
                 self._consume(self._line, start)
                 line = self._line + 1
                 self._offset = start + len(record)
-                item, orphan = self._whole_record(record, line, start)
+                lines = record.count(b"\n")
+                item, orphan = self._whole_record(record, line, start, lines)
                 yield item
                 if orphan is not None:
                     yield orphan
-                self._line = line + record.count(b"\n") - 1
+                self._line = line + lines - 1
                 self._consume(self._line, self._offset)
             elif piece.__class__ is Run:
                 yield from self._run(piece)
@@ -326,15 +336,16 @@ class LogReader:
         if orphan is not None:
             yield orphan
 
-    def _whole_record(self, record: bytes, line_no: int, start: int) -> tuple[Record | ReadError, ReadError | None]:
-        """Parse an ordinary record: envelope line, then TAB payload lines de-tabbed in one go; return it
-        and the error for its payload lines when its envelope declares none."""
+    def _whole_record(self, record: bytes, line_no: int, start: int,
+                      lines: int) -> tuple[Record | ReadError, ReadError | None]:
+        """Parse an ordinary record of `lines` lines: envelope line, then TAB payload lines de-tabbed in one
+        go; return it and the error for its payload lines when its envelope declares none."""
         newline = record.index(b"\n") + 1
         item = self._parse_envelope(record[:newline], line_no, start, newline)
         if isinstance(item, Record) and "has_payload" in item.data:
-            item.payload_lines = record.count(b"\n") - 1
+            item.payload_lines = lines - 1
             item.payload_bytes = len(record) - newline
-            payload = record[newline + 1:-1].replace(b"\n\t", b"\n")
+            payload = detab(record[newline:-1], lines - 1)
             claimed = item.data.get("has_payload")
             if b"\r" in payload:
                 payload, digest = _without_line_end_cr(payload, claimed)

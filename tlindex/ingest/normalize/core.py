@@ -128,11 +128,13 @@ class FileNormalizer:
                      compile: Compile | None, metadata: str | None) -> None:
         """The envelope row of a record (context keys as logged; its compile, if it has one)."""
         data = rec.data
+        ca, frame, frame_compile, attempt, rank = map(data.get, CONTEXT_FIELDS)  # other than integers: noted
         self.sink.add("envelopes", (
             envelope_id, proc.source_id, rec.line, rec.offset, rec.time, rec.pid, rec.emitter_file,
             rec.emitter_line, kind, name, compile.id if compile else None,
-            compile.compile_id if compile else None,
-            *(value if type(value) is int else None for value in map(data.get, CONTEXT_FIELDS)),  # else noted
+            compile.compile_id if compile else None, ca if type(ca) is int else None,
+            frame if type(frame) is int else None, frame_compile if type(frame_compile) is int else None,
+            attempt if type(attempt) is int else None, rank if type(rank) is int else None,
             data.get("subgraph_name"), metadata, rec.payload_hash, rec.envelope_bytes,
             rec.payload_bytes, rec.payload_lines, None if rec.md5_ok is None else int(rec.md5_ok)))
         self.envelope_written = True
@@ -170,7 +172,9 @@ class FileNormalizer:
         data = rec.data
         kind = next(iter(data))
         meta = data[kind]
-        proc = self.process(rec.pid)
+        proc = self.processes.get(rec.pid)
+        if proc is None:
+            proc = self.process(rec.pid)
         self.envelopes += 1
         if rec.invalid_utf8:
             self.error(rec.line, rec.offset, "invalid_utf8",
@@ -230,7 +234,7 @@ class FileNormalizer:
         stack = data.get("stack")
         if isinstance(stack, list):
             self.frames(proc, envelope_id, "context", stack)
-        if meta is not None:
+        if meta:  # (an empty {} has neither)
             for key in ("stack", "user_stack"):
                 frames = meta.get(key)
                 if isinstance(frames, list):
