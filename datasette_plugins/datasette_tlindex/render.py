@@ -9,6 +9,7 @@ report` call the same `render_page`, each with its own way to render a template 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections.abc import Awaitable, Callable
 
@@ -141,17 +142,10 @@ def highlighted_hunks(hunks: list | None, lang: str | None) -> list | None:
                                  b=Markup(highlighted(row.b, lang or "text"))) for row in hunk] for hunk in hunks]
 
 
-LINES: dict[tuple[str, str], str] = {}  # a line highlighted, by language and text: graph after graph repeats them
-LINES_KEPT = 50_000
-
-
+@functools.lru_cache(maxsize=50_000)  # graph after graph repeats the same lines
 def _line(text: str, lang: str) -> str:
-    found = LINES.get((lang, text))
-    if found is None:
-        if len(LINES) >= LINES_KEPT:
-            LINES.clear()
-        found = LINES[lang, text] = highlighted(text, lang)
-    return found
+    """A line highlighted, once per process."""
+    return highlighted(text, lang)
 
 
 def hunks_table(hunks: list, lang: str | None) -> Markup:

@@ -16,9 +16,11 @@ Layout (one run: DIR is that run's folder; several: DIR/index.html lists them, e
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import re
 import sqlite3
+from collections.abc import Callable
 from urllib.parse import parse_qsl, urlsplit
 
 from tlindex import pages
@@ -56,7 +58,8 @@ class ReportFiles:
                 FROM metrics m JOIN compiles c ON c.id = m.compile WHERE c.run_id IN ({marks})""", self.runs)
                    for digest in row if digest}
         self.payload_pages = {digest for digest in self.artifact_payloads.values() if digest} | configs
-        self.targets: dict[str, str | None] = {}  # URL -> its file, as found (a link is met on many pages)
+        # a URL's file, remembered (a link is met on many pages)
+        self.target: Callable[[str], str | None] = functools.lru_cache(maxsize=TARGETS_KEPT)(self._target)
 
     # --- tlindex.pages.Files: where a page of the report goes ------------------------------------
 
@@ -98,15 +101,9 @@ class ReportFiles:
 
     # --- a URL of the served pages -----------------------------------------------------------------
 
-    def target(self, url: str) -> str | None:
-        """The report file (relative to DIR) of a URL of the served pages, or None if the report has none."""
-        if url not in self.targets:
-            if len(self.targets) >= TARGETS_KEPT:
-                self.targets.clear()
-            self.targets[url] = self._target(url)
-        return self.targets[url]
-
     def _target(self, url: str) -> str | None:
+        """The report file (relative to DIR) of a URL of the served pages, or None if the report has none
+        (`target`, remembered)."""
         parts = urlsplit(url)
         path, args = parts.path, parse_qsl(parts.query)
         if path.startswith(STATIC_PREFIXES):
