@@ -1,9 +1,9 @@
--- tlindex's whole schema in one script: what the migrations schema/001_initial.sql to schema/014_run_facts.sql make.
+-- tlindex's whole schema in one script: what the migrations schema/001_initial.sql to schema/015_run_findings.sql make.
 -- A new database is made from it in one go (tlindex.store.db.apply_schema) and every migration up to the one
 -- named on the `as of` line is recorded as applied; a database made before is upgraded by the migrations.
 -- Written by `python -m tlindex.store.schema_script > schema/current.sql`, not by hand. The comments of the
 -- tables, and of the columns added after a table was made, are in the migrations (and docs/schema.md).
--- as of: 014_run_facts
+-- as of: 015_run_findings
 
 CREATE TABLE files (
     id INTEGER PRIMARY KEY,              -- file id
@@ -513,3 +513,20 @@ SELECT t.run_id,                                               -- the run
        (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
         WHERE c.run_id = t.run_id AND e.cache = 'aotautograd' AND e.result = 'miss') AS aotautograd_misses -- AOTAutograd's cache: misses
 FROM run_totals t;
+
+CREATE TABLE run_findings (
+    run_id INTEGER NOT NULL REFERENCES runs(id), -- the run
+    position INTEGER NOT NULL,           -- its place among the run's findings, most severe first (0 is the worst)
+    severity TEXT NOT NULL,              -- error, warning or info
+    kind TEXT NOT NULL,                  -- the kind of finding (its check's: the glossary explains it)
+    count INTEGER NOT NULL,              -- how many (breaks, recompiles, failures, ...)
+    text TEXT NOT NULL,                  -- the sentence
+    query TEXT,                          -- the canned query that shows the detail, run with the run's id
+    compile INTEGER,                     -- or the compile that shows it
+    PRIMARY KEY (run_id, position)
+);
+
+CREATE TABLE run_findings_stamps (
+    run_id INTEGER PRIMARY KEY REFERENCES runs(id), -- the run
+    stamp TEXT NOT NULL                  -- version:migration:processes:bytes:newest process
+);

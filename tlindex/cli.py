@@ -85,6 +85,30 @@ def db_option(fn):
                         type=click.Path(dir_okay=False), help="SQLite database (env TLINDEX_DB)")(fn)
 
 
+LAST_RUNS = 50  # what a list over runs shows by default (the runs page's screen)
+
+
+def run_list_options(fn):
+    """--last N, --since DAY, --all: which runs a list over runs shows (the last 50 by default)."""
+    fn = click.option("--all", "all_runs", is_flag=True, help="Every run (else the last 50)")(fn)
+    fn = click.option("--since", metavar="YYYY-MM-DD", help="Only runs started on that day or later")(fn)
+    return click.option("--last", type=click.IntRange(min=1), metavar="N",
+                        help=f"Only the last N runs [default: {LAST_RUNS}]")(fn)
+
+
+def chosen_runs(conn: sqlite3.Connection, last: int | None, since: str | None, all_runs: bool,
+                label: str | None = None) -> list[int]:
+    """The ids the run list options keep, oldest first; says on stderr how many were left out."""
+    from tlindex.pages.runs import RunFilter, day, last_runs
+
+    kept = None if all_runs else (last or LAST_RUNS)
+    ids, matching = last_runs(conn, RunFilter(label=label, since=day("--since", since)), kept)
+    if len(ids) < matching:
+        say(f"(the last {len(ids):,} of {matching:,} runs, oldest first: --last N, --since YYYY-MM-DD or --all "
+            f"for more)", err=True)
+    return ids
+
+
 COMMAND_WORDS = "tlindex.command"  # ctx.meta: the words of the command running (`export parquet`)
 
 
@@ -193,6 +217,8 @@ def ingest(paths: tuple[str, ...], db_path: str, run_label: str | None, replace:
                                    f"fixed)")
     finally:
         bar.close()
+    from tlindex.answers.findings.stored import store_findings
+    store_findings(db_path)  # the new runs' findings, computed once here and read by every list over runs
     for problem in summary.problems:
         say(f"error: {problem}", err=True)
     for path, lines in summary.no_records:
@@ -265,8 +291,10 @@ def interruptible(conn: sqlite3.Connection):
 @click.argument("run", required=False)
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON")
-def findings(run: str | None, db_path: str, as_json: bool) -> None:
-    """Say what is wrong with a run (or every run): failures, breaks, recompiles, rank divergence, ...
+@run_list_options
+def findings(run: str | None, db_path: str, as_json: bool, last: int | None, since: str | None,
+             all_runs: bool) -> None:
+    """Say what is wrong with a run (or the last 50): failures, breaks, recompiles, rank divergence, ...
 
     Each finding is followed by what to try next; --json adds what its kind means (`explanation`), and
     `tlindex show glossary` explains every kind. Exits 1 when there is an error or a warning to report, 0 when
@@ -274,16 +302,18 @@ def findings(run: str | None, db_path: str, as_json: bool) -> None:
     """
     import json
 
-    from tlindex.answers.findings import findings as run_findings
     from tlindex.answers.findings import problems
+    from tlindex.answers.findings.stored import store_findings, stored_findings
     from tlindex.answers.glossary import plain
+    from tlindex.store.db import existing_database
+
+    store_findings(existing_database(db_path), lambda text: say(text, err=True))
     conn = read_db(db_path)
     try:
-        if run is None:
-            runs = conn.execute("SELECT id, label FROM runs ORDER BY start_time, id").fetchall()
-        else:
-            runs = conn.execute("SELECT id, label FROM runs WHERE id = ?", (run_id_of(conn, run),)).fetchall()
-        report = [(run_id, label, run_findings(conn, run_id)) for run_id, label in runs]
+        ids = chosen_runs(conn, last, since, all_runs) if run is None else [run_id_of(conn, run)]
+        found = stored_findings(conn, ids)
+        labels = dict(conn.execute(f"SELECT id, label FROM runs WHERE id IN ({','.join('?' * len(ids))})", ids))
+        report = [(run_id, labels[run_id], found[run_id]) for run_id in ids]
     finally:
         conn.close()
     if as_json:
@@ -545,17 +575,21 @@ def spark_ingest(paths: tuple[str, ...], out_dir: str, master: str, run_label: s
 @cli.command(name="runs")
 @db_option
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as a JSON list")
-def runs_command(db_path: str, as_json: bool) -> None:
-    """List the runs, oldest first (as every page and command lists them): id, label, start, ranks, compiles,
-    failures, worst finding; a run that `tlindex run` wrote also shows its command line, how it ended, how long
-    it took, where and by whom."""
+@run_list_options
+def runs_command(db_path: str, as_json: bool, last: int | None, since: str | None, all_runs: bool) -> None:
+    """List the last 50 runs, oldest first (as every page and command lists them): id, label, start, ranks,
+    compiles, failures, worst finding; a run that `tlindex run` wrote also shows its command line, how it ended,
+    how long it took, where and by whom."""
     import json
 
+    from tlindex.answers.findings.stored import store_findings
     from tlindex.pages.runs import runs_listing
+    from tlindex.store.db import existing_database
 
+    store_findings(existing_database(db_path), lambda text: say(text, err=True))
     conn = read_db(db_path)
     try:
-        listed = runs_listing(conn)
+        listed = runs_listing(conn, chosen_runs(conn, last, since, all_runs))
     finally:
         conn.close()
     if as_json:
@@ -704,7 +738,10 @@ def serve(ctx: click.Context, db: str | None, host: str | None, port: int | None
     from tlindex.stopping import relay
     from tlindex.store.db import existing_database
 
+    from tlindex.answers.findings.stored import store_findings
+
     path = existing_database(db or os.environ.get("TLINDEX_DB", DEFAULT_DB))
+    store_findings(path, lambda text: say(text, err=True))  # a database made before they were stored: once
     args = list(ctx.args)
     if passes_through(args):  # no server on a port: nothing to pick, print or find
         given = [*(["-h", host] if host is not None else []), *(["-p", str(port)] if port is not None else []),

@@ -223,7 +223,8 @@ class GateCheck:
 def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: Path | None, keep_trace: bool,
                echo: Callable[[str], None], gate: GateCheck | None = None) -> int:
     """The whole of `tlindex run`; returns the exit code to leave with."""
-    from tlindex.answers.findings import findings, problems
+    from tlindex.answers.findings import problems
+    from tlindex.answers.findings.stored import store_findings, stored_findings
     from tlindex.answers.glossary import plain
     from tlindex.answers.names import resolve_run
     from tlindex.ingest.pipeline import ingest
@@ -256,10 +257,11 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
     if not runs:
         return gate.judge(db_path, None, code, echo) if gate else code
     record_command(db_path, runs[0], ran)
+    store_findings(db_path)
     conn = connect_read_only(db_path)
     try:
         run = resolve_run(conn, str(runs[0]))
-        found = findings(conn, run["id"])
+        found = stored_findings(conn, [run["id"]])[run["id"]]
     finally:
         conn.close()
     echo(f"run {run['id']} {run['label']}: " + ("nothing to report" if not problems(found) else

@@ -248,6 +248,10 @@ def check_label(label: str) -> str:
     return label
 
 
+# Tables of what is derived of a run and stored by the layers above (tlindex.answers.findings.stored): removed with it.
+STORED_PER_RUN = ("run_findings", "run_findings_stamps")
+
+
 def remove_runs(conn: sqlite3.Connection, run_ids: list[int]) -> dict[str, int]:
     """Delete runs and every row that belongs only to them, in one transaction: their processes' rows,
     their files (when no other run has a process in them), payloads no other record uses, and their
@@ -295,6 +299,9 @@ def remove_runs(conn: sqlite3.Connection, run_ids: list[int]) -> dict[str, int]:
         doomed_files = [row[0] for row in conn.execute(files, ids + ids)]
         conn.execute(f"DELETE FROM main.sources WHERE run_id IN ({marks})", ids)
         conn.executemany("DELETE FROM main.files WHERE id = ?", [(file_id,) for file_id in doomed_files])
+        for table in STORED_PER_RUN:  # what is derived of a run and stored (its findings)
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
+                conn.execute(f"DELETE FROM main.{table} WHERE run_id IN ({marks})", ids)
         conn.execute(f"DELETE FROM main.runs WHERE id IN ({marks})", ids)
         unused = UNUSED_PAYLOADS
         if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (PAYLOAD_INDEX,)).fetchone():

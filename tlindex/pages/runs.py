@@ -1,36 +1,126 @@
-"""The runs page: every run of the database (or those named), with its counts and worst finding."""
+"""The runs page: a screen of the database's runs (or those named), with their counts and worst finding; the runs
+lists of the command line."""
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sqlite3
+from dataclasses import dataclass
 
-from tlindex.answers.findings import findings, problems
+from tlindex.answers.findings import problems
+from tlindex.answers.findings.stored import has_store, stale, stored_findings
+from tlindex.errors import UsageError
 from tlindex.ingest.runs import rank_decisions, ranks_text
 from tlindex.pages.rows import Args, dicts, one
 
 
+PAGE_SIZE = 50  # runs a screen of the runs page shows (and `tlindex runs` lists by default)
+FAILING = ("EXISTS (SELECT 1 FROM run_findings f WHERE f.run_id = r.id AND f.severity = 'error') "
+           "OR coalesce(r.exit_code, 0) != 0 OR r.signal IS NOT NULL")
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs a list shows: a label prefix, a first and last day (YYYY-MM-DD, of their start), failing ones
+    only (a compile failed, or the command `tlindex run` ran failed)."""
+
+    label: str | None = None
+    since: str | None = None
+    until: str | None = None
+    failing: bool = False
+
+    @classmethod
+    def of(cls, args: Args) -> RunFilter:
+        return cls(args.get("label") or None, day("since", args.get("since")), day("until", args.get("until")),
+                   args.get("failing", "") not in ("", "0"))
+
+    def where(self, conn: sqlite3.Connection) -> tuple[str, list]:
+        """The SQL condition on runs `r` and its parameters."""
+        clauses, params = ["1"], []
+        if self.label:
+            clauses.append("substr(r.label, 1, ?) = ?")
+            params += [len(self.label), self.label]
+        if self.since:
+            clauses.append("r.start_time >= ?")
+            params.append(self.since)
+        if self.until:
+            clauses.append("r.start_time < date(?, '+1 day')")
+            params.append(self.until)
+        if self.failing:
+            stored_findings(conn, stale(conn))  # a database whose findings are not all stored yet: none missed
+            clauses.append(f"({FAILING})" if has_store(conn) else "(coalesce(r.exit_code, 0) != 0 OR r.signal IS NOT NULL)")
+        return " AND ".join(clauses), params
+
+    def as_args(self) -> list[tuple[str, str]]:
+        return [(k, v) for k, v in (("label", self.label), ("since", self.since), ("until", self.until),
+                                    ("failing", "1" if self.failing else None)) if v]
+
+
+def day(name: str, text: str | None) -> str | None:
+    """A YYYY-MM-DD argument, or UsageError (400)."""
+    if not text:
+        return None
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        raise UsageError(f"{name} must be a day as YYYY-MM-DD, not {text[:40]!r}")
+    return text
+
+
+def listed_runs(conn: sqlite3.Connection, chosen: RunFilter, page: int | None, size: int = PAGE_SIZE) -> dict:
+    """One page of the runs `chosen` keeps, oldest first within it: their ids, and where the page is among them
+    (`number` of `pages`, `matching` runs of `total`). Without a page number, the last: the newest runs."""
+    where, params = chosen.where(conn)
+    total = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+    matching = conn.execute(f"SELECT count(*) FROM runs r WHERE {where}", params).fetchone()[0]
+    pages = max(1, -(-matching // size))
+    number = pages if page is None else page
+    if not 1 <= number <= pages:
+        raise UsageError(f"page must be a whole number from 1 to {pages}, not {number}")
+    ids = [row[0] for row in conn.execute(f"SELECT r.id FROM runs r WHERE {where} ORDER BY r.start_time, r.id "
+                                          f"LIMIT ? OFFSET ?", [*params, size, (number - 1) * size])]
+    return {"ids": ids, "number": number, "pages": pages, "size": size, "matching": matching, "total": total,
+            "first": (number - 1) * size + 1, "args": chosen.as_args()}
+
+
+def last_runs(conn: sqlite3.Connection, chosen: RunFilter, last: int | None) -> tuple[list[int], int]:
+    """The ids of the last `last` runs `chosen` keeps (all of them when None), oldest first, and how many it keeps."""
+    where, params = chosen.where(conn)
+    matching = conn.execute(f"SELECT count(*) FROM runs r WHERE {where}", params).fetchone()[0]
+    ids = [row[0] for row in conn.execute(f"SELECT r.id FROM runs r WHERE {where} ORDER BY r.start_time DESC, r.id DESC"
+                                          f" LIMIT ?", [*params, -1 if last is None else last])]
+    return ids[::-1], matching
+
+
 def runs_data(conn: sqlite3.Connection, args: Args) -> dict:
-    """Every run (or those of `?run=`), oldest first, with its counts, worst finding and biggest compile."""
+    """A screen of runs (the newest by default; `?page=`, `?label=`, `?since=`, `?until=`, `?failing=1`), or those
+    of `?run=`, oldest first, with their counts, worst finding and biggest compile."""
     only = args.runs(conn) or None
-    runs = dicts(conn.execute("""
-        SELECT r.*, (SELECT count(*) FROM compiles c WHERE c.run_id = r.id AND c.compile_id != '-/-') AS compiles,
-               (SELECT count(*) FROM compiles c WHERE c.run_id = r.id AND c.status = 'error') AS errors,
-               (SELECT sum(bytes) FROM sources s WHERE s.run_id = r.id) AS bytes
-        FROM runs r ORDER BY r.start_time, r.id"""))
-    if only is not None:
-        runs = [run for run in runs if run["id"] in only]
+    chosen = RunFilter.of(args)
+    paging = None if only else listed_runs(conn, chosen, args.integer("page"))
+    ids = only if only else paging["ids"]
+    runs = _rows(conn, ids)
+    found = stored_findings(conn, ids)
     for run in runs:
         run["ran"] = command_facts(run)
         run["ranks_text"] = ranks_text(run["world_size"], run["source_count"] or 0, rank_decisions(conn, run["id"]))
-        found = findings(conn, run["id"])
-        run["worst"] = (problems(found) or [None])[0]
-        run["problem_count"] = len(problems(found))
+        run["worst"] = (problems(found[run["id"]]) or [None])[0]
+        run["problem_count"] = len(problems(found[run["id"]]))
         run["biggest"] = one(conn, """
             SELECT id, compile_id, co_name, rank, envelope_bytes + payload_bytes AS bytes FROM compiles
             WHERE run_id = ? AND compile_id != '-/-' ORDER BY bytes DESC, id LIMIT 1""", (run["id"],))
-    return {"runs": runs, "only": only}
+    return {"runs": runs, "only": only, "paging": paging, "filter": dict(chosen.as_args())}
+
+
+def _rows(conn: sqlite3.Connection, ids: list[int]) -> list[dict]:
+    """The runs' rows with their counts, oldest first."""
+    if not ids:
+        return []
+    return dicts(conn.execute(f"""
+        SELECT r.*, (SELECT count(*) FROM compiles c WHERE c.run_id = r.id AND c.compile_id != '-/-') AS compiles,
+               (SELECT count(*) FROM compiles c WHERE c.run_id = r.id AND c.status = 'error') AS errors,
+               (SELECT sum(bytes) FROM sources s WHERE s.run_id = r.id) AS bytes
+        FROM runs r WHERE r.id IN ({",".join("?" * len(ids))}) ORDER BY r.start_time, r.id""", ids))
 
 
 def run_count(conn: sqlite3.Connection) -> int:
@@ -38,20 +128,26 @@ def run_count(conn: sqlite3.Connection) -> int:
     return conn.execute("SELECT count(*) FROM runs").fetchone()[0]
 
 
-def runs_listing(conn: sqlite3.Connection) -> list[dict]:
-    """Every run, oldest first, as `tlindex runs` lists it: id, label, start and end, torch, ranks, compiles,
-    failures, worst finding, and what `tlindex run` knew of the command that wrote it (else null)."""
+def runs_listing(conn: sqlite3.Connection, ids: list[int] | None = None) -> list[dict]:
+    """The runs (of `ids`, else every run), oldest first, as `tlindex runs` lists them: id, label, start and end,
+    torch, ranks, compiles, failures, worst finding, and what `tlindex run` knew of the command that wrote it
+    (else null)."""
+    rows = dicts(conn.execute("SELECT * FROM runs ORDER BY start_time, id") if ids is None else
+                 conn.execute(f"SELECT * FROM runs WHERE id IN ({','.join('?' * len(ids))}) ORDER BY start_time, id",
+                              ids))
+    found = stored_findings(conn, [run["id"] for run in rows])
     listed = []
-    for run in dicts(conn.execute("SELECT * FROM runs ORDER BY start_time, id")):
+    for run in rows:
         run_id = run["id"]
-        totals = conn.execute("SELECT compiles, failures FROM run_totals WHERE run_id = ?", (run_id,)).fetchone()
-        found = problems(findings(conn, run_id))
+        counts = conn.execute("SELECT compiles, failures FROM run_totals WHERE run_id = ?", (run_id,)).fetchone() \
+            or (0, 0)
+        worst = problems(found[run_id])
         listed.append({"id": run_id, "label": run["label"], "start": run["start_time"], "end": run["end_time"],
                        "torch": run["torch_version"], "ranks": run["world_size"], "processes": run["source_count"],
                        "ranks_text": ranks_text(run["world_size"], run["source_count"] or 0,
                                                 rank_decisions(conn, run_id)),
-                       "compiles": totals[0] if totals else 0, "failures": totals[1] if totals else 0,
-                       "worst_finding": found[0].text if found else None, "ran": command_facts(run)})
+                       "compiles": counts[0], "failures": counts[1],
+                       "worst_finding": worst[0].text if worst else None, "ran": command_facts(run)})
     return listed
 
 

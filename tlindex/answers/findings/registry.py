@@ -18,6 +18,9 @@ from dataclasses import asdict, dataclass, field
 from tlindex.answers.findings.words import short
 
 SEVERITIES = ("error", "warning", "info")
+# The version of what the checks say: a run's stored findings (tlindex.answers.findings.stored) computed by another
+# version are computed again. Add one whenever a check's sentence, count or severity changes.
+FINDINGS_VERSION = 1
 FAILED = "not_computed"  # the kind of the finding a check that raised becomes
 
 

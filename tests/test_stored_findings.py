@@ -1,0 +1,105 @@
+"""Each run's findings are computed once and stored; what is stored is what the registry computes now."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+
+from click.testing import CliRunner
+from conftest import DATA
+
+from tlindex.answers.findings import findings
+from tlindex.answers.findings.stored import STAMPS, TABLE, refresh, stale, store_findings, stored_findings
+from tlindex.cli import cli
+from tlindex.ingest.pipeline import ingest
+from tlindex.ingest.runs import remove_runs
+from tlindex.store.db import connect_read_only, write_database
+
+
+def copy_of(fixtures_db, tmp_path):
+    path = tmp_path / "traces.db"
+    source = sqlite3.connect(fixtures_db)
+    source.execute("PRAGMA wal_checkpoint(FULL)")
+    source.close()
+    shutil.copy(fixtures_db, path)
+    return path
+
+
+def test_stored_findings_are_what_the_registry_computes_on_every_fixture(fixtures_db, tmp_path):
+    path = copy_of(fixtures_db, tmp_path)
+    conn = connect_read_only(path)
+    runs = [row[0] for row in conn.execute("SELECT id FROM runs ORDER BY id")]
+    assert stale(conn) == runs  # ingested by the library alone: nothing stored yet
+    conn.close()
+    assert store_findings(path) == len(runs)
+    conn = connect_read_only(path)
+    try:
+        assert stale(conn) == []
+        assert conn.execute(f"SELECT count(DISTINCT run_id) FROM {STAMPS}").fetchone()[0] == len(runs)
+        stored = stored_findings(conn, runs)
+        for run in runs:
+            assert [f.as_dict() for f in stored[run]] == [f.as_dict() for f in findings(conn, run)], run
+        assert sum(len(found) for found in stored.values()) == conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0]
+    finally:
+        conn.close()
+    assert store_findings(path) == 0  # computed once
+
+
+def test_a_run_that_grows_or_goes_is_computed_again_or_forgotten(tmp_path):
+    path = tmp_path / "traces.db"
+    ingest(path, [str(DATA / "graph_breaks")], jobs=1)
+    ingest(path, [str(DATA / "recompiles")], jobs=1)
+    assert store_findings(path) == 2
+    conn = write_database(path)
+    try:
+        first, second = [row[0] for row in conn.execute("SELECT id FROM runs ORDER BY id")]
+        conn.execute("UPDATE sources SET bytes = bytes + 1 WHERE run_id = ?", (second,))  # as a continued log does
+        assert stale(conn) == [second]
+        assert refresh(conn) == 1 and stale(conn) == []
+        remove_runs(conn, [first])
+        assert conn.execute(f"SELECT count(*) FROM {TABLE} WHERE run_id = ?", (first,)).fetchone()[0] == 0
+        assert conn.execute(f"SELECT count(*) FROM {STAMPS} WHERE run_id = ?", (first,)).fetchone()[0] == 0
+    finally:
+        conn.close()
+
+
+def test_a_new_version_of_the_checks_makes_every_stored_finding_stale(tmp_path, monkeypatch):
+    from tlindex.answers.findings import stored
+
+    path = tmp_path / "traces.db"
+    ingest(path, [str(DATA / "graph_breaks")], jobs=1)
+    store_findings(path)
+    monkeypatch.setattr(stored, "FINDINGS_VERSION", stored.FINDINGS_VERSION + 1)
+    conn = connect_read_only(path)
+    try:
+        assert stale(conn) == [1]
+    finally:
+        conn.close()
+
+
+def test_ingest_stores_the_findings_and_runs_reads_them(tmp_path):
+    path = tmp_path / "traces.db"
+    result = CliRunner().invoke(cli, ["ingest", str(DATA / "graph_breaks"), "--db", str(path), "--silent"])
+    assert result.exit_code == 0, result.output
+    conn = connect_read_only(path)
+    try:
+        assert stale(conn) == []
+        kept = conn.execute(f"SELECT text FROM {TABLE} WHERE run_id = 1 ORDER BY position").fetchall()
+    finally:
+        conn.close()
+    listed = CliRunner().invoke(cli, ["runs", "--db", str(path)])
+    worst = [text for (text,) in kept if "graph break" in text][0]
+    assert worst in listed.output
+
+
+def test_a_database_made_before_gets_its_findings_once_and_says_so(fixtures_db, tmp_path):
+    path = copy_of(fixtures_db, tmp_path)
+    conn = sqlite3.connect(path)
+    conn.executescript(f"DROP TABLE {TABLE}; DROP TABLE {STAMPS}; "
+                       "DELETE FROM _tlindex_migrations WHERE name = '015_run_findings'")
+    conn.close()
+    first = CliRunner().invoke(cli, ["runs", "--db", str(path), "--all"])
+    assert first.exit_code == 0, first.output
+    assert "storing the findings of" in first.stderr
+    again = CliRunner().invoke(cli, ["runs", "--db", str(path), "--all"])
+    assert "storing the findings" not in again.stderr and again.stdout == first.stdout

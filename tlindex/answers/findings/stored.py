@@ -1,0 +1,118 @@
+"""Each run's findings computed once and stored (`run_findings`), read by every list over runs.
+
+A run's findings depend on that run alone, so they are computed when it is written (`tlindex ingest`,
+`tlindex run`) and kept with a stamp of what they were computed from: the registry's `FINDINGS_VERSION`,
+the database's last migration, and the run's processes (how many, their bytes, the newest). Reading
+compares stamps, one query for any number of runs: a run whose stamp changed (more of its log ingested, a
+new tlindex, a migration) or that has none (a database made before) is computed again, and stored when
+the connection may write (`refresh`). So what is stored never disagrees with what the registry computes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+
+from tlindex.answers.findings.registry import CHECKS, FAILED, FINDINGS_VERSION, NOT_COMPUTED, Finding, findings
+from tlindex.store.db import MIGRATIONS_TABLE, immediate
+
+TABLE, STAMPS = "run_findings", "run_findings_stamps"
+
+
+def _marks(ids: list[int]) -> str:
+    return ",".join("?" * len(ids))
+
+
+def has_store(conn: sqlite3.Connection) -> bool:
+    """Whether the database has the tables (a database older than migration 015 opened read-only has not)."""
+    return conn.execute("SELECT count(*) FROM sqlite_master WHERE name IN (?, ?)", (TABLE, STAMPS)).fetchone()[0] == 2
+
+
+def stamps(conn: sqlite3.Connection, run_ids: list[int] | None = None) -> dict[int, str]:
+    """What each run's findings would be computed from now (every run's when `run_ids` is None)."""
+    migration = conn.execute(f"SELECT max(name) FROM {MIGRATIONS_TABLE}").fetchone()[0]
+    where, params = ("", []) if run_ids is None else (f"WHERE r.id IN ({_marks(run_ids)})", list(run_ids))
+    return {run: f"{FINDINGS_VERSION}:{migration}:{count}:{size}:{newest}" for run, count, size, newest in conn.execute(
+        f"SELECT r.id, count(s.id), coalesce(sum(s.bytes), 0), max(s.id) FROM runs r LEFT JOIN sources s "
+        f"ON s.run_id = r.id {where} GROUP BY r.id", params)}
+
+
+def stale(conn: sqlite3.Connection, run_ids: list[int] | None = None) -> list[int]:
+    """The runs (of `run_ids`, else all) whose stored findings are missing or were computed from something else."""
+    now = stamps(conn, run_ids)
+    if not has_store(conn):
+        return sorted(now)
+    kept = dict(conn.execute(f"SELECT run_id, stamp FROM {STAMPS}"
+                             + ("" if run_ids is None else f" WHERE run_id IN ({_marks(list(now))})"), list(now)
+                             if run_ids is not None else []))
+    return sorted(run for run, stamp in now.items() if kept.get(run) != stamp)
+
+
+def _finding(run: int, row: tuple) -> Finding:
+    severity, kind, count, text, query, compile = row
+    made = NOT_COMPUTED if kind == FAILED else CHECKS.get(kind, NOT_COMPUTED)
+    return Finding(severity, kind, count, text, query, {"run": str(run)} if query else {}, compile, made.explanation,
+                   made.next_steps)
+
+
+def stored_findings(conn: sqlite3.Connection, run_ids: Iterable[int]) -> dict[int, list[Finding]]:
+    """The findings of each run, most severe first: read where stored and current, computed where not."""
+    ids = sorted(set(run_ids))
+    out: dict[int, list[Finding]] = {run: [] for run in ids}
+    if not ids:
+        return out
+    old = set(stale(conn, ids))
+    fresh = [run for run in ids if run not in old]
+    for start in range(0, len(fresh), 500):
+        part = fresh[start:start + 500]
+        for run, *row in conn.execute(f"SELECT run_id, severity, kind, count, text, query, compile FROM {TABLE} "
+                                      f"WHERE run_id IN ({_marks(part)}) ORDER BY run_id, position", part):
+            out[run].append(_finding(run, tuple(row)))
+    for run in old:
+        out[run] = findings(conn, run)
+    return out
+
+
+def refresh(conn: sqlite3.Connection, run_ids: list[int] | None = None) -> int:
+    """Compute and store the findings of the runs (of `run_ids`, else all) whose stored ones are stale; how many.
+    Each run is stored in a transaction of its own, so readers and other writers wait for one run at most."""
+    todo = stale(conn, run_ids)
+    now = stamps(conn, todo) if todo else {}
+    for run in todo:
+        found = findings(conn, run)
+        with immediate(conn):
+            conn.execute(f"DELETE FROM {TABLE} WHERE run_id = ?", (run,))
+            conn.executemany(f"INSERT INTO {TABLE} (run_id, position, severity, kind, count, text, query, compile) "
+                             f"VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                             [(run, n, f.severity, f.kind, f.count, f.text, f.query, f.compile)
+                              for n, f in enumerate(found)])
+            conn.execute(f"INSERT OR REPLACE INTO {STAMPS} (run_id, stamp) VALUES (?, ?)", (run, now[run]))
+    return len(todo)
+
+
+def store_findings(db_path, say=None) -> int:
+    """Store the findings of every run of the database at `db_path` whose stored ones are stale (after an ingest,
+    or on the first use of a database made before they were stored: `say` tells that once); how many. A database
+    that cannot be written is left as it is: its findings are computed when read."""
+    from tlindex.store.db import connect_read_only, write_database
+
+    conn = connect_read_only(db_path)
+    try:
+        todo = stale(conn)
+        first = bool(todo) and (not has_store(conn) or conn.execute(f"SELECT 1 FROM {STAMPS} LIMIT 1").fetchone() is None)
+    finally:
+        conn.close()
+    if not todo:
+        return 0
+    try:
+        conn = write_database(db_path)
+    except (sqlite3.OperationalError, OSError):
+        return 0
+    try:
+        if first and say is not None and len(todo) > 1:
+            say(f"tlindex: storing the findings of {len(todo):,} runs (once: a database made before they were stored)")
+        return refresh(conn)
+    except sqlite3.OperationalError:  # read-only file or folder, a full disk: computed when read instead
+        return 0
+    finally:
+        conn.close()
