@@ -734,11 +734,10 @@ def serve(ctx: click.Context, db: str | None, host: str | None, port: int | None
 
     from datasette.cli import serve as datasette_serve
 
+    from tlindex.answers.findings.stored import store_findings
     from tlindex.serve import DEFAULT_HOST, Served, open_when_answering, passes_through, pick_port, scheme_of, write_marker
     from tlindex.stopping import relay
     from tlindex.store.db import existing_database
-
-    from tlindex.answers.findings.stored import store_findings
 
     path = existing_database(db or os.environ.get("TLINDEX_DB", DEFAULT_DB))
     store_findings(path, lambda text: say(text, err=True))  # a database made before they were stored: once

@@ -15,7 +15,6 @@ from tlindex.errors import UsageError
 from tlindex.ingest.runs import rank_decisions, ranks_text
 from tlindex.pages.rows import Args, dicts, one
 
-
 PAGE_SIZE = 50  # runs a screen of the runs page shows (and `tlindex runs` lists by default)
 FAILING = ("EXISTS (SELECT 1 FROM run_findings f WHERE f.run_id = r.id AND f.severity = 'error') "
            "OR coalesce(r.exit_code, 0) != 0 OR r.signal IS NOT NULL")
