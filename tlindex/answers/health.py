@@ -104,15 +104,27 @@ def run_health(conn: sqlite3.Connection, run_id: int, columns: tuple[str, ...] |
     return row or {"run_id": run_id, **{c: (0 if c in ZERO_WITHOUT_COMPILES else None) for c in columns}}
 
 
-def select_runs(conn: sqlite3.Connection, names: list[str] | tuple[str, ...] = (), label: str | None = None) -> list[int]:
+def select_runs(conn: sqlite3.Connection, names: list[str] | tuple[str, ...] = (), label: str | None = None,
+                last: int | None = None) -> list[int]:
     """The runs a trend shows, oldest first: those named (id, label or unique label prefix, as everywhere), else
-    every run; with `label`, only those whose label starts with it. Raises UnknownRun for a name that matches none."""
+    every run; with `label`, only those whose label starts with it; with `last`, the last so many of them. Raises
+    UnknownRun for a name that matches none."""
     if names:
         ids = {resolve_run(conn, name)["id"] for name in names}
+        rows = conn.execute("SELECT id, label FROM runs ORDER BY start_time, id").fetchall()
+        kept = [run_id for run_id, run_label in rows if run_id in ids and (label is None or run_label.startswith(label))]
     else:
-        ids = {row[0] for row in conn.execute("SELECT id FROM runs")}
-    rows = conn.execute("SELECT id, label FROM runs ORDER BY start_time, id").fetchall()
-    return [run_id for run_id, run_label in rows if run_id in ids and (label is None or run_label.startswith(label))]
+        where, params = ("WHERE substr(label, 1, ?) = ?", [len(label), label]) if label is not None else ("", [])
+        kept = [row[0] for row in conn.execute(f"SELECT id FROM runs {where} ORDER BY start_time DESC, id DESC LIMIT ?",
+                                               [*params, -1 if last is None else last])][::-1]
+    return kept if last is None else kept[-last:]
+
+
+def count_runs(conn: sqlite3.Connection, label: str | None = None) -> int:
+    """How many runs a trend of every run (with `label`, of those whose label starts with it) would show."""
+    if label is None:
+        return conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+    return conn.execute("SELECT count(*) FROM runs WHERE substr(label, 1, ?) = ?", (len(label), label)).fetchone()[0]
 
 
 # The trend as a table: (header, how a row's cell is made).

@@ -27,14 +27,14 @@ class Trend:
 
 
 def trend(conn: sqlite3.Connection, names: list[str] | tuple[str, ...] = (), label: str | None = None,
-          baseline: str | None = None, clauses: list[Clause] | None = None) -> Trend:
+          baseline: str | None = None, clauses: list[Clause] | None = None, last: int | None = None) -> Trend:
     """The health of the runs named (else every run; with `label`, those whose label starts with it), the
-    baseline's (a run named as everywhere), and with clauses the gate's verdict on the newest run. Raises
+    baseline's (a run named as everywhere), with `last` only the last so many, and with clauses the gate's verdict on the newest run. Raises
     UnknownRun for a name that matches no run, GateError for a clause that needs a baseline not given."""
     if clauses:
         check_baseline(clauses, baseline)
     baseline_id = resolve_run(conn, baseline)["id"] if baseline is not None else None
-    rows = health(conn, select_runs(conn, names, label))
+    rows = health(conn, select_runs(conn, names, label, last))
     base = None
     if baseline_id is not None:
         base = next((row for row in rows if row["run_id"] == baseline_id), None) or health(conn, [baseline_id])[0]

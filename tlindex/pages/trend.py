@@ -5,17 +5,24 @@ from __future__ import annotations
 
 import sqlite3
 
-from tlindex.answers.health import METRICS, health, select_runs
+from tlindex.answers.health import METRICS, count_runs, health, select_runs
 from tlindex.answers.top_breaks import break_type, top_graph_breaks
+from tlindex.errors import UsageError
 from tlindex.pages.rows import Args
 
 BREAKS_SHOWN = 50
+LAST_SHOWN = 100  # runs the trend page shows by default (the newest; ?all=1 for every run)
 
 
 def trend_data(conn: sqlite3.Connection, args: Args) -> dict:
-    """The runs named (?run=, any name) or every run, oldest first (?label=PREFIX keeps those whose label starts
-    with it), with their health, and one series per metric that any of them logged."""
-    runs = select_runs(conn, args.getlist("run"), args.get("label") or None)
+    """The runs named (?run=, any name), else the last 100 (?last=N, ?all=1 for every run), oldest first
+    (?label=PREFIX keeps those whose label starts with it), with their health, and one series per metric that any
+    of them logged."""
+    label, named = args.get("label") or None, [name for name in args.getlist("run") if name]
+    last = None if named or args.get("all", "") not in ("", "0") else args.integer("last", LAST_SHOWN)
+    if last is not None and last < 1:
+        raise UsageError(f"last must be a whole number of runs, 1 or more, not {last}")
+    runs = select_runs(conn, named, label, last)
     rows = health(conn, runs)
     series = []
     for metric in METRICS:
@@ -23,7 +30,8 @@ def trend_data(conn: sqlite3.Connection, args: Args) -> dict:
         if any(point["value"] is not None for point in points):
             series.append({"metric": metric.name, "column": metric.column, "unit": metric.unit, "what": metric.what,
                            "points": points})
-    return {"rows": rows, "series": series, "label": args.get("label") or "", "named": args.getlist("run")}
+    return {"rows": rows, "series": series, "label": args.get("label") or "", "named": args.getlist("run"),
+            "last": last, "matching": len(runs) if last is None else count_runs(conn, label)}
 
 
 def graph_breaks_data(conn: sqlite3.Connection, args: Args) -> dict:

@@ -94,8 +94,12 @@ def store_findings(db_path, say=None) -> int:
     """Store the findings of every run of the database at `db_path` whose stored ones are stale (after an ingest,
     or on the first use of a database made before they were stored: `say` tells that once); how many. A database
     that cannot be written is left as it is: its findings are computed when read."""
+    from pathlib import Path
+
     from tlindex.store.db import connect_read_only, write_database
 
+    if not Path(db_path).is_file():  # nothing was ingested: no database made
+        return 0
     conn = connect_read_only(db_path)
     try:
         todo = stale(conn)
