@@ -335,7 +335,8 @@ def findings(run: str | None, db_path: str, as_json: bool, last: int | None, sin
 @db_option
 @click.option("--run", "run_name", help="Only this run (id, label or unique label prefix)")
 @click.option("--json", "as_json", is_flag=True, help="Print the hits as a JSON list")
-@click.option("--limit", type=click.IntRange(min=1), default=200, show_default=True, help="Hits per index")
+@click.option("--limit", type=click.IntRange(min=1), default=200, show_default=True,
+              help="Hits printed, best first (and read per index)")
 @click.option("--base-url", default=None,
               help="Where `tlindex serve` answers: hits are printed as full URLs under it  [default: the URL of a "
                    "running `tlindex serve` of the database, else http://127.0.0.1:8001]")
@@ -359,8 +360,12 @@ def search(term: str, db_path: str, run_name: str | None, as_json: bool, limit: 
         if ensure_payload_index(conn) and not as_json:
             click.echo(f"(indexed the payload text for search in {time.perf_counter() - started:.1f} s, once)",
                        err=True)
-        hits = run_search(conn, term, run_id, limit)
-        labels = dict(conn.execute("SELECT id, label FROM runs").fetchall())
+        more: list[int] = []
+        found = run_search(conn, term, run_id, limit, more=more)
+        hits, left = found[:limit], len(found) - min(len(found), limit) + more[0]
+        shown_runs = sorted({hit.run for hit in hits if hit.run is not None})
+        labels = dict(conn.execute(f"SELECT id, label FROM runs WHERE id IN ({','.join('?' * len(shown_runs))})",
+                                   shown_runs).fetchall())
     finally:
         conn.close()
     prefix = _serve_prefix(db_path, base_url)
@@ -381,6 +386,8 @@ def search(term: str, db_path: str, run_name: str | None, as_json: bool, limit: 
             where = f"[{hit.compile_id}]" if hit.compile_id else "(no compile)"
             say(f"run {hit.run} {labels.get(hit.run, '')} {where}")
         say(f"  {hit.table}: {hit.snippet.strip()}  ({url(hit)})")
+    if left:
+        say(f"(and {left:,} more places: --limit N prints more, --run RUN narrows)", err=True)
 
 
 def _serve_prefix(db_path: str, base_url: str | None) -> str:
@@ -769,30 +776,36 @@ def serve(ctx: click.Context, db: str | None, host: str | None, port: int | None
 @db_option
 @click.option("--label", "label_prefix", metavar="PREFIX", help="Only runs whose label starts with PREFIX")
 @click.option("--json", "as_json", is_flag=True, help="Print the runs' health as a JSON list")
+@click.option("--last", type=click.IntRange(min=1), metavar="N", help="Only the last N runs [default: 100]")
+@click.option("--all", "all_runs", is_flag=True, help="Every run (else the last 100)")
 @gate_options
-def trend_command(runs: tuple[str, ...], db_path: str, label_prefix: str | None, as_json: bool, baseline: str | None,
-                  fail_on) -> None:
+def trend_command(runs: tuple[str, ...], db_path: str, label_prefix: str | None, as_json: bool, last: int | None,
+                  all_runs: bool, baseline: str | None, fail_on) -> None:
     """Compile health run after run, oldest first: compiles, recompiles, failures, graph breaks, restarts, compile
     time (Dynamo, AOTAutograd, Inductor, backward, autotuning), guards, cache hits and misses.
 
-    RUNS are ids, labels or unique label prefixes (default: every run). With --fail-on, the newest run shown is
+    RUNS are ids, labels or unique label prefixes (default: the last 100 runs). With --fail-on, the newest run shown is
     judged (against --baseline for signed bounds): exit 1 naming each bound crossed and the compiles that changed
     most, 0 when none is; a malformed --fail-on is a usage error (exit 2).
     """
     import json
 
     from tlindex.answers.gate import lines as gate_lines
-    from tlindex.answers.health import table
+    from tlindex.answers.health import count_runs, table
     from tlindex.answers.trend import against_baseline, trend
     from tlindex.output import table_lines
 
     conn = read_db(db_path)
     try:
-        result = trend(conn, runs, label_prefix, baseline, fail_on)
+        kept = None if runs or all_runs else (last or 100)
+        result = trend(conn, runs, label_prefix, baseline, fail_on, last=kept)
+        matching = len(result.rows) if kept is None else count_runs(conn, label_prefix)
     finally:
         conn.close()
     if fail_on and not result.rows:
         raise click.ClickException("no run to judge: no run matches" + (f" --label {label_prefix!r}" if label_prefix else ""))
+    if len(result.rows) < matching:
+        say(f"(the last {len(result.rows):,} of {matching:,} runs: --last N or --all for more)", err=True)
     if as_json:
         click.echo(json.dumps(result.rows, indent=2))
     elif result.rows:

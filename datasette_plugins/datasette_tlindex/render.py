@@ -189,6 +189,23 @@ def _search(data: dict, urls, args: Args) -> dict:
 CHART_W, CHART_H, PAD = 300, 110, 24  # one chart of the trend page, in px
 
 
+def x_axis(points: list[dict]) -> Markup:
+    """The runs under a chart: the first and the last, by the day they started (else by label)."""
+    if not points:
+        return Markup("")
+
+    def name(point: dict) -> str:
+        start = point.get("start") or ""
+        return start[:10] if start else str(point["label"])[:16]
+    first = Markup('<text x="{}" y="{}" class="axis">{}</text>').format(PAD, CHART_H - 4, name(points[0]))
+    if len(points) == 1:
+        return first
+    return first + Markup('<text x="{}" y="{}" class="axis" text-anchor="end">{}</text>').format(
+        CHART_W - PAD, CHART_H - 4, name(points[-1])) + Markup(
+        '<text x="{}" y="{}" class="axis" text-anchor="middle">{} runs</text>').format(CHART_W / 2, CHART_H - 4,
+                                                                                        len(points))
+
+
 def chart_svg(series: dict, urls) -> Markup:
     """One metric over the runs as a small SVG line chart (no script, nothing fetched: the report opens offline);
     each point links to its run and says its value."""
@@ -203,11 +220,11 @@ def chart_svg(series: dict, urls) -> Markup:
     line = " ".join(f"{x:.1f},{y:.1f}" for x, y in (at(i, p["value"]) for i, p in enumerate(points)
                                                       if p["value"] is not None))
     dots = Markup("").join(
-        Markup('<a href="{}"><circle cx="{:.1f}" cy="{:.1f}" r="4"><title>{}: {}{}</title></circle></a>').format(
+        Markup('<a href="{}"><circle cx="{:.1f}" cy="{:.1f}" r="3"><title>{}: {} {}</title></circle></a>').format(
             urls.run(p["run"]), *at(i, p["value"]), p["label"], p["value"], series["unit"])
         for i, p in enumerate(points) if p["value"] is not None)
     axis = Markup('<text x="2" y="{}" class="axis">{}</text><text x="2" y="{}" class="axis">0</text>').format(
-        PAD - 8, f"{top:g}", CHART_H - PAD + 4)
+        PAD - 8, f"{top:g}", CHART_H - PAD + 4) + x_axis(points)
     return Markup('<svg class="trend" viewBox="0 0 {} {}" width="{}" height="{}" role="img">{}'
                   '<polyline points="{}" fill="none"/>{}</svg>').format(CHART_W, CHART_H, CHART_W, CHART_H, axis,
                                                                         line, dots)

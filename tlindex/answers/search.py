@@ -72,62 +72,90 @@ BREAK_TEXT = _text("g.reason", "g.user_file")
 GUARD_TEXT = _text("g.text", "g.user_code", "g.source")
 ERROR_TEXT = "coalesce(e.excerpt, '')"  # the line as logged (the index holds tlindex's message too)
 
-# (index, content table, SQL of one matched row: run, compile, compile_id, text to show, page id; the page's
-# page in tlindex.pages, or None for a Datasette row page)
+# (index, content table, SQL of the matched rows {rowids}: run, compile, compile_id, text to show, page id, rowid;
+# the page's page in tlindex.pages, or None for a Datasette row page)
 ROW_SOURCES = [
     ("compiles_fts", "compiles",
-     f"SELECT c.run_id, c.id, c.compile_id, {COMPILE_TEXT}, c.id FROM compiles c WHERE c.rowid = ?", "compile"),
+     f"SELECT c.run_id, c.id, c.compile_id, {COMPILE_TEXT}, c.id, c.rowid FROM compiles c "
+     "WHERE c.rowid IN ({rowids})", "compile"),
     ("failed_guards_fts", "failed_guards",
-     "SELECT c.run_id, c.id, c.compile_id, r.reason, c.id FROM failed_guards r "
-     "JOIN compiles c ON c.id = r.compile WHERE r.rowid = ?", "compile"),
+     "SELECT c.run_id, c.id, c.compile_id, r.reason, c.id, r.rowid FROM failed_guards r "
+     "JOIN compiles c ON c.id = r.compile WHERE r.rowid IN ({rowids})", "compile"),
     ("graph_break_events_fts", "graph_break_events",
-     f"SELECT c.run_id, c.id, c.compile_id, {BREAK_TEXT}, c.id "
-     "FROM graph_break_events g JOIN compiles c ON c.id = g.compile WHERE g.rowid = ?", "compile"),
+     f"SELECT c.run_id, c.id, c.compile_id, {BREAK_TEXT}, c.id, g.rowid "
+     "FROM graph_break_events g JOIN compiles c ON c.id = g.compile WHERE g.rowid IN ({rowids})", "compile"),
     ("guards_fts", "guards",
-     f"SELECT c.run_id, c.id, c.compile_id, {GUARD_TEXT}, c.id "
-     "FROM guards g JOIN compiles c ON c.id = g.compile WHERE g.rowid = ?", "compile"),
+     f"SELECT c.run_id, c.id, c.compile_id, {GUARD_TEXT}, c.id, g.rowid "
+     "FROM guards g JOIN compiles c ON c.id = g.compile WHERE g.rowid IN ({rowids})", "compile"),
     ("artifacts_fts", "artifacts",
-     "SELECT c.run_id, c.id, c.compile_id, a.name, a.id FROM artifacts a "
-     "LEFT JOIN compiles c ON c.id = a.compile WHERE a.rowid = ?", "artifact"),
+     "SELECT c.run_id, c.id, c.compile_id, a.name, a.id, a.rowid FROM artifacts a "
+     "LEFT JOIN compiles c ON c.id = a.compile WHERE a.rowid IN ({rowids})", "artifact"),
     ("ingest_errors_fts", "ingest_errors",
-     f"SELECT s.run_id, NULL, NULL, {ERROR_TEXT}, e.id "
-     "FROM ingest_errors e LEFT JOIN sources s ON s.id = e.source_id WHERE e.rowid = ?", None),
+     f"SELECT s.run_id, NULL, NULL, {ERROR_TEXT}, e.id, e.rowid "
+     "FROM ingest_errors e LEFT JOIN sources s ON s.id = e.source_id WHERE e.rowid IN ({rowids})", None),
 ]
 
 
 def search(conn: sqlite3.Connection, term: str, run: int | None = None, limit: int = 200,
-           scan_seconds: float = 0, notes: list[str] | None = None) -> list[Hit]:
-    """Every place `term` occurs (up to `limit` per table), grouped by run and compile, biggest groups first.
+           scan_seconds: float = 0, notes: list[str] | None = None, more: list[int] | None = None) -> list[Hit]:
+    """The places `term` occurs, best first (up to `limit` per table, and per payload up to `limit` artifacts, the
+    newest first), grouped by run and compile, biggest groups first; `more`, when given, is told how many other
+    places match (at least).
 
     Without the payload index, `scan_seconds` > 0 searches the payload text by reading it, for at most
     that long (a served page on a database nobody indexed yet); `notes` is told when time ran out."""
     register(conn)  # payload hits read the payloads view
     match = phrase(term)
     hits: list[Hit] = []
+    left = 0
     for index, table, sql, route in ROW_SOURCES:
         if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (index,)).fetchone():
             continue
         try:
-            rowids = [r[0] for r in conn.execute(f"SELECT rowid FROM {index} WHERE {index} MATCH ? "
-                                                 f"ORDER BY rank LIMIT ?", (match, limit))]
+            ranked_rowids = [r[0] for r in conn.execute(f"SELECT rowid FROM {index} WHERE {index} MATCH ? "
+                                                        f"ORDER BY rank", (match,))]
         except sqlite3.OperationalError as error:
             raise SearchError(f"cannot search for {term!r}: {error}") from None
-        for rowid in rowids:
-            row = conn.execute(sql, (rowid,)).fetchone()
-            if row is None or (run is not None and row[0] != run):
-                continue
-            snippet, _, marked = _snippet(row[3] or "", term)
-            if table == "ingest_errors" and marked is None:
-                continue  # the term is in tlindex's own words about the line, not in the line
-            hits.append(Hit(row[0], row[1], row[2], table, snippet, route, row[4], None, marked))
+        found, beyond = _rows(conn, sql, ranked_rowids, term, run, limit, table == "ingest_errors")
+        hits += [Hit(row[0], row[1], row[2], table, snippet, route, row[4], None, marked)
+                 for row, snippet, marked in found]
+        left += beyond
     if has_payload_index(conn):
-        hits += _payload_hits(conn, match, term, run, limit)
+        found, beyond = _payload_hits(conn, match, term, run, limit)
+        hits += found
+        left += beyond
     elif scan_seconds:
         found, complete = _payload_scan(conn, term, run, limit, scan_seconds)
         hits += found
         if not complete and notes is not None:
             notes.append(f"the payload text was read for {scan_seconds:g} s without finishing")
+    if more is not None:
+        more.append(left)
     return ranked(hits)
+
+
+BATCH = 500  # matched rows read in one statement
+
+
+def _rows(conn: sqlite3.Connection, sql: str, rowids: list[int], term: str, run: int | None, limit: int,
+          own_words: bool) -> tuple[list[tuple], int]:
+    """The first `limit` matched rows (of `run`), best first, with their snippets; how many more match."""
+    kept: list[tuple] = []
+    for start in range(0, len(rowids), BATCH):
+        part = rowids[start:start + BATCH]
+        rows = {row[5]: row for row in conn.execute(sql.format(rowids=",".join("?" * len(part))), part)}
+        for position, rowid in enumerate(part):
+            row = rows.get(rowid)
+            if row is None or (run is not None and row[0] != run):
+                continue
+            snippet, _, marked = _snippet(row[3] or "", term)
+            if own_words and marked is None:
+                continue  # the term is in tlindex's own words about the line, not in the line
+            if len(kept) == limit:
+                later = sum(1 for r in part[position:] if r in rows and (run is None or rows[r][0] == run))
+                return kept, later + (len(rowids) - start - len(part) if run is None else 0)
+            kept.append((row, snippet, marked))
+    return kept, 0
 
 
 # What users look for first: a function's name, a failure or a recompile reason, then a graph break, a failed
@@ -174,23 +202,37 @@ def _payload_scan(conn: sqlite3.Connection, term: str, run: int | None, limit: i
     return [hit for hash_, text in found for hit in _artifact_hits(conn, hash_, text, term, run)], not stopped
 
 
-def _artifact_hits(conn: sqlite3.Connection, hash_: str, text: str, term: str, run: int | None) -> list[Hit]:
-    """A payload containing the term, as hits: one per artifact carrying it, at the line it first occurs."""
+def _artifact_hits(conn: sqlite3.Connection, hash_: str, text: str, term: str, run: int | None,
+                   limit: int = -1) -> list[Hit]:
+    """A payload containing the term, as hits: one per artifact carrying it (the newest `limit` of them), at the
+    line it first occurs."""
     snippet, line, marked = _snippet(text, term)
     return [Hit(run_id, compile_row, compile_id, "payloads", snippet,
                 "artifact", artifact, line, marked, f"L-{line}" if line else "")
             for artifact, compile_row, compile_id, run_id in conn.execute(
                 "SELECT a.id, c.id, c.compile_id, s.run_id FROM artifacts a JOIN envelopes e ON e.id = a.envelope_id "
                 "JOIN sources s ON s.id = e.source_id LEFT JOIN compiles c ON c.id = a.compile "
-                "WHERE a.payload = ? AND (? IS NULL OR s.run_id = ?) ORDER BY a.id", (hash_, run, run))]
+                "WHERE a.payload = ? AND (? IS NULL OR s.run_id = ?) ORDER BY a.id DESC LIMIT ?",
+                (hash_, run, run, limit))][::-1]
 
 
-def _payload_hits(conn: sqlite3.Connection, match: str, term: str, run: int | None, limit: int) -> list[Hit]:
-    """Artifacts whose payload text contains the term, each at the line it first occurs."""
-    return [hit for hash_, text in conn.execute(
-                f"SELECT p.hash, p.text FROM {PAYLOAD_INDEX} f JOIN payloads p ON p.id = f.rowid "
-                f"WHERE {PAYLOAD_INDEX} MATCH ? ORDER BY f.rank LIMIT ?", (match, limit)).fetchall()
-            for hit in _artifact_hits(conn, hash_, text, term, run)]
+def _payload_hits(conn: sqlite3.Connection, match: str, term: str, run: int | None,
+                  limit: int) -> tuple[list[Hit], int]:
+    """Artifacts whose payload text contains the term, each at the line it first occurs (at most `limit` payloads,
+    best first, and `limit` artifacts of each), and how many other places match (at least)."""
+    hits: list[Hit] = []
+    payloads, left = 0, 0
+    cursor = conn.execute(f"SELECT p.hash, p.text FROM {PAYLOAD_INDEX} f JOIN payloads p ON p.id = f.rowid "
+                          f"WHERE {PAYLOAD_INDEX} MATCH ? ORDER BY f.rank", (match,))
+    for hash_, text in cursor:
+        if payloads >= limit:
+            left += 1
+            break
+        found = _artifact_hits(conn, hash_, text, term, run, limit + 1)
+        left += max(0, len(found) - limit)
+        hits += found[-limit:] if len(found) > limit else found
+        payloads += bool(found)
+    return hits, left
 
 
 def marked_html(hit: Hit):

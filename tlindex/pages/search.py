@@ -16,14 +16,16 @@ SCAN_SECONDS = 5.0  # without the payload index, how long the page reads payload
 def search_data(conn: sqlite3.Connection, args: Args) -> dict:
     term = (args.get("q") or "").strip()
     run = args.run(conn)
-    labels = dict(conn.execute("SELECT id, label FROM runs").fetchall())
     notes: list[str] = []
-    hits, problem = [], None
+    hits, problem, more = [], None, [0]
     if term:
         try:
-            hits = search(conn, term, run, scan_seconds=SCAN_SECONDS, notes=notes)
+            hits = search(conn, term, run, scan_seconds=SCAN_SECONDS, notes=notes, more=more)
         except SearchError as error:
             problem = str(error)
+    shown_runs = sorted({hit.run for hit in hits[:SHOWN] if hit.run is not None})
+    labels = dict(conn.execute(f"SELECT id, label FROM runs WHERE id IN ({','.join('?' * len(shown_runs))})",
+                               shown_runs).fetchall())
     groups: list[dict] = []
     for hit in hits[:SHOWN]:
         if not groups or (groups[-1]["run"], groups[-1]["compile"]) != (hit.run, hit.compile):
@@ -31,5 +33,6 @@ def search_data(conn: sqlite3.Connection, args: Args) -> dict:
                            "compile_id": hit.compile_id, "hits": []})
         groups[-1]["hits"].append(hit)
     return {"q": term, "run": run, "groups": groups, "count": len(hits), "shown": min(len(hits), SHOWN),
+            "more": more[-1],  # places that match beyond those read (at least)
             "problem": problem, "indexed": has_payload_index(conn), "notes": notes}
 

@@ -26,7 +26,8 @@ def trend_data(conn: sqlite3.Connection, args: Args) -> dict:
     rows = health(conn, runs)
     series = []
     for metric in METRICS:
-        points = [{"run": row["run_id"], "label": row["label"], "value": row[metric.column]} for row in rows]
+        points = [{"run": row["run_id"], "label": row["label"], "start": row.get("start_time"),
+                   "value": row[metric.column]} for row in rows]
         if any(point["value"] is not None for point in points):
             series.append({"metric": metric.name, "column": metric.column, "unit": metric.unit, "what": metric.what,
                            "points": points})
