@@ -14,7 +14,7 @@ import sqlite3
 from tlindex.errors import NotFound
 from tlindex.pages.rows import Args, dicts, one
 
-RUNS_SHOWN = 1_000
+RUNS_SHOWN = 50  # without ?run=, the newest runs (the older ones are counted and said, not read)
 COMPILES_SHOWN = 2_000
 ARTIFACTS_SHOWN = 3_000
 OPEN_UP_TO = 400  # artifacts listed: up to this many, every compile is shown open
@@ -50,29 +50,38 @@ def _where(words: list[str], path: str) -> tuple[str, list[str]]:
     return " AND ".join([f"instr({path}, ?) > 0" for _ in words]) or "1", list(words)
 
 
-def artifact_counts(conn: sqlite3.Connection, words: list[str]) -> dict[int, int]:
-    """compile row -> how many of its artifacts the filter keeps (every artifact without a filter)."""
-    if not words:
-        return dict(conn.execute("SELECT compile, count(*) FROM artifacts WHERE compile IS NOT NULL GROUP BY compile"))
+def _in(ids: list[int]) -> str:
+    return ",".join("?" * len(ids))
+
+
+def artifact_counts(conn: sqlite3.Connection, words: list[str], runs: list[int]) -> dict[int, int]:
+    """compile row -> how many of its artifacts the filter keeps (every artifact without a filter), of the runs."""
     where, params = _where(words, ARTIFACT_PATH)
-    return dict(conn.execute(f"""SELECT a.compile, count(*) FROM artifacts a JOIN compiles c ON c.id = a.compile
-        JOIN runs r ON r.id = c.run_id WHERE {where} GROUP BY a.compile""", params))
+    return dict(conn.execute(f"""SELECT a.compile, count(*) FROM compiles c JOIN artifacts a ON a.compile = c.id
+        JOIN runs r ON r.id = c.run_id WHERE c.run_id IN ({_in(runs)}) AND {where} GROUP BY a.compile""",
+                             [*runs, *params]))
 
 
-def _runs(conn: sqlite3.Connection, only: list[int] | None) -> list[dict]:
-    runs = dicts(conn.execute(f"SELECT r.id, r.label, r.start_time, r.world_size, {RUN_TEXT} AS text "
-                              "FROM runs r ORDER BY r.start_time, r.id"))
-    return [run for run in runs if only is None or run["id"] in only]
+def _runs(conn: sqlite3.Connection, only: list[int]) -> list[dict]:
+    return dicts(conn.execute(f"SELECT r.id, r.label, r.start_time, r.world_size, {RUN_TEXT} AS text "
+                              f"FROM runs r WHERE r.id IN ({_in(only)}) ORDER BY r.start_time, r.id", only))
 
 
-def _compiles(conn: sqlite3.Connection) -> dict[int, list[dict]]:
-    """run -> its compiles, by rank and then in the order each process logged them."""
+def _compiles(conn: sqlite3.Connection, runs: list[int]) -> dict[int, list[dict]]:
+    """run -> its compiles, by rank and then in the order each process logged them (of the runs)."""
     found: dict[int, list[dict]] = {}
     for compile in dicts(conn.execute(f"""
             SELECT c.id, c.run_id, c.compile_id, c.rank, c.generation, c.co_name, c.status, {COMPILE_TEXT} AS text
-            FROM compiles c JOIN runs r ON r.id = c.run_id ORDER BY c.run_id, c.rank, c.source_id, c.id""")):
+            FROM compiles c JOIN runs r ON r.id = c.run_id WHERE c.run_id IN ({_in(runs)})
+            ORDER BY c.run_id, c.rank, c.source_id, c.id""", runs)):
         found.setdefault(compile.pop("run_id"), []).append(compile)
     return found
+
+
+def newest_runs(conn: sqlite3.Connection, last: int) -> tuple[list[int], int]:
+    """The ids of the newest `last` runs, and how many older ones there are."""
+    ids = [row[0] for row in conn.execute("SELECT id FROM runs ORDER BY start_time DESC, id DESC LIMIT ?", (last,))]
+    return ids, conn.execute("SELECT count(*) FROM runs").fetchone()[0] - len(ids)
 
 
 def _artifacts(conn: sqlite3.Connection, compile: int, words: list[str], limit: int) -> list[dict]:
@@ -123,15 +132,16 @@ def picked_artifact(conn: sqlite3.Connection, artifact: int) -> dict:
 
 
 def tree_data(conn: sqlite3.Connection, args: Args) -> dict:
-    """Runs → compiles → artifacts (of `?run=`, every run without), kept by `?q=`, listed up to a budget."""
+    """Runs → compiles → artifacts (of `?run=`, the newest 50 without), kept by `?q=`, listed up to a budget."""
     query = args.get("q") or ""
     words = filter_words(query)
     only = args.runs(conn) or None
     picked = args.integer("a")
-    counts = artifact_counts(conn, words)
-    by_run = _compiles(conn)
+    shown_runs, older = (only, 0) if only else newest_runs(conn, RUNS_SHOWN)
+    counts = artifact_counts(conn, words, shown_runs)
+    by_run = _compiles(conn, shown_runs)
     budget, runs, kept = Budget(COMPILES_SHOWN, ARTIFACTS_SHOWN), [], {"runs": 0, "compiles": 0, "artifacts": 0}
-    for run in _runs(conn, only):
+    for run in _runs(conn, shown_runs):
         shown = len(runs) < RUNS_SHOWN
         node = _run_node(conn, run, by_run.get(run["id"], []), counts, words, budget if shown else Budget(0, 0))
         if node is None:
@@ -146,5 +156,5 @@ def tree_data(conn: sqlite3.Connection, args: Args) -> dict:
     return {"q": query, "words": words, "only": only, "runs": runs, "kept": kept, "listed": listed,
             "runs_hidden": kept["runs"] - len(runs), "open": listed["artifacts"] <= OPEN_UP_TO or bool(words),
             "complete": kept == {"runs": len(runs), **listed},
-            "picked": picked_artifact(conn, picked) if picked is not None else None,
+            "picked": picked_artifact(conn, picked) if picked is not None else None, "older": older,
             "ungrouped": conn.execute("SELECT count(*) FROM compiles WHERE run_id IS NULL").fetchone()[0]}
