@@ -445,8 +445,12 @@ def diff_command(run_a: str, run_b: str, db_path: str, as_json: bool, graphs: bo
 @click.option("-j", "--jobs", type=click.IntRange(min=1),
               help="Files parsed, and pages rendered, in parallel [default: all cores]")
 @click.option("--silent", is_flag=True, help="No progress")
+@click.option("--last", type=click.IntRange(min=1), metavar="N",
+              help=f"Without PATHs or --run: the last N runs of the database [default: {LAST_RUNS}]")
+@click.option("--all", "all_runs", is_flag=True, help="Without PATHs or --run: every run of the database")
 def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names: tuple[str, ...],
-           open_browser: bool, overwrite: bool, jobs: int | None, silent: bool) -> None:
+           open_browser: bool, overwrite: bool, jobs: int | None, silent: bool, last: int | None,
+           all_runs: bool) -> None:
     """Write a folder of static pages: logs (PATHs, as ingest takes them) or runs of a database.
 
     With one run, DIR/index.html is its run page and DIR/compile_directory.json and DIR/raw.jsonl are
@@ -466,7 +470,9 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
             click.echo(f"\rWriting the report: {pages:,} pages", err=True, nl=False)
 
     try:
-        outcome = make_report(out, list(paths), db_path, list(run_names), overwrite, jobs, bar.update, progress)
+        outcome = make_report(out, list(paths), db_path, list(run_names), overwrite, jobs, bar.update, progress,
+                              last=None if all_runs else (last or LAST_RUNS),
+                              say=None if silent else (lambda text: say(text, err=True)))
     finally:
         bar.close()
     if show:

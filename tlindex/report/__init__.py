@@ -53,15 +53,32 @@ def runs_of_paths(db_path: Path, paths: list[str]) -> list[int]:
         conn.close()
 
 
-def runs_by_name(db_path: Path, names: list[str]) -> list[int]:
-    """Runs by id or label prefix; every run when none are named."""
+def runs_by_name(db_path: Path, names: list[str], last: int | None = None) -> list[int]:
+    """Runs by id or label prefix; when none are named, the last `last` runs (every run when None)."""
     conn = connect_read_only(db_path)
     try:
         if not names:
-            return [row[0] for row in conn.execute("SELECT id FROM runs ORDER BY id")]
+            return sorted(row[0] for row in conn.execute("SELECT id FROM runs ORDER BY start_time DESC, id DESC LIMIT ?",
+                                                         (-1 if last is None else last,)))
         return sorted({resolve_run(conn, name)["id"] for name in names})
     finally:
         conn.close()
+
+
+def size_of_report(db_path: Path, runs: list[int]) -> str:
+    """What a report of the runs will hold, said before it is written: runs, compiles and artifacts (a page each)."""
+    conn = connect_read_only(db_path)
+    try:
+        total = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+        marks = ",".join("?" * len(runs))
+        compiles, artifacts = conn.execute(
+            f"SELECT count(DISTINCT c.id), count(a.id) FROM compiles c LEFT JOIN artifacts a ON a.compile = c.id "
+            f"WHERE c.run_id IN ({marks})", runs).fetchone()
+    finally:
+        conn.close()
+    left = f" (of {total:,}: --last N, --run RUN or --all)" if len(runs) < total else ""
+    return (f"report of {len(runs):,} run{'s' * (len(runs) != 1)}{left}: {compiles:,} compiles and {artifacts:,} "
+            f"artifacts, a page each or more")
 
 
 EMPTY_INDEX = """<!DOCTYPE html><html><head><meta charset="utf-8"><title>tlindex report: no trace records</title></head>
@@ -138,9 +155,11 @@ class Outcome:
 
 
 def make_report(out: Path, paths: list[str], db_path: str | None, run_names: list[str], overwrite: bool,
-                jobs: int | None, ingest_progress=None, page_progress=None) -> Outcome:
+                jobs: int | None, ingest_progress=None, page_progress=None, last: int | None = None,
+                say=None) -> Outcome:
     """The whole of `tlindex report`: logs (PATHs) ingested first, into `db_path` or a temporary database that
-    is gone afterwards, or the runs of `db_path` (default traces.db); their report written to `out`."""
+    is gone afterwards, or the runs of `db_path` (default traces.db: the last `last` runs when none are named);
+    their report written to `out`. `say` is told how much it will write before it starts."""
     from tlindex.ingest.pipeline import ingest
     from tlindex.owned import scratch
     from tlindex.store.db import existing_database
@@ -148,7 +167,9 @@ def make_report(out: Path, paths: list[str], db_path: str | None, run_names: lis
     check_out_dir(out, overwrite)  # before any work
     if not paths:
         db = existing_database(db_path or "traces.db")
-        runs = runs_by_name(db, run_names)
+        runs = runs_by_name(db, run_names, last)
+        if say is not None:
+            say(size_of_report(db, runs))
         return Outcome(runs, write_report(db, out, runs, overwrite, page_progress, jobs), [])
     with scratch("tlindex-report-") as temporary:
         db = Path(db_path) if db_path else temporary / "traces.db"
