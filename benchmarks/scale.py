@@ -154,18 +154,27 @@ def serve(db: Path, port: int) -> subprocess.Popen:
     raise SystemExit("tlindex serve did not answer")
 
 
+TIMEOUT_S = 60.0  # a request still unanswered then is written down as ">60 s" (status 0) and not asked again
+
+
 def fetch(url: str) -> tuple[float, int, int]:
     started = time.perf_counter()
     try:
-        with urllib.request.urlopen(url, timeout=120) as answer:
+        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as answer:
             size, status = len(answer.read()), answer.status
     except urllib.error.HTTPError as error:
         size, status = len(error.read()), error.code
+    except (TimeoutError, urllib.error.URLError):
+        return TIMEOUT_S, -1, 0
     return time.perf_counter() - started, status, size
 
 
 def timed(run, rounds: int) -> float:
+    """The median of `rounds` calls after a warm-up; one call past TIMEOUT_S is not repeated."""
+    started = time.perf_counter()
     run()  # the warm-up
+    if time.perf_counter() - started >= TIMEOUT_S:
+        return TIMEOUT_S
     times = []
     for _ in range(rounds):
         started = time.perf_counter()
@@ -198,7 +207,11 @@ def measure(db: Path, rounds: int, only: set[str] | None, port: int) -> dict[str
         figures["serve RSS MB"] = {"s": rss_kb(server.pid) / 1024, "status": 0, "url": ""}
     finally:
         server.terminate()
-        server.wait(10)
+        try:
+            server.wait(10)
+        except subprocess.TimeoutExpired:  # a request still running holds it: stop it all the same
+            server.kill()
+            server.wait()
     commands = {"cmd: runs": ["runs"], "cmd: runs --json": ["runs", "--json"], "cmd: findings": ["findings"],
                 "cmd: search forward": ["search", "forward"], "cmd: trend": ["trend"],
                 "cmd: show run": ["show", "run", str(values["run"])]}
@@ -207,10 +220,16 @@ def measure(db: Path, rounds: int, only: set[str] | None, port: int) -> dict[str
             continue
         codes: list[int] = []
         run = [*TLINDEX, *args, "--db", str(db)]
-        seconds = timed(lambda: codes.append(subprocess.run(run, stdout=subprocess.DEVNULL,
-                                                            stderr=subprocess.DEVNULL).returncode), rounds)
+        seconds = timed(lambda: codes.append(command(run)), rounds)
         figures[what] = {"s": seconds, "status": codes[-1], "url": " ".join(args)}
     return figures
+
+
+def command(run: list[str]) -> int:
+    try:
+        return subprocess.run(run, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=TIMEOUT_S).returncode
+    except subprocess.TimeoutExpired:
+        return -1
 
 
 def table(results: dict[int, dict[str, dict]]) -> str:
@@ -223,7 +242,8 @@ def table(results: dict[int, dict[str, dict]]) -> str:
             if got is None:
                 cells.append("–")
                 continue
-            flag = "" if got["status"] in (0, 200, 302) else f" ({got['status']})"
+            flag = "" if got["status"] in (0, 200, 302) else " (timeout)" if got["status"] == -1 else \
+                f" ({got['status']})"
             cells.append(f"{got['s']:.3f}{flag}" if what != "serve RSS MB" else f"{got['s']:.0f}")
             first = got["s"] if first is None else first
             last = got["s"]
@@ -250,6 +270,8 @@ def main() -> None:
         build(db, folders, options.work)
         if not options.build_only:
             results[folders] = measure(db, options.rounds, only, options.port)
+            if options.json_out:  # kept as it goes: a long run stopped midway keeps what it measured
+                options.json_out.write_text(json.dumps(results, indent=1))
     if results:
         print(table(results))
     if options.json_out:

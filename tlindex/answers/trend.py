@@ -29,7 +29,8 @@ class Trend:
 def trend(conn: sqlite3.Connection, names: list[str] | tuple[str, ...] = (), label: str | None = None,
           baseline: str | None = None, clauses: list[Clause] | None = None, last: int | None = None) -> Trend:
     """The health of the runs named (else every run; with `label`, those whose label starts with it), the
-    baseline's (a run named as everywhere), with `last` only the last so many, and with clauses the gate's verdict on the newest run. Raises
+    baseline's (a run named as everywhere), with `last` only the last so many, and with clauses the gate's verdict
+    on the newest run. Raises
     UnknownRun for a name that matches no run, GateError for a clause that needs a baseline not given."""
     if clauses:
         check_baseline(clauses, baseline)
