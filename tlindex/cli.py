@@ -218,7 +218,7 @@ def ingest(paths: tuple[str, ...], db_path: str, run_label: str | None, replace:
     finally:
         bar.close()
     from tlindex.answers.findings.stored import store_findings
-    store_findings(db_path)  # the new runs' findings, computed once here and read by every list over runs
+    store_findings(db_path, run_ids=summary.runs)  # the new runs' findings, computed once, read by every list
     for problem in summary.problems:
         say(f"error: {problem}", err=True)
     for path, lines in summary.no_records:

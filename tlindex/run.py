@@ -257,7 +257,7 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
     if not runs:
         return gate.judge(db_path, None, code, echo) if gate else code
     record_command(db_path, runs[0], ran)
-    store_findings(db_path)
+    store_findings(db_path, run_ids=runs)
     conn = connect_read_only(db_path)
     try:
         run = resolve_run(conn, str(runs[0]))

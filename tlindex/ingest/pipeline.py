@@ -55,6 +55,7 @@ class IngestSummary:
     rewritten: list[str] = field(default_factory=list)  # files changed in place: their old rows replaced
     no_records: list[tuple[str, int]] = field(default_factory=list)  # (file, lines) without any trace record
     rank_decisions: list[tuple[str, str]] = field(default_factory=list)  # (run label, what was decided of its ranks)
+    runs: list[int] = field(default_factory=list)  # the runs this ingest made or grew
 
     def count(self, envelopes: int, compiles: int, errors: int, md5_failures: int) -> None:
         """One file ingested (whole, or all its chunks), with what its rows hold."""
@@ -264,7 +265,8 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
         runner = run_serially if max(1, min(workers, len(planned))) == 1 else run_in_parallel
         runner(planned, min(workers, len(planned)), merger, summary,
                (lambda done: progress(done, total)) if progress else None)
-        for run_id in assign_runs(conn, run_label, tuple(merger.continued_files)):
+        summary.runs = assign_runs(conn, run_label, tuple(merger.continued_files))
+        for run_id in summary.runs:
             label = conn.execute("SELECT label FROM runs WHERE id = ?", (run_id,)).fetchone()
             summary.rank_decisions += [(label[0], said) for said in rank_decisions(conn, run_id)] if label else []
         if summary.files and search_index:

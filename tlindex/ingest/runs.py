@@ -72,10 +72,13 @@ def assign_runs(conn: sqlite3.Connection, label: str | None = None, changed_file
             directories = sorted({directory for _, directory in pending})
             for directory in directories:
                 touched |= _group_directory(conn, directory)
-        conn.execute(
-            "UPDATE compiles SET run_id = (SELECT run_id FROM sources WHERE sources.id = compiles.source_id) "
-            "WHERE run_id IS NULL OR run_id IS NOT (SELECT run_id FROM sources WHERE sources.id = compiles.source_id)")
-        _resolve_cross_file_strings(conn)
+        # Only the sources given a run here changed run: their compiles, and the frames of the runs touched (a file
+        # name one file of a process defined for another), are what is updated (not every row of a big database).
+        conn.executemany("UPDATE compiles SET run_id = (SELECT run_id FROM sources WHERE sources.id = compiles.source_id) "
+                         "WHERE source_id = ?", [(source,) for source, _ in pending])
+        conn.execute("UPDATE compiles SET run_id = (SELECT run_id FROM sources WHERE sources.id = compiles.source_id) "
+                     "WHERE run_id IS NULL")
+        _resolve_cross_file_strings(conn, sorted(touched))
         for run_id in touched:
             _refresh_run(conn, run_id)
         conn.execute("DELETE FROM runs WHERE id NOT IN (SELECT run_id FROM sources WHERE run_id IS NOT NULL)")
@@ -133,16 +136,18 @@ def _group_directory(conn: sqlite3.Connection, directory: str) -> set[int]:
     return touched
 
 
-def _resolve_cross_file_strings(conn: sqlite3.Connection) -> None:
-    """Resolve frame file names defined in another file of the same process (draft_export)."""
-    conn.execute("""
+def _resolve_cross_file_strings(conn: sqlite3.Connection, runs: list[int]) -> None:
+    """Resolve frame file names defined in another file of the same process (draft_export), in the runs given."""
+    marks = ",".join("?" * len(runs))
+    conn.execute(f"""
         UPDATE frames SET filename = (
             SELECT st.value FROM envelopes e
             JOIN sources s ON s.id = e.source_id
             JOIN sources peer ON peer.run_id = s.run_id AND peer.pid = s.pid
             JOIN strings st ON st.source_id = peer.id AND st.string_id = frames.filename_id
             WHERE e.id = frames.envelope_id LIMIT 1)
-        WHERE filename IS NULL AND filename_id IS NOT NULL""")
+        WHERE filename IS NULL AND filename_id IS NOT NULL AND envelope_id IN (
+            SELECT e.id FROM sources s JOIN envelopes e ON e.source_id = s.id WHERE s.run_id IN ({marks}))""", runs)
 
 
 def resolve_processes(conn: sqlite3.Connection, run_id: int) -> None:

@@ -11,6 +11,7 @@ the connection may write (`refresh`). So what is stored never disagrees with wha
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterable
 
 from tlindex.answers.findings.registry import CHECKS, FAILED, FINDINGS_VERSION, NOT_COMPUTED, Finding, findings
@@ -73,36 +74,56 @@ def stored_findings(conn: sqlite3.Connection, run_ids: Iterable[int]) -> dict[in
     return out
 
 
-def refresh(conn: sqlite3.Connection, run_ids: list[int] | None = None) -> int:
+def refresh(conn: sqlite3.Connection, run_ids: list[int] | None = None, progress=None) -> int:
     """Compute and store the findings of the runs (of `run_ids`, else all) whose stored ones are stale; how many.
-    Each run is stored in a transaction of its own, so readers and other writers wait for one run at most."""
+    They are written a second's worth at a time (one transaction each): readers and other writers wait little,
+    and a stop keeps what was written. `progress(done, total)` is told after each write."""
     todo = stale(conn, run_ids)
     now = stamps(conn, todo) if todo else {}
-    for run in todo:
-        found = findings(conn, run)
-        with immediate(conn):
-            conn.execute(f"DELETE FROM {TABLE} WHERE run_id = ?", (run,))
-            conn.executemany(f"INSERT INTO {TABLE} (run_id, position, severity, kind, count, text, query, compile) "
-                             f"VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                             [(run, n, f.severity, f.kind, f.count, f.text, f.query, f.compile)
-                              for n, f in enumerate(found)])
-            conn.execute(f"INSERT OR REPLACE INTO {STAMPS} (run_id, stamp) VALUES (?, ?)", (run, now[run]))
+    pending: list[tuple[int, list[Finding]]] = []
+    started, done = time.monotonic(), 0
+    for n, run in enumerate(todo):
+        pending.append((run, findings(conn, run)))
+        if n + 1 == len(todo) or time.monotonic() - started >= WRITE_EVERY_S:
+            _write(conn, pending, now)
+            done += len(pending)
+            pending, started = [], time.monotonic()
+            if progress is not None:
+                progress(done, len(todo))
     return len(todo)
 
 
-def store_findings(db_path, say=None) -> int:
-    """Store the findings of every run of the database at `db_path` whose stored ones are stale (after an ingest,
-    or on the first use of a database made before they were stored: `say` tells that once); how many. A database
-    that cannot be written is left as it is: its findings are computed when read."""
+WRITE_EVERY_S = 1.0
+
+
+def _write(conn: sqlite3.Connection, computed: list[tuple[int, list[Finding]]], now: dict[int, str]) -> None:
+    ids = [run for run, _ in computed]
+    with immediate(conn):
+        conn.execute(f"DELETE FROM {TABLE} WHERE run_id IN ({_marks(ids)})", ids)
+        conn.executemany(f"INSERT INTO {TABLE} (run_id, position, severity, kind, count, text, query, compile) "
+                         f"VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                         [(run, n, f.severity, f.kind, f.count, f.text, f.query, f.compile)
+                          for run, found in computed for n, f in enumerate(found)])
+        conn.executemany(f"INSERT OR REPLACE INTO {STAMPS} (run_id, stamp) VALUES (?, ?)",
+                         [(run, now[run]) for run in ids])
+
+
+def store_findings(db_path, say=None, run_ids: list[int] | None = None) -> int:
+    """Store the findings of the runs (of `run_ids`: those an ingest made; else every run) of the database at
+    `db_path` whose stored ones are stale (on the first use of a database made before they were stored, `say`
+    tells that once); how many. A database that cannot be written is left as it is: its findings are computed when
+    read."""
     from pathlib import Path
 
     from tlindex.store.db import connect_read_only, write_database
 
     if not Path(db_path).is_file():  # nothing was ingested: no database made
         return 0
+    if run_ids is not None and not run_ids:
+        return 0
     conn = connect_read_only(db_path)
     try:
-        todo = stale(conn)
+        todo = stale(conn, run_ids)
         first = bool(todo) and (not has_store(conn) or conn.execute(f"SELECT 1 FROM {STAMPS} LIMIT 1").fetchone() is None)
     finally:
         conn.close()
@@ -115,7 +136,7 @@ def store_findings(db_path, say=None) -> int:
     try:
         if first and say is not None and len(todo) > 1:
             say(f"tlindex: storing the findings of {len(todo):,} runs (once: a database made before they were stored)")
-        return refresh(conn)
+        return refresh(conn, todo)
     except sqlite3.OperationalError:  # read-only file or folder, a full disk: computed when read instead
         return 0
     finally:
