@@ -223,7 +223,7 @@ def test_runs_are_listed_oldest_first_as_on_the_runs_page_and_renamed(fixtures_d
     source.execute("PRAGMA wal_checkpoint(FULL)")
     source.close()
     shutil.copy(fixtures_db, db)
-    listed = json.loads(CliRunner().invoke(cli, ["runs", "--db", str(db), "--json"]).output)
+    listed = json.loads(CliRunner().invoke(cli, ["runs", "--db", str(db), "--json"]).stdout)
     starts = [run["start"] for run in listed]
     assert starts == sorted(starts) and len(listed) == connect(db).execute(
         "SELECT count(*) FROM runs").fetchone()[0]
@@ -238,7 +238,7 @@ def test_runs_are_listed_oldest_first_as_on_the_runs_page_and_renamed(fixtures_d
     assert connect(db).execute("SELECT label FROM runs WHERE id = ?", (first["id"],)).fetchone()[0] == "baseline"
     clash = CliRunner().invoke(cli, ["label", str(listed[-1]["id"]), "baseline", "--db", str(db)])
     assert clash.exit_code == 1 and "already labelled 'baseline'" in clash.output
-    text = CliRunner().invoke(cli, ["runs", "--db", str(db)]).output
+    text = CliRunner().invoke(cli, ["runs", "--db", str(db)]).stdout
     assert "baseline" in text and len(text.strip().splitlines()) == len(listed)
 
 

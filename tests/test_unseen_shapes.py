@@ -404,5 +404,5 @@ def test_a_rank_claimed_by_two_files_is_said_with_its_files(tmp_path):
     assert "4 ranks, 5 processes: rank 1 is claimed by 2 processes" in result.output
     rank_1 = [p.name for p in scenario_logs("ddp_4ranks_diverge") if "rank_1" in p.name] + [extra.name]
     assert all(name in result.output for name in rank_1)
-    listed = json.loads(CliRunner().invoke(cli, ["runs", "--db", str(db), "--json"]).output)
+    listed = json.loads(CliRunner().invoke(cli, ["runs", "--db", str(db), "--json"]).stdout)
     assert listed[0]["ranks"] == 4 and listed[0]["processes"] == 5 and extra.name in listed[0]["ranks_text"]

@@ -307,7 +307,8 @@ def findings(run: str | None, db_path: str, as_json: bool, last: int | None, sin
     from tlindex.answers.glossary import plain
     from tlindex.store.db import existing_database
 
-    store_findings(existing_database(db_path), lambda text: say(text, err=True))
+    if run is None:  # a list over runs: a database made before findings were stored gets them, once
+        store_findings(existing_database(db_path), lambda text: say(text, err=True))
     conn = read_db(db_path)
     try:
         ids = chosen_runs(conn, last, since, all_runs) if run is None else [run_id_of(conn, run)]

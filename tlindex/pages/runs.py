@@ -16,8 +16,8 @@ from tlindex.ingest.runs import rank_decisions, ranks_text
 from tlindex.pages.rows import Args, dicts, one
 
 PAGE_SIZE = 50  # runs a screen of the runs page shows (and `tlindex runs` lists by default)
-FAILING = ("EXISTS (SELECT 1 FROM run_findings f WHERE f.run_id = r.id AND f.severity = 'error') "
-           "OR coalesce(r.exit_code, 0) != 0 OR r.signal IS NOT NULL")
+COMMAND_FAILED = "coalesce(r.exit_code, 0) != 0 OR r.signal IS NOT NULL"
+FAILING = f"EXISTS (SELECT 1 FROM run_findings f WHERE f.run_id = r.id AND f.severity = 'error') OR {COMMAND_FAILED}"
 
 
 @dataclass(frozen=True)
@@ -47,9 +47,11 @@ class RunFilter:
         if self.until:
             clauses.append("r.start_time < date(?, '+1 day')")
             params.append(self.until)
-        if self.failing:
-            stored_findings(conn, stale(conn))  # a database whose findings are not all stored yet: none missed
-            clauses.append(f"({FAILING})" if has_store(conn) else "(coalesce(r.exit_code, 0) != 0 OR r.signal IS NOT NULL)")
+        if self.failing:  # the runs whose findings are not stored (yet) are computed here: none is missed
+            unstored = [run for run, found in stored_findings(conn, stale(conn)).items()
+                        if any(finding.severity == "error" for finding in found)]
+            clauses.append(f"({FAILING if has_store(conn) else COMMAND_FAILED} OR r.id IN ({','.join('?' * len(unstored))}))")
+            params += unstored
         return " AND ".join(clauses), params
 
     def as_args(self) -> list[tuple[str, str]]:
@@ -67,19 +69,20 @@ def day(name: str, text: str | None) -> str | None:
 
 
 def listed_runs(conn: sqlite3.Connection, chosen: RunFilter, page: int | None, size: int = PAGE_SIZE) -> dict:
-    """One page of the runs `chosen` keeps, oldest first within it: their ids, and where the page is among them
-    (`number` of `pages`, `matching` runs of `total`). Without a page number, the last: the newest runs."""
+    """One screen of the runs `chosen` keeps, counted from the newest (page 1, the default: the newest `size` runs),
+    oldest first within it: their ids, and where the screen is among them (`number` of `pages`, `matching` runs of
+    `total`, the first shown being the `first`-th oldest)."""
     where, params = chosen.where(conn)
     total = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
     matching = conn.execute(f"SELECT count(*) FROM runs r WHERE {where}", params).fetchone()[0]
     pages = max(1, -(-matching // size))
-    number = pages if page is None else page
+    number = 1 if page is None else page
     if not 1 <= number <= pages:
         raise UsageError(f"page must be a whole number from 1 to {pages}, not {number}")
-    ids = [row[0] for row in conn.execute(f"SELECT r.id FROM runs r WHERE {where} ORDER BY r.start_time, r.id "
-                                          f"LIMIT ? OFFSET ?", [*params, size, (number - 1) * size])]
+    ids = [row[0] for row in conn.execute(f"SELECT r.id FROM runs r WHERE {where} ORDER BY r.start_time DESC, "
+                                          f"r.id DESC LIMIT ? OFFSET ?", [*params, size, (number - 1) * size])][::-1]
     return {"ids": ids, "number": number, "pages": pages, "size": size, "matching": matching, "total": total,
-            "first": (number - 1) * size + 1, "args": chosen.as_args()}
+            "first": max(1, matching - number * size + 1), "args": chosen.as_args()}
 
 
 def last_runs(conn: sqlite3.Connection, chosen: RunFilter, last: int | None) -> tuple[list[int], int]:
@@ -92,7 +95,7 @@ def last_runs(conn: sqlite3.Connection, chosen: RunFilter, last: int | None) -> 
 
 
 def runs_data(conn: sqlite3.Connection, args: Args) -> dict:
-    """A screen of runs (the newest by default; `?page=`, `?label=`, `?since=`, `?until=`, `?failing=1`), or those
+    """A screen of runs (the newest by default; `?page=2` the 50 before them, `?label=`, `?since=`, `?until=`, `?failing=1`), or those
     of `?run=`, oldest first, with their counts, worst finding and biggest compile."""
     only = args.runs(conn) or None
     chosen = RunFilter.of(args)
