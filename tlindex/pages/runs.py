@@ -95,8 +95,8 @@ def last_runs(conn: sqlite3.Connection, chosen: RunFilter, last: int | None) -> 
 
 
 def runs_data(conn: sqlite3.Connection, args: Args) -> dict:
-    """A screen of runs (the newest by default; `?page=2` the 50 before them, `?label=`, `?since=`, `?until=`, `?failing=1`), or those
-    of `?run=`, oldest first, with their counts, worst finding and biggest compile."""
+    """A screen of runs (the newest by default; `?page=2` the 50 before them, `?label=`, `?since=`, `?until=`,
+    `?failing=1`), or those of `?run=`, oldest first, with their counts, worst finding and biggest compile."""
     only = args.runs(conn) or None
     chosen = RunFilter.of(args)
     paging = None if only else listed_runs(conn, chosen, args.integer("page"))
