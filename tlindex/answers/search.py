@@ -98,9 +98,9 @@ ROW_SOURCES = [
 
 def search(conn: sqlite3.Connection, term: str, run: int | None = None, limit: int = 200,
            scan_seconds: float = 0, notes: list[str] | None = None, more: list[int] | None = None) -> list[Hit]:
-    """The places `term` occurs, best first (up to `limit` per table, and per payload up to `limit` artifacts, the
-    newest first), grouped by run and compile, biggest groups first; `more`, when given, is told how many other
-    places match (at least).
+    """The places `term` occurs, best first (up to `limit` per table: by relevance, or the newest when more than
+    RANKED_UP_TO match; of a payload, its newest PER_PAYLOAD artifacts), grouped by run and compile, biggest groups
+    first; `more`, when given, is told how many other places match (at least). Of one run, only its rows are read.
 
     Without the payload index, `scan_seconds` > 0 searches the payload text by reading it, for at most
     that long (a served page on a database nobody indexed yet); `notes` is told when time ran out."""
@@ -111,12 +111,21 @@ def search(conn: sqlite3.Connection, term: str, run: int | None = None, limit: i
     for index, table, sql, route in ROW_SOURCES:
         if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (index,)).fetchone():
             continue
-        try:
-            ranked_rowids = [r[0] for r in conn.execute(f"SELECT rowid FROM {index} WHERE {index} MATCH ? "
-                                                        f"ORDER BY rank", (match,))]
+        try:  # of every run: the best `limit` (and a count of the rest); of one run: its own matches, newest first
+            if run is None:
+                matched = conn.execute(f"SELECT count(*) FROM {index} WHERE {index} MATCH ?", (match,)).fetchone()[0]
+                order = "rank" if matched <= RANKED_UP_TO else "rowid DESC"  # ranking them all would cost more
+                ranked_rowids = [r[0] for r in conn.execute(f"SELECT rowid FROM {index} WHERE {index} MATCH ? "
+                                                            f"ORDER BY {order} LIMIT ?", (match, limit + 1))]
+            else:
+                ranked_rowids = [r[5] for r in conn.execute(
+                    sql.format(rowids=f"SELECT rowid FROM {index} WHERE {index} MATCH ?") + f" AND {RUN_OF[table]} = ?"
+                    f" ORDER BY 6 DESC LIMIT ?", (match, run, limit + 1))]
+                matched = len(ranked_rowids)
         except sqlite3.OperationalError as error:
             raise SearchError(f"cannot search for {term!r}: {error}") from None
         found, beyond = _rows(conn, sql, ranked_rowids, term, run, limit, table == "ingest_errors")
+        beyond += matched - len(ranked_rowids)
         hits += [Hit(row[0], row[1], row[2], table, snippet, route, row[4], None, marked)
                  for row, snippet, marked in found]
         left += beyond
@@ -134,7 +143,12 @@ def search(conn: sqlite3.Connection, term: str, run: int | None = None, limit: i
     return ranked(hits)
 
 
+# The run of a matched row of each table, in its ROW_SOURCES statement.
+RUN_OF = {"compiles": "c.run_id", "failed_guards": "c.run_id", "graph_break_events": "c.run_id", "guards": "c.run_id",
+          "artifacts": "c.run_id", "ingest_errors": "s.run_id"}
 BATCH = 500  # matched rows read in one statement
+RANKED_UP_TO = 10_000  # matches of one index ranked by relevance; past that, the newest first
+PER_PAYLOAD = 20  # artifacts listed per payload that matches (the newest): one graph shared by 3,000 runs is one hit
 
 
 def _rows(conn: sqlite3.Connection, sql: str, rowids: list[int], term: str, run: int | None, limit: int,
@@ -221,17 +235,19 @@ def _payload_hits(conn: sqlite3.Connection, match: str, term: str, run: int | No
     """Artifacts whose payload text contains the term, each at the line it first occurs (at most `limit` payloads,
     best first, and `limit` artifacts of each), and how many other places match (at least)."""
     hits: list[Hit] = []
-    payloads, left = 0, 0
+    left = 0
+    each = max(1, min(limit, PER_PAYLOAD))
+    of_run = ("" if run is None else " AND p.hash IN (SELECT a.payload FROM sources s JOIN envelopes e ON "
+              "e.source_id = s.id JOIN artifacts a ON a.envelope_id = e.id WHERE s.run_id = ?)")
     cursor = conn.execute(f"SELECT p.hash, p.text FROM {PAYLOAD_INDEX} f JOIN payloads p ON p.id = f.rowid "
-                          f"WHERE {PAYLOAD_INDEX} MATCH ? ORDER BY f.rank", (match,))
+                          f"WHERE {PAYLOAD_INDEX} MATCH ?{of_run} ORDER BY f.rank", (match, *([run] if of_run else [])))
     for hash_, text in cursor:
-        if payloads >= limit:
+        if len(hits) >= limit:
             left += 1
             break
-        found = _artifact_hits(conn, hash_, text, term, run, limit + 1)
-        left += max(0, len(found) - limit)
-        hits += found[-limit:] if len(found) > limit else found
-        payloads += bool(found)
+        found = _artifact_hits(conn, hash_, text, term, run, each + 1)
+        left += max(0, len(found) - each)
+        hits += found[-each:]
     return hits, left
 
 
