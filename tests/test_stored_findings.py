@@ -77,19 +77,44 @@ def test_a_new_version_of_the_checks_makes_every_stored_finding_stale(tmp_path, 
         conn.close()
 
 
-def test_ingest_stores_the_findings_and_runs_reads_them(tmp_path):
+def test_the_first_list_over_runs_stores_the_findings_and_reads_them_after(tmp_path):
     path = tmp_path / "traces.db"
     result = CliRunner().invoke(cli, ["ingest", str(DATA / "graph_breaks"), "--db", str(path), "--silent"])
     assert result.exit_code == 0, result.output
+    conn = connect_read_only(path)
+    assert stale(conn) == [1]  # ingest stays lean: it computes no finding
+    conn.close()
+    listed = CliRunner().invoke(cli, ["runs", "--db", str(path)])
     conn = connect_read_only(path)
     try:
         assert stale(conn) == []
         kept = conn.execute(f"SELECT text FROM {TABLE} WHERE run_id = 1 ORDER BY position").fetchall()
     finally:
         conn.close()
-    listed = CliRunner().invoke(cli, ["runs", "--db", str(path)])
     worst = [text for (text,) in kept if "graph break" in text][0]
-    assert worst in listed.output
+    assert worst in listed.stdout
+
+
+def test_a_server_stores_what_its_pages_computed(fixtures_db, tmp_path):
+    import time
+
+    from tlindex.answers.findings.stored import BACKGROUND
+    from tlindex.pages.rows import Args
+    from tlindex.pages.runs import runs_data
+
+    path = copy_of(fixtures_db, tmp_path)
+    conn = connect_read_only(path)
+    try:
+        BACKGROUND.enabled = True
+        runs_data(conn, Args())  # computes the runs it shows, and has them stored meanwhile
+        for _ in range(300):
+            if not stale(conn, [run["id"] for run in runs_data(conn, Args())["runs"]]):
+                break
+            time.sleep(0.1)
+        assert stale(conn) == []
+    finally:
+        BACKGROUND.enabled = False
+        conn.close()
 
 
 def test_a_database_made_before_gets_its_findings_once_and_says_so(fixtures_db, tmp_path):

@@ -217,8 +217,6 @@ def ingest(paths: tuple[str, ...], db_path: str, run_label: str | None, replace:
                                    f"fixed)")
     finally:
         bar.close()
-    from tlindex.answers.findings.stored import store_findings
-    store_findings(db_path, run_ids=summary.runs)  # the new runs' findings, computed once, read by every list
     for problem in summary.problems:
         say(f"error: {problem}", err=True)
     for path, lines in summary.no_records:

@@ -126,6 +126,8 @@ def startup(datasette):
                 tables = datasette.config.setdefault("databases", {}).setdefault(name, {}).setdefault("tables", {})
                 tables.setdefault(MIGRATIONS_TABLE, {}).setdefault("hidden", True)
         for name in list(datasette.databases):
+            if await is_tlindex(datasette, name):
+                _store_findings_meanwhile(datasette.get_database(name))
             if await is_tlindex(datasette, name) and hasattr(datasette, "add_query"):
                 try:
                     for query_name, query in _canned_queries().items():
@@ -136,6 +138,28 @@ def startup(datasette):
                     log.exception("tlindex: could not register canned queries")
 
     return inner
+
+
+def _store_findings_meanwhile(database) -> None:
+    """A database whose file is writable and holds runs whose findings are not stored (made by an older tlindex, or
+    ingested since): they are stored in a thread of their own while the server answers (its pages compute the missing
+    ones meanwhile, and store them so too), said on stderr."""
+    from tlindex.answers.findings.stored import BACKGROUND
+
+    BACKGROUND.enabled = True
+    BACKGROUND.say = lambda text: log.warning("%s", text)
+    if getattr(database, "is_mutable", False) and getattr(database, "path", None):
+        conn = None
+        try:
+            from tlindex.store.db import connect_read_only
+
+            conn = connect_read_only(database.path)
+            BACKGROUND.store(conn)
+        except Exception:  # pages compute what is not stored: the server never fails on it
+            log.exception("tlindex: could not store the findings of %s", database.name)
+        finally:
+            if conn is not None:
+                conn.close()
 
 
 def _without_facet_suggestions(datasette, scope: dict) -> dict:

@@ -1,7 +1,8 @@
 """Each run's findings computed once and stored (`run_findings`), read by every list over runs.
 
-A run's findings depend on that run alone, so they are computed when it is written (`tlindex ingest`,
-`tlindex run`) and kept with a stamp of what they were computed from: the registry's `FINDINGS_VERSION`,
+A run's findings depend on that run alone, so they are computed once (by `tlindex run`, which prints them; by the
+first list over runs that reads them: `tlindex runs`, `findings`, `serve`, or the server in the background) and
+kept with a stamp of what they were computed from: the registry's `FINDINGS_VERSION`,
 the database's last migration, and the run's processes (how many, their bytes, the newest). Reading
 compares stamps, one query for any number of runs: a run whose stamp changed (more of its log ingested, a
 new tlindex, a migration) or that has none (a database made before) is computed again, and stored when
@@ -11,6 +12,7 @@ the connection may write (`refresh`). So what is stored never disagrees with wha
 from __future__ import annotations
 
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable
 
@@ -71,7 +73,39 @@ def stored_findings(conn: sqlite3.Connection, run_ids: Iterable[int]) -> dict[in
             out[run].append(_finding(run, tuple(row)))
     for run in old:
         out[run] = findings(conn, run)
+    if old and BACKGROUND.enabled:
+        BACKGROUND.store(conn)
     return out
+
+
+class Background:
+    """Stores stale findings in a thread of its own, one at a time per database, when a server reads them (the
+    plugin enables it): the request computes what it shows, the next ones read it stored."""
+
+    def __init__(self) -> None:
+        self.enabled, self.say = False, None
+        self._running: set[str] = set()
+        self._lock = threading.Lock()
+
+    def store(self, conn: sqlite3.Connection) -> None:
+        path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+        with self._lock:
+            if not path or path in self._running:
+                return
+            self._running.add(path)
+
+        def run() -> None:
+            try:
+                store_findings(path, self.say)
+            except Exception:  # pages compute what is not stored: never a failure of theirs
+                pass
+            finally:
+                with self._lock:
+                    self._running.discard(path)
+        threading.Thread(target=run, name="tlindex-findings", daemon=True).start()
+
+
+BACKGROUND = Background()
 
 
 def refresh(conn: sqlite3.Connection, run_ids: list[int] | None = None, progress=None) -> int:
