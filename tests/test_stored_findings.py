@@ -77,6 +77,20 @@ def test_a_new_version_of_the_checks_makes_every_stored_finding_stale(tmp_path, 
         conn.close()
 
 
+def test_a_check_registered_later_makes_every_stored_finding_stale(tmp_path, monkeypatch):
+    from tlindex.answers.findings import registry
+
+    path = tmp_path / "traces.db"
+    ingest(path, [str(DATA / "graph_breaks")], jobs=1)
+    store_findings(path)
+    monkeypatch.setitem(registry.CHECKS, "throwaway", registry.NOT_COMPUTED)
+    conn = connect_read_only(path)
+    try:
+        assert stale(conn) == [1]
+    finally:
+        conn.close()
+
+
 def test_the_first_list_over_runs_stores_the_findings_and_reads_them_after(tmp_path):
     path = tmp_path / "traces.db"
     result = CliRunner().invoke(cli, ["ingest", str(DATA / "graph_breaks"), "--db", str(path), "--silent"])
@@ -105,7 +119,7 @@ def test_a_server_stores_what_its_pages_computed(fixtures_db, tmp_path):
     path = copy_of(fixtures_db, tmp_path)
     conn = connect_read_only(path)
     try:
-        BACKGROUND.enabled = True
+        BACKGROUND.served.add(str(path.resolve()))  # as the plugin does for the databases it serves
         runs_data(conn, Args())  # computes the runs it shows, and has them stored meanwhile
         for _ in range(300):
             if not stale(conn, [run["id"] for run in runs_data(conn, Args())["runs"]]):
@@ -113,7 +127,7 @@ def test_a_server_stores_what_its_pages_computed(fixtures_db, tmp_path):
             time.sleep(0.1)
         assert stale(conn) == []
     finally:
-        BACKGROUND.enabled = False
+        BACKGROUND.served.discard(str(path.resolve()))
         conn.close()
 
 

@@ -144,11 +144,13 @@ def _store_findings_meanwhile(database) -> None:
     """A database whose file is writable and holds runs whose findings are not stored (made by an older tlindex, or
     ingested since): they are stored in a thread of their own while the server answers (its pages compute the missing
     ones meanwhile, and store them so too), said on stderr."""
+    from pathlib import Path
+
     from tlindex.answers.findings.stored import BACKGROUND
 
-    BACKGROUND.enabled = True
     BACKGROUND.say = lambda text: log.warning("%s", text)
     if getattr(database, "is_mutable", False) and getattr(database, "path", None):
+        BACKGROUND.served.add(str(Path(database.path).resolve()))
         conn = None
         try:
             from tlindex.store.db import connect_read_only

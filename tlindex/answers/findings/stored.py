@@ -11,10 +11,12 @@ the connection may write (`refresh`). So what is stored never disagrees with wha
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 import threading
 import time
 from collections.abc import Iterable
+from pathlib import Path
 
 from tlindex.answers.findings.registry import CHECKS, FAILED, FINDINGS_VERSION, NOT_COMPUTED, Finding, findings
 from tlindex.store.db import MIGRATIONS_TABLE, immediate
@@ -31,11 +33,18 @@ def has_store(conn: sqlite3.Connection) -> bool:
     return conn.execute("SELECT count(*) FROM sqlite_master WHERE name IN (?, ?)", (TABLE, STAMPS)).fetchone()[0] == 2
 
 
+def registry_version() -> str:
+    """The version of what the checks say: FINDINGS_VERSION and which checks are registered (one more is a change)."""
+    kinds = ",".join(sorted(CHECKS))
+    return f"{FINDINGS_VERSION}.{hashlib.md5(kinds.encode()).hexdigest()[:8]}"
+
+
 def stamps(conn: sqlite3.Connection, run_ids: list[int] | None = None) -> dict[int, str]:
     """What each run's findings would be computed from now (every run's when `run_ids` is None)."""
     migration = conn.execute(f"SELECT max(name) FROM {MIGRATIONS_TABLE}").fetchone()[0]
     where, params = ("", []) if run_ids is None else (f"WHERE r.id IN ({_marks(run_ids)})", list(run_ids))
-    return {run: f"{FINDINGS_VERSION}:{migration}:{count}:{size}:{newest}" for run, count, size, newest in conn.execute(
+    version = registry_version()
+    return {run: f"{version}:{migration}:{count}:{size}:{newest}" for run, count, size, newest in conn.execute(
         f"SELECT r.id, count(s.id), coalesce(sum(s.bytes), 0), max(s.id) FROM runs r LEFT JOIN sources s "
         f"ON s.run_id = r.id {where} GROUP BY r.id", params)}
 
@@ -73,7 +82,7 @@ def stored_findings(conn: sqlite3.Connection, run_ids: Iterable[int]) -> dict[in
             out[run].append(_finding(run, tuple(row)))
     for run in old:
         out[run] = findings(conn, run)
-    if old and BACKGROUND.enabled:
+    if old:
         BACKGROUND.store(conn)
     return out
 
@@ -83,14 +92,16 @@ class Background:
     plugin enables it): the request computes what it shows, the next ones read it stored."""
 
     def __init__(self) -> None:
-        self.enabled, self.say = False, None
+        self.served: set[str] = set()  # the database files a server serves (only their findings are stored so)
+        self.say = None
         self._running: set[str] = set()
         self._lock = threading.Lock()
 
     def store(self, conn: sqlite3.Connection) -> None:
         path = next((row[2] for row in conn.execute("PRAGMA database_list") if row[1] == "main"), "")
+        path = str(Path(path).resolve()) if path else ""
         with self._lock:
-            if not path or path in self._running:
+            if not path or path not in self.served or path in self._running:
                 return
             self._running.add(path)
 
@@ -147,8 +158,6 @@ def store_findings(db_path, say=None, run_ids: list[int] | None = None) -> int:
     `db_path` whose stored ones are stale (on the first use of a database made before they were stored, `say`
     tells that once); how many. A database that cannot be written is left as it is: its findings are computed when
     read."""
-    from pathlib import Path
-
     from tlindex.store.db import connect_read_only, write_database
 
     if not Path(db_path).is_file():  # nothing was ingested: no database made
