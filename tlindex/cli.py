@@ -746,13 +746,11 @@ def serve(ctx: click.Context, db: str | None, host: str | None, port: int | None
 
     from datasette.cli import serve as datasette_serve
 
-    from tlindex.answers.findings.stored import store_findings
     from tlindex.serve import DEFAULT_HOST, Served, open_when_answering, passes_through, pick_port, scheme_of, write_marker
     from tlindex.stopping import relay
     from tlindex.store.db import existing_database
 
     path = existing_database(db or os.environ.get("TLINDEX_DB", DEFAULT_DB))
-    store_findings(path, lambda text: say(text, err=True))  # a database made before they were stored: once
     args = list(ctx.args)
     if passes_through(args):  # no server on a port: nothing to pick, print or find
         given = [*(["-h", host] if host is not None else []), *(["-p", str(port)] if port is not None else []),
