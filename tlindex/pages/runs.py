@@ -3,6 +3,7 @@ lists of the command line."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import shlex
@@ -63,9 +64,12 @@ def day(name: str, text: str | None) -> str | None:
     """A YYYY-MM-DD argument, or UsageError (400)."""
     if not text:
         return None
-    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
-        raise UsageError(f"{name} must be a day as YYYY-MM-DD, not {text[:40]!r}")
-    return text
+    try:
+        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+            raise ValueError
+        return datetime.date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise UsageError(f"{name} must be a day as YYYY-MM-DD, not {text[:40]!r}") from None
 
 
 def listed_runs(conn: sqlite3.Connection, chosen: RunFilter, page: int | None, size: int = PAGE_SIZE) -> dict:
