@@ -619,19 +619,20 @@ def label_command(run: str, new_label: str, db_path: str) -> None:
 @gate_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run_command(db_path: str, label: str | None, trace_dir: str | None, keep_trace: bool, baseline: str | None,
-                fail_on, command: tuple[str, ...]) -> None:
+                fail_on, allow_unjudged: bool, command: tuple[str, ...]) -> None:
     """Run COMMAND with TORCH_TRACE set, then ingest what it wrote as one run and say what is wrong.
 
     `tlindex run -- python train.py` or `tlindex run -- torchrun --nproc-per-node 2 train.py`. Exits
     with COMMAND's exit code (128 + the signal when it was killed); Ctrl-C goes to COMMAND. With --fail-on,
-    the new run is judged as `tlindex trend` judges its newest run: COMMAND's exit code when it is not 0, else
-    1 when a bound is crossed (or no run was written), else 0.
+    the new run is judged as `tlindex trend` judges a run: COMMAND's exit code when it is not 0, else 1 when a
+    bound is crossed or something could not be judged (no run written, no compile finished, a metric not logged;
+    --allow-unjudged lets those pass), else 0.
     """
     from pathlib import Path
 
     from tlindex.run import GateCheck, run_traced
 
-    check = GateCheck.prepare(Path(db_path), baseline, fail_on) if (baseline or fail_on) else None
+    check = GateCheck.prepare(Path(db_path), baseline, fail_on, allow_unjudged) if (baseline or fail_on) else None
     sys.exit(run_traced(Path(db_path), list(command), label=label,
                         trace_dir=Path(trace_dir) if trace_dir else None, keep_trace=keep_trace,
                         echo=lambda text: say(text, err=True), gate=check))
@@ -733,15 +734,19 @@ def serve(ctx: click.Context, db: str | None, host: str | None, port: int | None
 @db_option
 @click.option("--label", "label_prefix", metavar="PREFIX", help="Only runs whose label starts with PREFIX")
 @click.option("--json", "as_json", is_flag=True, help="Print the runs' health as a JSON list")
+@click.option("--run", "judged", metavar="RUN", help="The run compared with --baseline and judged by --fail-on "
+              "[default: the run ingested last of those shown]")
 @gate_options
-def trend_command(runs: tuple[str, ...], db_path: str, label_prefix: str | None, as_json: bool, baseline: str | None,
-                  fail_on) -> None:
+def trend_command(runs: tuple[str, ...], db_path: str, label_prefix: str | None, as_json: bool, judged: str | None,
+                  baseline: str | None, fail_on, allow_unjudged: bool) -> None:
     """Compile health run after run, oldest first: compiles, recompiles, failures, graph breaks, restarts, compile
     time (Dynamo, AOTAutograd, Inductor, backward, autotuning), guards, cache hits and misses.
 
-    RUNS are ids, labels or unique label prefixes (default: every run). With --fail-on, the newest run shown is
-    judged (against --baseline for signed bounds): exit 1 naming each bound crossed and the compiles that changed
-    most, 0 when none is; a malformed --fail-on is a usage error (exit 2).
+    RUNS are ids, labels or unique label prefixes (default: every run). With --fail-on, the run --run names, else
+    the run ingested last of those shown (not the newest by its logs' clocks), is judged (against --baseline for
+    signed bounds): exit 1 naming each bound crossed and the compiles that changed most, or what could not be judged
+    (the baseline itself, a run that finished no compile, a metric not logged; --allow-unjudged lets those pass),
+    0 otherwise; a malformed --fail-on is a usage error (exit 2).
     """
     import json
 
@@ -752,7 +757,7 @@ def trend_command(runs: tuple[str, ...], db_path: str, label_prefix: str | None,
 
     conn = read_db(db_path)
     try:
-        result = trend(conn, runs, label_prefix, baseline, fail_on)
+        result = trend(conn, runs, label_prefix, baseline, fail_on, judged, allow_unjudged)
     finally:
         conn.close()
     if fail_on and not result.rows:

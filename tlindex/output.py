@@ -153,7 +153,10 @@ def fail_on_value(ctx: click.Context, param: click.Parameter, value: tuple[str, 
 
 
 def gate_options(fn):
-    """--baseline and --fail-on, as `trend` and `run` take them (tlindex.answers.gate)."""
+    """--baseline, --fail-on and --allow-unjudged, as `trend` and `run` take them (tlindex.answers.gate)."""
+    fn = click.option("--allow-unjudged", is_flag=True,
+                      help="Pass what the gate cannot judge (a metric not logged, a run that finished no compile, "
+                           "a run judged against itself) instead of failing")(fn)
     fn = click.option("--fail-on", "fail_on", multiple=True, callback=fail_on_value, metavar="CLAUSES",
                       help="Exit 1 when a bound is crossed: METRIC OP BOUND, comma-separated (repeatable), e.g. "
                            "'compile_time>+20%,recompiles>+0,failures>0'; a signed bound is a change against "
