@@ -582,16 +582,22 @@ def _writable(db_path: str) -> sqlite3.Connection:
 @click.argument("runs", nargs=-1, required=True)
 @db_option
 def rm_command(runs: tuple[str, ...], db_path: str) -> None:
-    """Delete runs (ids, labels or unique label prefixes) and every row that is only theirs, in one transaction."""
+    """Delete runs (ids, labels or unique label prefixes) and every row that is only theirs, in one transaction.
+
+    Each run deleted is named with its id and label; a name that matches several runs deletes nothing."""
+    from tlindex.answers.names import resolve_run
     from tlindex.ingest.runs import remove_runs
 
     db = _writable(db_path)
     try:
-        removed = remove_runs(db, [run_id_of(db, name) for name in runs])
+        named = {run["id"]: run["label"] for run in (resolve_run(db, name) for name in runs)}
+        removed = remove_runs(db, list(named))
     finally:
         db.close()
-    click.echo(f"removed {removed['runs']} run{'s' * (removed['runs'] != 1)}: {removed['sources']} processes, "
-               f"{removed['files']} log files", err=True)
+    for run_id, label in sorted(named.items()):
+        say(f"removed run {run_id} {label}", err=True)
+    say(f"removed {removed['runs']} run{'s' * (removed['runs'] != 1)}: {removed['sources']} processes, "
+        f"{removed['files']} log files", err=True)
 
 
 @cli.command(name="label")

@@ -71,6 +71,17 @@ def _cell(value, limit: int | None) -> object:
     return value
 
 
+TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def tsv_cell(value: object) -> str:
+    """A value as a TSV cell, one line whatever it holds: a backslash, tab, newline or carriage return is written as
+    a backslash and \\, t, n or r (as PostgreSQL's COPY text format); other control characters as for a terminal."""
+    if value is None:
+        return ""
+    return terminal_safe(str(value).translate(TSV_ESCAPES)) if isinstance(value, str) else str(value)
+
+
 def emit(columns: list[str], rows: Iterable[tuple], *, as_table=False, fmt="simple", as_csv=False,
          as_tsv=False, as_nl=False, out: TextIO | None = None, **_: object) -> None:
     """Write rows in the chosen format (JSON array by default) to `out` (stdout)."""
@@ -83,9 +94,13 @@ def emit(columns: list[str], rows: Iterable[tuple], *, as_table=False, fmt="simp
 
         out.write(tabulate.tabulate([[_cell(v, TABLE_CELL_CHARS) for v in row] for row in rows],
                                     headers=columns, tablefmt=fmt) + "\n")
-    elif as_csv or as_tsv:
+    elif as_tsv:  # one row, one line: what a value holds of tabs and line ends is escaped, never written raw
+        out.write("\t".join(tsv_cell(column) for column in columns) + "\n")
+        for row in rows:
+            out.write("\t".join(tsv_cell(value) for value in row) + "\n")
+    elif as_csv:
         # control characters escaped (ESC, BEL: what a terminal acts on); a newline stays, quoted as CSV does
-        writer = csv.writer(out, delimiter="\t" if as_tsv else ",", lineterminator="\n")
+        writer = csv.writer(out, delimiter=",", lineterminator="\n")
         writer.writerow([terminal_safe(column) for column in columns])
         writer.writerows([terminal_safe(v) if isinstance(v, str) else v for v in row] for row in rows)
     elif as_nl:

@@ -310,9 +310,10 @@ def _unique_label(db_path: Path, wanted: str) -> str:
     """The label, made unique among the database's runs (a command run twice makes two runs)."""
     import sqlite3
 
+    from tlindex.ingest.runs import normalize_label
     from tlindex.store.db import connect_read_only
 
-    wanted = wanted[:200]
+    wanted = normalize_label(wanted[:200])
     if re.fullmatch(r"\s*[-+]?\d+\s*", wanted):  # a command line that reads as a run id (check_label)
         wanted = f"run {wanted.strip()}"
     if not db_path.exists():

@@ -239,7 +239,7 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
     """
     started = time.perf_counter()
     if run_label is not None:
-        check_label(run_label)  # ValueError before any work
+        run_label = check_label(run_label)  # normalized; UsageError before any work
     summary = IngestSummary()
     files, summary.problems = discover(paths)
     if not files:

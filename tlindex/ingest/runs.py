@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import unicodedata
 from pathlib import Path
 
 from tlindex.errors import TlindexError, UsageError
@@ -124,7 +125,10 @@ def _group_directory(conn: sqlite3.Connection, directory: str) -> set[int]:
             run_id = existing[0]
         else:
             start = min((first for *_, first, _ in group if first), default="")
-            base = f"{Path(directory).name}@{start[:19]}" if start else Path(directory).name
+            name = normalize_label(Path(directory).name)
+            base = f"{name}@{start[:19]}" if start else name
+            if not base.strip() or re.fullmatch(r"[-+]?\d+", base.strip()):  # would print as nothing, or as an id
+                base = f"run {base.strip()}".strip()
             run_id = conn.execute("INSERT INTO runs (label) VALUES (?)",
                                   (_unique_label(conn, base),)).lastrowid
         conn.executemany("UPDATE sources SET run_id = ? WHERE id = ? AND run_id IS NULL",
@@ -238,13 +242,28 @@ def _refresh_run(conn: sqlite3.Connection, run_id: int) -> None:
         WHERE id = ?""", (run_id,))
 
 
+# Characters that print as nothing: format characters (bidi controls such as U+202E, zero-width spaces and joiners,
+# the byte-order mark, ...) and the fillers that fonts draw blank.
+INVISIBLE_FILLERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def normalize_label(text: str) -> str:
+    """A label as it is kept and compared: NFC, without characters that print as nothing or turn the text around
+    (a label "5\u200b" would print as the run id 5; "\u202e" would print the rest backwards)."""
+    return "".join(c for c in unicodedata.normalize("NFC", text)
+                   if unicodedata.category(c) != "Cf" and c not in INVISIBLE_FILLERS)
+
+
 def check_label(label: str) -> str:
-    """A label a run may carry, else UsageError: not empty, and not a whole number (it would read as a run id)."""
+    """A label a run may carry, normalized (normalize_label), else UsageError: not empty, and not a whole number
+    once normalized (it would print as, and read as, a run id)."""
+    given, label = label, normalize_label(label)
     if not label.strip():
-        raise UsageError("a run's label cannot be empty")
+        raise UsageError(f"a run's label cannot be empty ({given!r} prints as nothing)" if given.strip()
+                         else "a run's label cannot be empty")
     if re.fullmatch(r"[-+]?\d+", label.strip()):
-        raise UsageError(f"a run's label cannot be a whole number ({label.strip()!r} names run ids); "
-                         f"give it a word, e.g. 'run {label.strip()}'")
+        raise UsageError(f"a run's label cannot be a whole number ({given!r} prints as {label.strip()!r}, which names "
+                         f"a run id); give it a word, e.g. 'run {label.strip()}'")
     return label
 
 
@@ -316,7 +335,7 @@ def record_facts(conn: sqlite3.Connection, run_id: int, facts: dict) -> None:
 
 def rename_run(conn: sqlite3.Connection, run_id: int, label: str) -> None:
     """Give a run a new label (labels are unique: another run's label is refused; see check_label)."""
-    check_label(label)
+    label = check_label(label)
     with immediate(conn):
         taken = conn.execute("SELECT id FROM runs WHERE label = ? AND id != ?", (label, run_id)).fetchone()
         if taken:
