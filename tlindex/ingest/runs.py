@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 
 from tlindex.errors import TlindexError, UsageError
@@ -51,35 +52,93 @@ def _unique_label(conn: sqlite3.Connection, base: str) -> str:
     return label
 
 
-def assign_runs(conn: sqlite3.Connection, label: str | None = None, changed_files: tuple[int, ...] = ()) -> list[int]:
-    """Give every source without a run its run; return the runs touched. One transaction.
+class Attacher:
+    """Each merged file's new sources attached to a run in the merge's own transaction (merge's `attach` hook), so
+    that no source is ever visible without a run: to the run of `label`, else to a provisional run of this ingest
+    for the file's directory (runs.ingest = `ingest`, this ingest's staging folder), regrouped by `assign_runs`."""
 
-    The runs of `changed_files` (continued logs: their sources keep their run) are refreshed too.
+    def __init__(self, label: str | None, ingest: str):
+        self.label, self.ingest = label, ingest
+        self.touched: set[int] = set()  # the runs of `label` attached to
+
+    def __call__(self, conn: sqlite3.Connection, file_id: int) -> None:
+        if self.label is not None:
+            run_id = _run_for_label(conn, self.label)
+            self.touched.add(run_id)
+        else:
+            (directory,) = conn.execute("SELECT directory FROM main.files WHERE id = ?", (file_id,)).fetchone()
+            row = conn.execute("SELECT id FROM main.runs WHERE ingest = ? AND directory = ?",
+                               (self.ingest, directory)).fetchone()
+            run_id = row[0] if row else conn.execute(
+                "INSERT INTO main.runs (label, directory, ingest) VALUES (?, ?, ?)",
+                (_unique_label(conn, f"{normalize_label(Path(directory).name)} (ingest not finished)"), directory,
+                 self.ingest)).lastrowid
+        conn.execute("UPDATE main.sources SET run_id = ? WHERE file_id = ? AND run_id IS NULL", (run_id, file_id))
+        conn.execute("UPDATE main.compiles SET run_id = ? WHERE run_id IS NULL AND source_id IN "
+                     "(SELECT id FROM main.sources WHERE file_id = ?)", (run_id, file_id))
+        _refresh_run(conn, run_id)
+
+
+def _detach(conn: sqlite3.Connection, runs: str, params: tuple) -> None:
+    """The provisional runs selected by `runs` (SQL) undone: their sources and compiles back to no run (for
+    assign_runs to group in the same transaction), the runs gone."""
+    conn.execute(f"UPDATE compiles SET run_id = NULL WHERE run_id IN ({runs})", params)
+    conn.execute(f"UPDATE sources SET run_id = NULL WHERE run_id IN ({runs})", params)
+    conn.execute(f"DELETE FROM runs WHERE id IN ({runs})", params)
+
+
+def regroup_stopped(conn: sqlite3.Connection, live: Callable[[], set[str]]) -> list[int]:
+    """The provisional runs of ingests that are gone (`live()`: the staging folders of the ingests still running,
+    asked while this holds the write lock, so no ingest merges in between) grouped as an ingest groups its sources,
+    and any source an older tlindex left without a run; the runs made. One transaction."""
+    with immediate(conn):
+        running = live()
+        stopped = tuple(row[0] for row in conn.execute("SELECT DISTINCT ingest FROM runs WHERE ingest IS NOT NULL")
+                        if row[0] not in running)
+        if not stopped and not conn.execute("SELECT 1 FROM sources WHERE run_id IS NULL LIMIT 1").fetchone():
+            return []
+        return _assign(conn, None, regroup=stopped)
+
+
+def assign_runs(conn: sqlite3.Connection, label: str | None = None, changed_files: tuple[int, ...] = (),
+                touched_runs: tuple[int, ...] = (), regroup: tuple[str, ...] = ()) -> list[int]:
+    """Give every source without a run its run, the provisional runs of the ingests `regroup` names first undone
+    (their sources grouped as if never attached); return the runs touched. One transaction.
+
+    With `label`, sources without a run are not taken (an ingest with a label attached its own as it merged them:
+    a source without a run is another's); `touched_runs` and the runs of `changed_files` (continued logs: their
+    sources keep their run) are refreshed.
     """
     with immediate(conn):
-        # Runs whose sources were all replaced (--replace) give their labels back first.
-        conn.execute("DELETE FROM runs WHERE id NOT IN (SELECT run_id FROM sources WHERE run_id IS NOT NULL)")
-        pending = conn.execute(
-            "SELECT s.id, f.directory FROM sources s JOIN files f ON f.id = s.file_id WHERE s.run_id IS NULL"
-        ).fetchall()
-        touched: set[int] = {run_id for (run_id,) in conn.execute(
-            f"SELECT DISTINCT run_id FROM sources WHERE run_id IS NOT NULL AND file_id IN "
-            f"({', '.join('?' * len(changed_files))})", changed_files)} if changed_files else set()
-        if label is not None and pending:
-            run_id = _run_for_label(conn, label)
-            conn.executemany("UPDATE sources SET run_id = ? WHERE id = ?", [(run_id, s) for s, _ in pending])
-            touched.add(run_id)
-        elif pending:
-            directories = sorted({directory for _, directory in pending})
-            for directory in directories:
-                touched |= _group_directory(conn, directory)
-        conn.execute(
-            "UPDATE compiles SET run_id = (SELECT run_id FROM sources WHERE sources.id = compiles.source_id) "
-            "WHERE run_id IS NULL OR run_id IS NOT (SELECT run_id FROM sources WHERE sources.id = compiles.source_id)")
-        _resolve_cross_file_strings(conn)
-        for run_id in touched:
-            _refresh_run(conn, run_id)
-        conn.execute("DELETE FROM runs WHERE id NOT IN (SELECT run_id FROM sources WHERE run_id IS NOT NULL)")
+        return _assign(conn, label, changed_files, touched_runs, regroup)
+
+
+def _assign(conn: sqlite3.Connection, label: str | None = None, changed_files: tuple[int, ...] = (),
+            touched_runs: tuple[int, ...] = (), regroup: tuple[str, ...] = ()) -> list[int]:
+    """assign_runs' work, in the caller's transaction."""
+    if regroup:
+        _detach(conn, f"SELECT id FROM runs WHERE ingest IN ({', '.join('?' * len(regroup))})", regroup)
+    # Runs whose sources were all replaced (--replace) give their labels back first.
+    conn.execute("DELETE FROM runs WHERE id NOT IN (SELECT run_id FROM sources WHERE run_id IS NOT NULL)")
+    pending = conn.execute(
+        "SELECT s.id, f.directory FROM sources s JOIN files f ON f.id = s.file_id WHERE s.run_id IS NULL"
+    ).fetchall() if label is None else []
+    touched: set[int] = {run_id for (run_id,) in conn.execute(
+        f"SELECT DISTINCT run_id FROM sources WHERE run_id IS NOT NULL AND file_id IN "
+        f"({', '.join('?' * len(changed_files))})", changed_files)} if changed_files else set()
+    touched |= {run for run in touched_runs
+                if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run,)).fetchone()}
+    if pending:
+        directories = sorted({directory for _, directory in pending})
+        for directory in directories:
+            touched |= _group_directory(conn, directory)
+    conn.execute(
+        "UPDATE compiles SET run_id = (SELECT run_id FROM sources WHERE sources.id = compiles.source_id) "
+        "WHERE run_id IS NULL OR run_id IS NOT (SELECT run_id FROM sources WHERE sources.id = compiles.source_id)")
+    _resolve_cross_file_strings(conn)
+    for run_id in touched:
+        _refresh_run(conn, run_id)
+    conn.execute("DELETE FROM runs WHERE id NOT IN (SELECT run_id FROM sources WHERE run_id IS NOT NULL)")
     return sorted(touched)
 
 
