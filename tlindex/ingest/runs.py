@@ -101,20 +101,20 @@ def regroup_stopped(conn: sqlite3.Connection, live: Callable[[], set[str]]) -> l
 
 
 def assign_runs(conn: sqlite3.Connection, label: str | None = None, changed_files: tuple[int, ...] = (),
-                touched_runs: tuple[int, ...] = (), regroup: tuple[str, ...] = ()) -> list[int]:
+                touched_runs: tuple[int, ...] = (), regroup: tuple[str, ...] = (), all_mine: bool = False) -> list[int]:
     """Give every source without a run its run, the provisional runs of the ingests `regroup` names first undone
     (their sources grouped as if never attached); return the runs touched. One transaction.
 
     With `label`, sources without a run are not taken (an ingest with a label attached its own as it merged them:
-    a source without a run is another's); `touched_runs` and the runs of `changed_files` (continued logs: their
-    sources keep their run) are refreshed.
+    a source without a run is another's) unless `all_mine` (a database only this caller writes: Spark's driver);
+    `touched_runs` and the runs of `changed_files` (continued logs: their sources keep their run) are refreshed.
     """
     with immediate(conn):
-        return _assign(conn, label, changed_files, touched_runs, regroup)
+        return _assign(conn, label, changed_files, touched_runs, regroup, all_mine)
 
 
 def _assign(conn: sqlite3.Connection, label: str | None = None, changed_files: tuple[int, ...] = (),
-            touched_runs: tuple[int, ...] = (), regroup: tuple[str, ...] = ()) -> list[int]:
+            touched_runs: tuple[int, ...] = (), regroup: tuple[str, ...] = (), all_mine: bool = False) -> list[int]:
     """assign_runs' work, in the caller's transaction."""
     if regroup:
         _detach(conn, f"SELECT id FROM runs WHERE ingest IN ({', '.join('?' * len(regroup))})", regroup)
@@ -122,13 +122,17 @@ def _assign(conn: sqlite3.Connection, label: str | None = None, changed_files: t
     conn.execute("DELETE FROM runs WHERE id NOT IN (SELECT run_id FROM sources WHERE run_id IS NOT NULL)")
     pending = conn.execute(
         "SELECT s.id, f.directory FROM sources s JOIN files f ON f.id = s.file_id WHERE s.run_id IS NULL"
-    ).fetchall() if label is None else []
+    ).fetchall() if label is None or all_mine else []
     touched: set[int] = {run_id for (run_id,) in conn.execute(
         f"SELECT DISTINCT run_id FROM sources WHERE run_id IS NOT NULL AND file_id IN "
         f"({', '.join('?' * len(changed_files))})", changed_files)} if changed_files else set()
     touched |= {run for run in touched_runs
                 if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run,)).fetchone()}
-    if pending:
+    if pending and label is not None:
+        run_id = _run_for_label(conn, label)
+        conn.executemany("UPDATE sources SET run_id = ? WHERE id = ?", [(run_id, s) for s, _ in pending])
+        touched.add(run_id)
+    elif pending:
         directories = sorted({directory for _, directory in pending})
         for directory in directories:
             touched |= _group_directory(conn, directory)
