@@ -499,15 +499,17 @@ def parquet(out_dir: str, db_path: str, tables: tuple[str, ...], replace: bool) 
 @click.argument("out", type=click.Path(dir_okay=False, allow_dash=True))
 @db_option
 @click.option("--run", "run_name", required=True, help="The run (id, label, log directory or unique label prefix)")
-def chromium(out: str, db_path: str, run_name: str) -> None:
+@click.option("--replace", is_flag=True, help="Overwrite OUT when it is a file tlindex did not write")
+def chromium(out: str, db_path: str, run_name: str, replace: bool) -> None:
     """Write a run's chromium events as one trace for Perfetto or chrome://tracing (OUT, - for stdout).
 
-    Each rank is a process; spans carry the args of their begin and end events.
+    Each rank is a process; spans carry the args of their begin and end events. An existing OUT that is not a
+    trace tlindex wrote is refused without --replace.
     """
     from pathlib import Path
 
-    from tlindex.formats.chromium import trace_chunks
-    from tlindex.owned import write_whole
+    from tlindex.formats.chromium import HEAD, trace_chunks
+    from tlindex.owned import check_file, write_whole
 
     conn = read_db(db_path)
     try:
@@ -516,7 +518,9 @@ def chromium(out: str, db_path: str, run_name: str) -> None:
             for chunk in trace_chunks(conn, run_id):
                 sys.stdout.buffer.write(chunk)
         else:  # written beside OUT, moved in when whole: stopped or failing midway, OUT is as it was
-            write_whole(Path(out), trace_chunks(conn, run_id))
+            check = lambda: check_file(Path(out), HEAD, "chromium trace", replace)  # noqa: E731
+            check()  # before the work, and again before OUT is replaced
+            write_whole(Path(out), trace_chunks(conn, run_id), head=HEAD, check=check)
     finally:
         conn.close()
 
