@@ -218,3 +218,20 @@ def test_tsv_writes_no_raw_newline_or_tab_from_a_value(tmp_path):
     result = CliRunner().invoke(cli, ["query", "select id, label from runs", "--db", str(db), "--tsv"])
     assert result.exit_code == 0
     assert result.output.splitlines() == ["id\tlabel", "1\ttwo\\nlines\\tand a tab \\\\ backslash"]
+
+
+def test_no_bidi_control_reaches_the_terminal_from_a_folder_name(tmp_path):
+    """A log folder named with a right-to-left override: its run's label loses it at the door, and whatever else
+    prints the folder (the runs' directory, an error) shows it as <U+202E>, never raw."""
+    folder = tmp_path / "run\u202egol.py"
+    folder.mkdir()
+    shutil.copy(LOGS[1], folder)
+    db = tmp_path / "t.db"
+    ingest(db, [str(folder)], jobs=1)
+    assert "\u202e" not in _runs(db)[0][1]
+    for args in (["runs", "--db", str(db)], ["findings", str(folder) + "x", "--db", str(db)],
+                 ["query", "select directory from runs", "--db", str(db), "-t"]):
+        result = CliRunner().invoke(cli, args)
+        assert "\u202e" not in result.output, args
+    shown = CliRunner().invoke(cli, ["query", "select directory from runs", "--db", str(db), "--tsv"])
+    assert "run<U+202E>gol.py" in shown.output

@@ -51,10 +51,17 @@ def _shown(char: str) -> str:
     return "^?" if code == 0x7f else "^" + chr(code + 64)
 
 
+# Characters that reorder what follows them on a terminal (bidi embeddings, overrides, isolates and marks).
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def terminal_safe(text: str) -> str:
     """Text for a terminal: control characters other than newline and tab shown as `cat -v` shows
-    them (^[ for ESC), so a log cannot set the window title, the clipboard or links through them."""
-    return _CONTROL.sub(lambda match: _shown(match.group(0)), text)
+    them (^[ for ESC), so a log cannot set the window title, the clipboard or links through them; and bidi
+    controls as <U+202E>, so that a name cannot print backwards (labels lose them at the door; folder names and
+    logs keep theirs)."""
+    text = _CONTROL.sub(lambda match: _shown(match.group(0)), text)
+    return _BIDI.sub(lambda match: f"<U+{ord(match.group(0)):04X}>", text) if not text.isascii() else text
 
 
 def terminal_line(text: str) -> str:
