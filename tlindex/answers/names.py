@@ -21,15 +21,19 @@ SHOWN = 10  # matches listed in an error
 COMPILE_RE = re.compile(r"^\s*(?:(?P<run>.+):)?\[?(?P<id>!?\d+(?:/\d+){0,2}|-/-)\]?(?:@(?P<rank>-?\d+))?\s*$")
 
 
-def _run_rows(conn: sqlite3.Connection) -> tuple[list[tuple[int, str]], dict[int, set[str]]]:
-    """Every run (id, label), oldest first, and the log folders of each (its row's, and each of its files')."""
-    rows = conn.execute("SELECT id, label, directory FROM runs ORDER BY start_time, id").fetchall()
-    folders: dict[int, set[str]] = {run: {directory} for run, _, directory in rows if directory}
-    for run, directory in conn.execute("SELECT DISTINCT s.run_id, f.directory FROM sources s "
-                                       "JOIN files f ON f.id = s.file_id WHERE s.run_id IS NOT NULL"):
-        if directory:
-            folders.setdefault(run, set()).add(directory)
-    return [(run, label) for run, label, _ in rows], folders
+def _folders(conn: sqlite3.Connection, folder: str) -> dict[int, set[str]]:
+    """The log folders of the runs whose folders could be `folder` (its row's, and each of its files'): only those
+    whose path holds the folder's last name are read (a scan of the files' folders, not of every process)."""
+    needle = os.path.basename(folder)
+    if not needle:
+        return {}
+    folders: dict[int, set[str]] = {}
+    for run, directory in [*conn.execute("SELECT id, directory FROM runs WHERE instr(directory, ?) > 0", (needle,)),
+                           *conn.execute("SELECT DISTINCT s.run_id, f.directory FROM files f JOIN sources s ON "
+                                         "s.file_id = f.id WHERE instr(f.directory, ?) > 0 AND s.run_id IS NOT NULL",
+                                         (needle,))]:
+        folders.setdefault(run, set()).add(directory)
+    return folders
 
 
 def run_matches(conn: sqlite3.Connection, name: str) -> dict[int, list[str]]:
@@ -44,7 +48,8 @@ def run_matches(conn: sqlite3.Connection, name: str) -> dict[int, list[str]]:
         return {found[0]: ["id"]} if found else {}
     folder = text.rstrip("/\\")
     path = os.path.abspath(folder).rstrip("/") if folder else None
-    runs, folders = _run_rows(conn)
+    runs = conn.execute("SELECT id, label FROM runs ORDER BY start_time, id").fetchall()
+    folders = _folders(conn, folder)
     found: dict[int, list[str]] = {}
     for run, label in runs:
         ways = []
