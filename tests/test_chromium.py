@@ -91,7 +91,8 @@ def test_cli_leaves_no_half_trace_when_it_fails_midway(fixtures_db, tmp_path, mo
     (run,) = scenario_run(connect(fixtures_db), "ddp_2ranks")
     out = tmp_path / "trace.json"
     out.write_text("an earlier trace")
-    result = CliRunner().invoke(cli, ["export", "chromium", str(out), "--db", str(fixtures_db), "--run", str(run)])
+    result = CliRunner().invoke(cli, ["export", "chromium", str(out), "--db", str(fixtures_db), "--run", str(run),
+                                      "--replace"])
     assert result.exit_code != 0 and isinstance(result.exception, sqlite3.OperationalError)
     assert out.read_text() == "an earlier trace"  # written beside it, never moved in: OUT is as it was
     assert [p.name for p in tmp_path.iterdir()] == ["trace.json"]  # and nothing is left beside it

@@ -129,11 +129,21 @@ def _day(fixtures_db, row: dict) -> int:
 
 def test_nothing_crossed_exits_0(fixtures_db):
     days = series(fixtures_db)
-    for args in (["--baseline", str(days[3]["run_id"]), "--fail-on", FAIL_ON],  # the newest against itself
+    for args in (["--baseline", str(days[3]["run_id"]), "--fail-on", FAIL_ON, "--allow-unjudged"],  # itself, allowed
                  ["--fail-on", "failures>0"]):
         result = CliRunner().invoke(cli, ["trend", "--db", str(fixtures_db), "--label", "series@", *args])
         assert result.exit_code == 0, result.output
         assert "no bound crossed" in result.output
+
+
+def test_a_run_judged_against_itself_fails_unless_allowed(fixtures_db):
+    """Reproduction: the run ingested last was the baseline, and the gate said "no bound crossed", exit 0."""
+    days = series(fixtures_db)
+    result = CliRunner().invoke(cli, ["trend", "--db", str(fixtures_db), "--label", "series@", "--baseline",
+                                      str(days[3]["run_id"]), "--fail-on", FAIL_ON])
+    assert result.exit_code == 1, result.output
+    assert f"NOT JUDGED: run {days[3]['run_id']} is the baseline itself" in result.output
+    assert "(ingested last)" in result.output and "FAILED" in result.output
 
 
 def test_with_json_stdout_stays_one_document(fixtures_db):
@@ -189,7 +199,7 @@ def test_run_exits_with_the_command_code_else_the_gate(day0_db):
     assert "CROSSED: graph_breaks>+0" in crossed.output and "compiles that changed most" in crossed.output
     assert _run(day0_db, 3, [later]).exit_code == 3
     same = _run(day0_db, 0, [SERIES[_first_day()]], fail_on="recompiles>+0,graph_breaks>+0,failures>0")
-    assert same.exit_code == 0 and "no bound crossed" in same.output
+    assert same.exit_code == 0 and "no bound crossed" in same.output and "(just made)" in same.output
     nothing = _run(day0_db, 0, [])
     assert nothing.exit_code == 1 and "gate: no run to judge" in nothing.output
 

@@ -161,3 +161,140 @@ def test_a_marker_is_exactly_tlindex_s(tmp_path):
     else:
         raise AssertionError("removed a folder that is not tlindex's")
     assert linked.exists()
+
+
+# --- single files, partial outputs, links and what is kept of lines that are not trace lines (issue 46) --------------
+
+def file_outputs(group=cli, prefix: str = ""):
+    """Every command argument or option that names one file tlindex writes (a click.Path that is not a folder)."""
+    import click
+
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            yield from file_outputs(command, f"{prefix}{name} ")
+            continue
+        for param in command.params:
+            if isinstance(param.type, click.Path) and not param.type.dir_okay and param.type.writable is not True:
+                yield f"{prefix}{name}", param.name
+
+
+def test_every_single_file_output_refuses_a_file_it_did_not_make(fixtures_db, tmp_path):
+    """Reproduction: `export chromium train.py --run 1` overwrote the user's train.py with JSON, exit 0. Each
+    single-file output of the command line (derived from its options) refuses a file it did not make, names it in
+    one line and leaves it as it was; --replace overwrites it; a trace tlindex wrote is replaced without it."""
+    owned_elsewhere = {"db_path": "the database: one tlindex did not make is refused (tlindex.store.db)"}
+    assert sorted((c, p) for c, p in file_outputs() if p not in owned_elsewhere) == [("export chromium", "out")]
+    (run,) = scenario_run(connect(fixtures_db), "ddp_2ranks")
+    train = tmp_path / "train.py"
+    train.write_text("import torch\n")
+    link = tmp_path / "link.json"
+    link.symlink_to(train)
+    for out in (train, link):
+        refused = CliRunner().invoke(cli, ["export", "chromium", str(out), "--db", str(fixtures_db), "--run", str(run)])
+        assert refused.exit_code == 1 and f"{out}: exists and is not" in refused.output and "--replace" in refused.output
+        assert len(refused.output.strip().splitlines()) == 1 and train.read_text() == "import torch\n"
+    ours = tmp_path / "trace.json"
+    for args in ([], [], ["--replace"]):  # new, then ours again, then with --replace
+        result = CliRunner().invoke(cli, ["export", "chromium", str(ours), "--db", str(fixtures_db), "--run", str(run),
+                                          *args])
+        assert result.exit_code == 0, result.output
+    assert json.loads(ours.read_text())["traceEvents"]
+    replaced = CliRunner().invoke(cli, ["export", "chromium", str(train), "--db", str(fixtures_db), "--run", str(run),
+                                        "--replace"])
+    assert replaced.exit_code == 0 and json.loads(train.read_text())["traceEvents"]
+
+
+def test_a_partial_file_a_killed_export_left_is_removed_by_the_next(fixtures_db, tmp_path):
+    """A killed writer's `.OUT.partial-*` (tlindex's head, nobody holding it) goes; one that is not tlindex's stays."""
+    from tlindex.formats.chromium import HEAD
+
+    (run,) = scenario_run(connect(fixtures_db), "ddp_2ranks")
+    dead = tmp_path / ".trace.json.partial-k1ll3d"
+    dead.write_bytes(HEAD + b'{"name": "proc')
+    other = tmp_path / ".trace.json.partial-notour"
+    other.write_text("someone's notes")
+    result = CliRunner().invoke(cli, ["export", "chromium", str(tmp_path / "trace.json"), "--db", str(fixtures_db),
+                                      "--run", str(run)])
+    assert result.exit_code == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".trace.json.partial-notour", "trace.json"]
+
+
+HOLDS = """import sys, time
+from pathlib import Path
+from tlindex import owned
+partial = owned.new_partial(Path(sys.argv[1]), "report")
+print(partial, flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_report_killed_by_sigkill_leaves_a_partial_the_next_report_removes(tmp_path):
+    """Reproduction: a report stopped by SIGKILL left a 26 MB `.OUT.partial-*` that the next report did not remove.
+    The partial of a report still running (its lock held) is left alone."""
+    import signal
+    import subprocess
+
+    out = tmp_path / "out"
+    killed = subprocess.Popen([sys.executable, "-m", "tlindex", "report", str(DATA), "-o", str(out), "-j", "2"],
+                              start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not [p for p in tmp_path.iterdir() if p.name.startswith(".out.partial-") and any(p.iterdir())]:
+        assert killed.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait()
+    left = [p for p in tmp_path.iterdir() if p.name.startswith(".out.partial-")]
+    assert left and all(owned.owns(p, "report") for p in left)
+    running = subprocess.Popen([sys.executable, "-c", HOLDS, str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        held = Path(running.stdout.readline().strip())
+        result = CliRunner().invoke(cli, ["report", str(DATA / "graph_breaks"), "-o", str(out), "-j", "1", "--silent"])
+        assert result.exit_code == 0, result.output
+        assert [p for p in tmp_path.iterdir() if p.name.startswith(".out.")] == [held]  # the live one alone
+    finally:
+        running.kill()
+        running.wait()
+    assert (out / "index.html").exists()
+
+
+def test_ingest_reads_no_link_that_leaves_the_folder_and_says_so(tmp_path):
+    """Reproduction: a link named like a trace log, pointing at secret/id_rsa, was followed and the key's lines
+    stored in ingest_errors (served by /db/ingest_errors.json). The key here is hand-made text, not a key."""
+    secret = tmp_path / "secret" / "id_rsa"
+    secret.parent.mkdir()
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n" + "c2VjcmV0IGtleSBsaW5lIG5vdCBhIHJlYWwga2V5\n" * 20)
+    logs = tmp_path / "trace"
+    logs.mkdir()
+    real = next((DATA / "graph_breaks").glob("*.log"))
+    shutil.copy(real, logs / real.name)
+    (logs / "dedicated_log_torch_trace_evil.log").symlink_to(secret)
+    (logs / "dedicated_log_torch_trace_same.log").symlink_to(logs / real.name)  # inside the folder: fine
+    db = tmp_path / "t.db"
+    result = CliRunner().invoke(cli, ["ingest", str(logs), "--db", str(db), "--silent"])
+    assert result.exit_code == 1
+    assert f"dedicated_log_torch_trace_evil.log: a link to {secret}, outside {logs}: not read" in result.output
+    conn = connect(db)
+    assert [row[0] for row in conn.execute("SELECT path FROM files")] == [str(logs / real.name)]
+    assert not conn.execute("SELECT count(*) FROM ingest_errors WHERE excerpt LIKE '%c2VjcmV0%'").fetchone()[0]
+
+
+def test_what_ingest_errors_keeps_of_lines_that_are_not_trace_lines_is_bounded(tmp_path):
+    """A file named like a log that is none (hand-made: 40 lines of text) keeps the start of its first 3 lines,
+    the others say where they are; a real log with a script's output after its records keeps each such line."""
+    from tlindex.ingest.normalize.core import FOREIGN_EXCERPTS
+
+    notes = tmp_path / "notes.log"
+    notes.write_text("".join(f"private line {n} of a file that is no trace log\n" for n in range(40)))
+    noisy = tmp_path / "noisy.log"  # a real log, with what a script printed after it (hand-appended)
+    noisy.write_bytes(next((DATA / "graph_breaks").glob("*.log")).read_bytes()
+                      + b"".join(b"epoch %d loss 0.5\n" % n for n in range(40)))
+    db = tmp_path / "t.db"
+    ingest(db, [str(notes), str(noisy)], jobs=1)
+    conn = connect(db)
+    rows = conn.execute("SELECT f.name, e.line, e.excerpt, e.message FROM ingest_errors e JOIN files f "
+                        "ON f.id = e.file_id WHERE e.kind = 'bad_prefix' ORDER BY f.name, e.line").fetchall()
+    kept = [line for name, line, excerpt, _ in rows if name == "notes.log" and excerpt]
+    assert kept == [1, 2, 3] == list(range(1, FOREIGN_EXCERPTS[0] + 1))
+    said = [message for name, _, excerpt, message in rows if name == "notes.log" and not excerpt]
+    assert len(said) == 37 and all("its text is not kept" in m and "line and offset say where" in m for m in said)
+    assert len([1 for name, _, excerpt, _ in rows if name == "noisy.log" and excerpt]) == 40

@@ -436,3 +436,102 @@ def test_a_stop_swallowed_by_a_sqlite_function_is_raised_again():
         assert proc.communicate(timeout=10)[0] == "stopped by SIGTERM\n"
     finally:
         proc.kill()
+
+
+# --- a stopped ingest leaves no row without a run, and nothing for the next run to adopt ----------------------------
+
+NEXT = DATA / "graph_breaks"  # what the next ingest reads, as a run of its own (one log, one process)
+
+
+def rows_without_a_run(db: Path) -> dict[str, int]:
+    """Sources, compiles and files (with a process) that belong to no run: none, on every way out."""
+    conn = sqlite3.connect(db)
+    try:
+        return {"sources": conn.execute("SELECT count(*) FROM sources WHERE run_id IS NULL").fetchone()[0],
+                "compiles": conn.execute("SELECT count(*) FROM compiles WHERE run_id IS NULL").fetchone()[0],
+                "files": conn.execute("SELECT count(*) FROM files f WHERE EXISTS (SELECT 1 FROM sources s WHERE "
+                                      "s.file_id = f.id) AND NOT EXISTS (SELECT 1 FROM sources s JOIN runs r ON "
+                                      "r.id = s.run_id WHERE s.file_id = f.id)").fetchone()[0]}
+    finally:
+        conn.close()
+
+
+def next_run_holds_its_own(case: Case, tmp: Path) -> str:
+    """After the stop: `tlindex ingest NEXT --run simple-only` makes a run of NEXT's processes and compiles alone
+    (as a fresh database of NEXT alone counts them), and still nothing is without a run."""
+    db = case.work / "traces.db"
+    alone = tmp / "alone.db"
+    ingest(alone, [str(NEXT)], run_label="simple-only", jobs=1)
+    counts = "SELECT (SELECT count(*) FROM sources WHERE run_id = r.id), (SELECT count(*) FROM compiles WHERE " \
+             "run_id = r.id) FROM runs r WHERE label = 'simple-only'"
+    expected = sqlite3.connect(alone).execute(counts).fetchone()
+    result = subprocess.run([sys.executable, "-m", "tlindex", "ingest", str(NEXT), "--db", str(db), "--run",
+                             "simple-only"], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert sqlite3.connect(db).execute(counts).fetchone() == expected
+    assert rows_without_a_run(db) == {"sources": 0, "compiles": 0, "files": 0}
+    return result.stderr
+
+
+def merged_cases(sample: bool) -> Iterator:
+    fast = {("ingest", "workers", "SIGTERM to the main process"), ("run", "ingest workers", "SIGINT to the group")}
+    for name in ("ingest", "run"):
+        for point in RECIPES[name].points:
+            for way in WAYS:
+                if ((name, point, way) in fast) == sample:
+                    yield pytest.param(name, point, way, id=f"{name}-{point}-{way}".replace(" ", "_"),
+                                       marks=() if sample else pytest.mark.slow)
+
+
+def _stopped_with_rows(case: Case, name: str, inputs: Inputs, point: str, way: str | None) -> None:
+    """Stop the command at the point (kill -9 to its group when `way` is None) once it has merged a file."""
+    if way is not None:
+        stop_midway(case, name, inputs, point, way)
+        return
+    recipe = RECIPES[name]
+    prepare(case, recipe, inputs)
+    case.start(recipe.args(inputs), recipe.env)
+    deadline = time.monotonic() + REACH_S
+    while not (recipe.points[point](case) and (case.work / "traces.db").exists()
+               and _merged(case.work / "traces.db")):
+        assert case.proc.poll() is None and time.monotonic() < deadline, case.stderr()
+        time.sleep(0.02)
+    os.killpg(case.proc.pid, signal.SIGKILL)
+    case.proc.wait(timeout=60)
+
+
+def _merged(db: Path) -> bool:
+    try:
+        return bool(sqlite3.connect(db, timeout=0.1).execute("SELECT count(*) FROM files").fetchone()[0])
+    except sqlite3.Error:
+        return False
+
+
+@pytest.mark.parametrize("name, point, way", list(merged_cases(sample=True)))
+def test_a_stopped_ingest_leaves_no_row_without_a_run(case, inputs, tmp_path, name, point, way):
+    """Reproduction: a stopped ingest left sources (and their files and compiles) without a run, which the next
+    `ingest --run LABEL`, or the next `tlindex run`, took into its own run."""
+    _stopped_with_rows(case, name, inputs, point, way)
+    if (case.work / "traces.db").exists():
+        assert rows_without_a_run(case.work / "traces.db") == {"sources": 0, "compiles": 0, "files": 0}
+        next_run_holds_its_own(case, tmp_path)
+
+
+@pytest.mark.parametrize("name, point, way", list(merged_cases(sample=False)))
+def test_every_stopped_ingest_leaves_no_row_without_a_run(case, inputs, tmp_path, name, point, way):
+    test_a_stopped_ingest_leaves_no_row_without_a_run(case, inputs, tmp_path, name, point, way)
+
+
+@pytest.mark.parametrize("name, point", [("ingest", "workers"), ("run", "ingest workers")])
+def test_an_ingest_killed_after_a_merge_leaves_runs_the_next_ingest_regroups(case, inputs, tmp_path, name, point):
+    """kill -9 after a file is merged: what it merged is in a run already (the run of its label, or a provisional
+    run of that ingest); the next ingest groups a provisional one as the killed ingest would have, and says so."""
+    _stopped_with_rows(case, name, inputs, point, None)
+    db = case.work / "traces.db"
+    assert rows_without_a_run(db) == {"sources": 0, "compiles": 0, "files": 0}
+    provisional = sqlite3.connect(db).execute("SELECT count(*) FROM runs WHERE ingest IS NOT NULL").fetchone()[0]
+    assert bool(provisional) == (name == "ingest")  # `tlindex run` always has a label: its run is the final one
+    said = next_run_holds_its_own(case, tmp_path)
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT count(*) FROM runs WHERE ingest IS NOT NULL").fetchone()[0] == 0
+    assert ("what a stopped ingest had merged, grouped into a run of its own now" in said) == bool(provisional), said

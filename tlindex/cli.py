@@ -541,15 +541,17 @@ def parquet(out_dir: str, db_path: str, tables: tuple[str, ...], replace: bool) 
 @click.argument("out", type=click.Path(dir_okay=False, allow_dash=True))
 @db_option
 @click.option("--run", "run_name", required=True, help="The run (id, label, log directory or unique label prefix)")
-def chromium(out: str, db_path: str, run_name: str) -> None:
+@click.option("--replace", is_flag=True, help="Overwrite OUT when it is a file tlindex did not write")
+def chromium(out: str, db_path: str, run_name: str, replace: bool) -> None:
     """Write a run's chromium events as one trace for Perfetto or chrome://tracing (OUT, - for stdout).
 
-    Each rank is a process; spans carry the args of their begin and end events.
+    Each rank is a process; spans carry the args of their begin and end events. An existing OUT that is not a
+    trace tlindex wrote is refused without --replace.
     """
     from pathlib import Path
 
-    from tlindex.formats.chromium import trace_chunks
-    from tlindex.owned import write_whole
+    from tlindex.formats.chromium import HEAD, trace_chunks
+    from tlindex.owned import check_file, write_whole
 
     conn = read_db(db_path)
     try:
@@ -558,7 +560,9 @@ def chromium(out: str, db_path: str, run_name: str) -> None:
             for chunk in trace_chunks(conn, run_id):
                 sys.stdout.buffer.write(chunk)
         else:  # written beside OUT, moved in when whole: stopped or failing midway, OUT is as it was
-            write_whole(Path(out), trace_chunks(conn, run_id))
+            check = lambda: check_file(Path(out), HEAD, "chromium trace", replace)  # noqa: E731
+            check()  # before the work, and again before OUT is replaced
+            write_whole(Path(out), trace_chunks(conn, run_id), head=HEAD, check=check)
     finally:
         conn.close()
 
@@ -628,16 +632,22 @@ def _writable(db_path: str) -> sqlite3.Connection:
 @click.argument("runs", nargs=-1, required=True)
 @db_option
 def rm_command(runs: tuple[str, ...], db_path: str) -> None:
-    """Delete runs (ids, labels or unique label prefixes) and every row that is only theirs, in one transaction."""
+    """Delete runs (ids, labels or unique label prefixes) and every row that is only theirs, in one transaction.
+
+    Each run deleted is named with its id and label; a name that matches several runs deletes nothing."""
+    from tlindex.answers.names import resolve_run
     from tlindex.ingest.runs import remove_runs
 
     db = _writable(db_path)
     try:
-        removed = remove_runs(db, [run_id_of(db, name) for name in runs])
+        named = {run["id"]: run["label"] for run in (resolve_run(db, name) for name in runs)}
+        removed = remove_runs(db, list(named))
     finally:
         db.close()
-    click.echo(f"removed {removed['runs']} run{'s' * (removed['runs'] != 1)}: {removed['sources']} processes, "
-               f"{removed['files']} log files", err=True)
+    for run_id, label in sorted(named.items()):
+        say(f"removed run {run_id} {label}", err=True)
+    say(f"removed {removed['runs']} run{'s' * (removed['runs'] != 1)}: {removed['sources']} processes, "
+        f"{removed['files']} log files", err=True)
 
 
 @cli.command(name="label")
@@ -665,19 +675,20 @@ def label_command(run: str, new_label: str, db_path: str) -> None:
 @gate_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run_command(db_path: str, label: str | None, trace_dir: str | None, keep_trace: bool, baseline: str | None,
-                fail_on, command: tuple[str, ...]) -> None:
+                fail_on, allow_unjudged: bool, command: tuple[str, ...]) -> None:
     """Run COMMAND with TORCH_TRACE set, then ingest what it wrote as one run and say what is wrong.
 
     `tlindex run -- python train.py` or `tlindex run -- torchrun --nproc-per-node 2 train.py`. Exits
     with COMMAND's exit code (128 + the signal when it was killed); Ctrl-C goes to COMMAND. With --fail-on,
-    the new run is judged as `tlindex trend` judges its newest run: COMMAND's exit code when it is not 0, else
-    1 when a bound is crossed (or no run was written), else 0.
+    the new run is judged as `tlindex trend` judges a run: COMMAND's exit code when it is not 0, else 1 when a
+    bound is crossed or something could not be judged (no run written, no compile finished, a metric not logged;
+    --allow-unjudged lets those pass), else 0.
     """
     from pathlib import Path
 
     from tlindex.run import GateCheck, run_traced
 
-    check = GateCheck.prepare(Path(db_path), baseline, fail_on) if (baseline or fail_on) else None
+    check = GateCheck.prepare(Path(db_path), baseline, fail_on, allow_unjudged) if (baseline or fail_on) else None
     sys.exit(run_traced(Path(db_path), list(command), label=label,
                         trace_dir=Path(trace_dir) if trace_dir else None, keep_trace=keep_trace,
                         echo=lambda text: say(text, err=True), gate=check))
@@ -781,15 +792,19 @@ def serve(ctx: click.Context, db: str | None, host: str | None, port: int | None
 @click.option("--json", "as_json", is_flag=True, help="Print the runs' health as a JSON list")
 @click.option("--last", type=click.IntRange(min=1), metavar="N", help="Only the last N runs [default: 100]")
 @click.option("--all", "all_runs", is_flag=True, help="Every run (else the last 100)")
+@click.option("--run", "judged", metavar="RUN", help="The run compared with --baseline and judged by --fail-on "
+              "[default: the run ingested last]")
 @gate_options
 def trend_command(runs: tuple[str, ...], db_path: str, label_prefix: str | None, as_json: bool, last: int | None,
-                  all_runs: bool, baseline: str | None, fail_on) -> None:
+                  all_runs: bool, judged: str | None, baseline: str | None, fail_on, allow_unjudged: bool) -> None:
     """Compile health run after run, oldest first: compiles, recompiles, failures, graph breaks, restarts, compile
     time (Dynamo, AOTAutograd, Inductor, backward, autotuning), guards, cache hits and misses.
 
-    RUNS are ids, labels or unique label prefixes (default: the last 100 runs). With --fail-on, the newest run shown is
-    judged (against --baseline for signed bounds): exit 1 naming each bound crossed and the compiles that changed
-    most, 0 when none is; a malformed --fail-on is a usage error (exit 2).
+    RUNS are ids, labels or unique label prefixes (default: the last 100 runs). With --fail-on, the run --run names,
+    else the run ingested last (not the newest by its logs' clocks), is judged (against --baseline for signed
+    bounds): exit 1 naming each bound crossed and the compiles that changed most, or what could not be judged (the
+    baseline itself, a run that finished no compile, a metric not logged; --allow-unjudged lets those pass), 0
+    otherwise; a malformed --fail-on is a usage error (exit 2).
     """
     import json
 
@@ -801,7 +816,7 @@ def trend_command(runs: tuple[str, ...], db_path: str, label_prefix: str | None,
     conn = read_db(db_path)
     try:
         kept = None if runs or all_runs else (last or 100)
-        result = trend(conn, runs, label_prefix, baseline, fail_on, last=kept)
+        result = trend(conn, runs, label_prefix, baseline, fail_on, judged, allow_unjudged, last=kept)
         matching = len(result.rows) if kept is None else count_runs(conn, label_prefix)
     finally:
         conn.close()

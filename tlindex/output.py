@@ -51,10 +51,17 @@ def _shown(char: str) -> str:
     return "^?" if code == 0x7f else "^" + chr(code + 64)
 
 
+# Characters that reorder what follows them on a terminal (bidi embeddings, overrides, isolates and marks).
+_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def terminal_safe(text: str) -> str:
     """Text for a terminal: control characters other than newline and tab shown as `cat -v` shows
-    them (^[ for ESC), so a log cannot set the window title, the clipboard or links through them."""
-    return _CONTROL.sub(lambda match: _shown(match.group(0)), text)
+    them (^[ for ESC), so a log cannot set the window title, the clipboard or links through them; and bidi
+    controls as <U+202E>, so that a name cannot print backwards (labels lose them at the door; folder names and
+    logs keep theirs)."""
+    text = _CONTROL.sub(lambda match: _shown(match.group(0)), text)
+    return _BIDI.sub(lambda match: f"<U+{ord(match.group(0)):04X}>", text) if not text.isascii() else text
 
 
 def terminal_line(text: str) -> str:
@@ -71,6 +78,17 @@ def _cell(value, limit: int | None) -> object:
     return value
 
 
+TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def tsv_cell(value: object) -> str:
+    """A value as a TSV cell, one line whatever it holds: a backslash, tab, newline or carriage return is written as
+    a backslash and \\, t, n or r (as PostgreSQL's COPY text format); other control characters as for a terminal."""
+    if value is None:
+        return ""
+    return terminal_safe(str(value).translate(TSV_ESCAPES)) if isinstance(value, str) else str(value)
+
+
 def emit(columns: list[str], rows: Iterable[tuple], *, as_table=False, fmt="simple", as_csv=False,
          as_tsv=False, as_nl=False, out: TextIO | None = None, **_: object) -> None:
     """Write rows in the chosen format (JSON array by default) to `out` (stdout)."""
@@ -83,9 +101,13 @@ def emit(columns: list[str], rows: Iterable[tuple], *, as_table=False, fmt="simp
 
         out.write(tabulate.tabulate([[_cell(v, TABLE_CELL_CHARS) for v in row] for row in rows],
                                     headers=columns, tablefmt=fmt) + "\n")
-    elif as_csv or as_tsv:
+    elif as_tsv:  # one row, one line: what a value holds of tabs and line ends is escaped, never written raw
+        out.write("\t".join(tsv_cell(column) for column in columns) + "\n")
+        for row in rows:
+            out.write("\t".join(tsv_cell(value) for value in row) + "\n")
+    elif as_csv:
         # control characters escaped (ESC, BEL: what a terminal acts on); a newline stays, quoted as CSV does
-        writer = csv.writer(out, delimiter="\t" if as_tsv else ",", lineterminator="\n")
+        writer = csv.writer(out, delimiter=",", lineterminator="\n")
         writer.writerow([terminal_safe(column) for column in columns])
         writer.writerows([terminal_safe(v) if isinstance(v, str) else v for v in row] for row in rows)
     elif as_nl:
@@ -153,7 +175,10 @@ def fail_on_value(ctx: click.Context, param: click.Parameter, value: tuple[str, 
 
 
 def gate_options(fn):
-    """--baseline and --fail-on, as `trend` and `run` take them (tlindex.answers.gate)."""
+    """--baseline, --fail-on and --allow-unjudged, as `trend` and `run` take them (tlindex.answers.gate)."""
+    fn = click.option("--allow-unjudged", is_flag=True,
+                      help="Pass what the gate cannot judge (a metric not logged, a run that finished no compile, "
+                           "a run judged against itself) instead of failing")(fn)
     fn = click.option("--fail-on", "fail_on", multiple=True, callback=fail_on_value, metavar="CLAUSES",
                       help="Exit 1 when a bound is crossed: METRIC OP BOUND, comma-separated (repeatable), e.g. "
                            "'compile_time>+20%,recompiles>+0,failures>0'; a signed bound is a change against "

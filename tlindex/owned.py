@@ -10,16 +10,23 @@ What a command writes before it is complete (a report's or an export's folder be
 a trace file, an old report moved aside, a temporary database) is a *temporary*: registered here from
 the moment it exists until it is moved into place or removed, so whatever way a command ends
 (tlindex.stopping), `remove_temporaries` can take away what it left and say whether anything stayed.
+A partial output is also locked (flock) by its command while it lives: the partial a killed command (kill -9)
+left beside its destination is one nobody holds, and the next command writing there removes it when it is
+tlindex's (its marker, or a file's first bytes).
+
+A single file tlindex writes (a chromium trace) is tlindex's when it begins with what tlindex writes first
+(`head`): any other file already at its path is refused without `replace` (`check_file`).
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -31,6 +38,7 @@ MARKER_MAX_BYTES = 4096  # a marker is a line of JSON; anything bigger is not on
 KINDS = ("report", "export", "trace", "staging")
 
 _temporaries: dict[Path, None] = {}  # this process's temporaries that may still exist (insertion order)
+_locks: dict[Path, int] = {}  # partial outputs this process holds locked (their descriptors), while it lives
 
 
 def marker_text(kind: str) -> str:
@@ -117,6 +125,14 @@ def scratch(prefix: str) -> Iterator[Path]:
 def keep(path: Path) -> None:
     """A temporary that became something to keep (moved into place): no longer removed on the way out."""
     _temporaries.pop(path, None)
+    _release(path)
+
+
+def _release(path: Path) -> None:
+    """Let go of the lock this process holds on a partial output (it became the output, or is gone)."""
+    fd = _locks.pop(path, None)
+    if fd is not None:
+        os.close(fd)
 
 
 def discard(path: Path) -> bool:
@@ -132,6 +148,7 @@ def discard(path: Path) -> bool:
     except OSError:
         return False
     _temporaries.pop(path, None)
+    _release(path)
     return True
 
 
@@ -153,20 +170,88 @@ def temporary_note(path: Path, text: str) -> Path:
     return path
 
 
-def write_whole(path: Path, pieces: Iterable[bytes]) -> None:
+def write_whole(path: Path, pieces: Iterable[bytes], head: bytes | None = None,
+                check: Callable[[], None] | None = None) -> None:
     """Write a file piece by piece beside `path` and move it into place when whole: stopped or failing midway,
-    `path` is as it was and nothing is left beside it."""
+    `path` is as it was and nothing is left beside it. With `head` (what the file begins with), the partials a
+    killed writer left beside `path` are removed first; `check()` runs just before the file is moved into place
+    (it raises to leave `path` as it is)."""
+    if head is not None:
+        remove_dead_partials(path, lambda found: _begins_with(found, head))
     partial = temporary_file(f".{path.name}.partial-", path.parent)
     try:
         partial.chmod(0o666 & ~_umask())  # mkstemp's file is 0600: the trace gets a new file's permissions
         with open(partial, "wb") as out:
+            _lock(out.fileno())  # released when the file is closed, or the command dies
             for piece in pieces:
                 out.write(piece)
         with deferred_signals():
+            if check is not None:
+                check()
             os.replace(partial, path)
             keep(partial)
     finally:
         discard(partial)  # still there only when it was not moved into place
+
+
+def _begins_with(path: Path, head: bytes) -> bool:
+    """Whether `path` is a regular file (not a link) that begins with `head`."""
+    try:
+        if not stat.S_ISREG(path.lstat().st_mode):
+            return False
+        with open(path, "rb") as file:
+            return file.read(len(head)) == head
+    except OSError:
+        return False
+
+
+def check_file(path: Path, head: bytes, what: str, replace: bool) -> None:
+    """NotOwned unless `path` may be written: absent, empty, a file tlindex wrote as `what` (it begins with
+    `head`), or `replace` given (a link is then replaced, never what it points to)."""
+    if replace or not os.path.lexists(path):
+        return
+    if path.is_symlink() or not path.is_file():
+        raise NotOwned(f"{path}: exists and is not a file tlindex wrote (a link, a folder or a device): left alone; "
+                       f"--replace replaces it")
+    if path.stat().st_size and not _begins_with(path, head):
+        raise NotOwned(f"{path}: exists and is not a {what} tlindex wrote: left alone; --replace overwrites it")
+
+
+def _lock(fd: int) -> bool:
+    """Take an exclusive lock on an open file or folder without waiting; whether it was free (True without flock)."""
+    try:
+        import fcntl
+    except ImportError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
+
+
+def remove_dead_partials(out: Path, ours: Callable[[Path], bool]) -> list[Path]:
+    """Remove the partial outputs (`.OUT.partial-*`) beside `out` that are tlindex's (`ours`) and that no running
+    command holds (a killed one's): the paths removed."""
+    removed = []
+    for found in map(Path, glob.glob(os.path.join(glob.escape(str(out.parent)), f".{glob.escape(out.name)}.partial-*"))):
+        if found in _temporaries or not ours(found):
+            continue
+        try:
+            fd = os.open(found, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            if not _lock(fd):
+                continue  # a running command's
+            if found.is_dir() and not found.is_symlink():
+                shutil.rmtree(found, ignore_errors=True)
+            else:
+                found.unlink(missing_ok=True)
+            removed.append(found)
+        finally:
+            os.close(fd)
+    return removed
 
 
 # --- a folder written beside its destination, then swapped in -------------------------------------
@@ -175,8 +260,12 @@ def new_partial(out: Path, kind: str) -> Path:
     """A fresh folder of `kind` beside `out` to write it into, with the permissions a new folder gets here
     (mkdtemp's are 0700: a report on a shared file server would be unreadable to others)."""
     out.parent.mkdir(parents=True, exist_ok=True)
+    remove_dead_partials(out, lambda found: owns(found, kind))
     partial = temporary_dir(f".{out.name}.partial-", out.parent, kind)
     partial.chmod(0o777 & ~_umask())
+    fd = os.open(partial, os.O_RDONLY)
+    _lock(fd)  # held while this command lives (its forked workers share it): a killed one's is free
+    _locks[partial] = fd
     return partial
 
 

@@ -166,12 +166,14 @@ def served_url(db_path: Path, run_id: int, port: int = SERVE_PORT) -> str | None
 class GateCheck:
     """`tlindex run --baseline RUN --fail-on ...`: the baseline found before COMMAND runs, the new run judged after."""
 
-    def __init__(self, baseline_id: int | None, clauses: list | None):
+    def __init__(self, baseline_id: int | None, clauses: list | None, allow_unjudged: bool = False):
         self.baseline_id = baseline_id
         self.clauses = clauses
+        self.allow_unjudged = allow_unjudged
 
     @classmethod
-    def prepare(cls, db_path: Path, baseline: str | None, clauses: list | None) -> "GateCheck":
+    def prepare(cls, db_path: Path, baseline: str | None, clauses: list | None,
+                allow_unjudged: bool = False) -> "GateCheck":
         """Raise GateError for bounds that need a missing baseline, a TlindexError for a baseline that is not there
         (before COMMAND runs)."""
         from tlindex.answers.gate import check_baseline
@@ -182,13 +184,13 @@ class GateCheck:
         if clauses:
             check_baseline(clauses, baseline)
         if baseline is None:
-            return cls(None, clauses)
+            return cls(None, clauses, allow_unjudged)
         check_database(db_path)
         if not db_path.exists():
             raise NotFound(f"--baseline {baseline}: {db_path} does not exist yet (no run to compare with)")
         conn = connect_read_only(db_path)
         try:
-            return cls(resolve_run(conn, baseline)["id"], clauses)
+            return cls(resolve_run(conn, baseline)["id"], clauses, allow_unjudged)
         finally:
             conn.close()
 
@@ -202,14 +204,17 @@ class GateCheck:
 
         if run_id is None:
             if self.clauses:
-                echo("gate: no run to judge (COMMAND wrote no trace)")
-                return code or 1
+                allowed = " (allowed by --allow-unjudged)" if self.allow_unjudged else ": FAILED"
+                echo(f"gate: no run to judge (COMMAND wrote no trace){allowed}")
+                return code or int(not self.allow_unjudged)
             return code
         conn = connect_read_only(db_path)
         try:
             base = health(conn, [self.baseline_id])[0] if self.baseline_id is not None else None
-            verdict = gate(conn, run_id, self.baseline_id, self.clauses) if self.clauses else None
-            for line in against_baseline(Trend(health(conn, [run_id]), base, verdict)):
+            verdict = gate(conn, run_id, self.baseline_id, self.clauses, why="just made",
+                           allow_unjudged=self.allow_unjudged) if self.clauses else None
+            rows = health(conn, [run_id])
+            for line in against_baseline(Trend(rows, base, verdict, rows[0], "just made")):
                 echo(line)
         finally:
             conn.close()
@@ -307,9 +312,10 @@ def _unique_label(db_path: Path, wanted: str) -> str:
     """The label, made unique among the database's runs (a command run twice makes two runs)."""
     import sqlite3
 
+    from tlindex.ingest.runs import normalize_label
     from tlindex.store.db import connect_read_only
 
-    wanted = wanted[:200]
+    wanted = normalize_label(wanted[:200])
     if re.fullmatch(r"\s*[-+]?\d+\s*", wanted):  # a command line that reads as a run id (check_label)
         wanted = f"run {wanted.strip()}"
     if not db_path.exists():

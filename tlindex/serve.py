@@ -156,8 +156,9 @@ def write_marker(db_path: Path, served: Served) -> Path | None:
     text = json.dumps({"tlindex": MARKER_KIND, "database": str(db_path.resolve()), "name": served.name,
                        "url": served.base, "pid": os.getpid()}) + "\n"
     try:
+        owned.check_file(path, b'{"tlindex": "%s"' % MARKER_KIND.encode(), "serve marker", replace=False)
         return owned.temporary_note(path, text)
-    except OSError:
+    except (OSError, owned.NotOwned):  # (a file of that name that is not a marker: left alone, no marker)
         return None
 
 

@@ -30,7 +30,7 @@ async def named_params_redirect(datasette, scope, actor) -> Response | None:
         return None
     args = Request(scope, None).args
     given = {name: args.get(name).strip() for name in NAMED if args.get(name) and args.get(name).strip()}
-    if all(value.isdigit() for value in given.values()) or not await is_tlindex(datasette, database):
+    if not given or not await is_tlindex(datasette, database):
         return None
     if await denied(datasette, await actor(), database, ("runs", "compiles")) is not None:
         return None  # Datasette answers as it would (its own permission check comes next)
@@ -38,6 +38,8 @@ async def named_params_redirect(datasette, scope, actor) -> Response | None:
         ids = await datasette.get_database(database).execute_fn(lambda conn: named_params(conn, given))
     except TlindexError as error:
         return Response.text(f"{error}\n", status=404)
+    if all(ids[key] == value for key, value in given.items()):
+        return None  # named by their ids already (an id that is also another run's folder name was refused above)
     query_string = scope.get("query_string", b"").decode("utf-8", "replace")
     pairs = [(key, ids[key] if key in given else value) for key, value in parse_qsl(query_string, keep_blank_values=True)]
     return Response.redirect(scope["path"] + "?" + urlencode(pairs))

@@ -9,12 +9,14 @@ compared:
                rise is +inf %, any fall -inf %)
   +0    -2.5   the change against the baseline, in the metric's unit (seconds for times)
   0     30     the run's own value (no baseline needed)
-A clause is crossed when `value OP bound` (the change for a signed bound) holds. A metric the run, or the
-baseline, did not log (no backward compile, autotuning on CPU) is not judged, and says so.
+A clause is crossed when `value OP bound` (the change for a signed bound) holds.
 
-The gate judges one run: the newest of those a trend shows (the last in time order), or the run `tlindex run`
-just ingested. When a bound is crossed, the compiles that changed most between the baseline and that run are
-named, as `tlindex diff` matches and ranks them.
+The gate judges one run: the one the user names, else the one ingested last (the highest run id: the order of
+ingest, never the logs' clocks, which carry no year or zone), or the run `tlindex run` just ingested; it says
+which and why. It fails closed: a metric the run or the baseline did not log (no backward compile, autotuning on
+CPU, a log cut off mid-compile), a run that finished no compile, and a run judged against itself are failures
+that name what could not be judged, unless the caller allows them (`--allow-unjudged`). When a bound is crossed,
+the compiles that changed most between the baseline and that run are named, as `tlindex diff` ranks them.
 """
 
 from __future__ import annotations
@@ -138,28 +140,60 @@ class GateResult:
     baseline: dict | None                  # the baseline's
     verdicts: list[Verdict]
     changed: list[dict] = field(default_factory=list)  # entries of the diff (tlindex.answers.diff), most changed first
+    why: str = "named"                     # why this run is the one judged (named, ingested last, just made)
+    unjudgeable: list[str] = field(default_factory=list)  # what kept the run as a whole from being judged
+    allow_unjudged: bool = False           # pass what could not be judged instead of failing
 
     @property
     def crossed(self) -> list[Verdict]:
         return [verdict for verdict in self.verdicts if verdict.crossed]
 
     @property
+    def not_judged(self) -> list[str]:
+        """Everything that could not be judged: the run's own problems, then each clause not judged and why."""
+        return self.unjudgeable + [f"{verdict.clause.text} ({verdict.why})" for verdict in self.verdicts
+                                   if verdict.crossed is None]
+
+    @property
     def exit_code(self) -> int:
-        return 1 if self.crossed else 0
+        return 1 if self.crossed or (self.not_judged and not self.allow_unjudged) else 0
 
     def as_dict(self) -> dict:
         return {"run": self.run["run_id"], "baseline": self.baseline["run_id"] if self.baseline else None,
-                "verdicts": [verdict.as_dict() for verdict in self.verdicts],
-                "crossed": [verdict.clause.metric.name for verdict in self.crossed], "changed_compiles": self.changed}
+                "judged_because": self.why, "verdicts": [verdict.as_dict() for verdict in self.verdicts],
+                "crossed": [verdict.clause.metric.name for verdict in self.crossed], "not_judged": self.not_judged,
+                "changed_compiles": self.changed}
+
+
+FINISHED = "status NOT IN ('missing', 'none')"  # a compile that logged its compilation metrics (schema: status)
+
+
+def last_ingested(run_ids: list[int]) -> int | None:
+    """The run ingested last of these: the highest id (ids grow with each run an ingest makes; clocks do not)."""
+    return max(run_ids) if run_ids else None
+
+
+def unjudgeable(conn: sqlite3.Connection, run_id: int, baseline_id: int | None) -> list[str]:
+    """What keeps a run from being judged at all: it is the baseline itself, or it finished no compile."""
+    found = []
+    if baseline_id is not None and baseline_id == run_id:
+        found.append(f"run {run_id} is the baseline itself (name the run to judge, or another baseline)")
+    finished = conn.execute(f"SELECT count(*) FROM compiles WHERE run_id = ? AND {FINISHED}", (run_id,)).fetchone()[0]
+    if not finished:
+        found.append(f"run {run_id} finished no compile (its logs hold no compilation metrics: cut off mid-compile, "
+                     f"or it compiled nothing)")
+    return found
 
 
 def gate(conn: sqlite3.Connection, run_id: int, baseline_id: int | None, clauses: list[Clause],
-         changed: int = CHANGED_COMPILES) -> GateResult:
-    """Judge one run against a baseline; when a bound is crossed, the `changed` compiles that changed most."""
+         changed: int = CHANGED_COMPILES, why: str = "named", allow_unjudged: bool = False) -> GateResult:
+    """Judge one run against a baseline (`why` says why this run); when a bound is crossed, the `changed` compiles
+    that changed most. What cannot be judged fails the gate unless `allow_unjudged`."""
     check_baseline(clauses, baseline_id)
     run = run_health(conn, run_id)
     base = run_health(conn, baseline_id) if baseline_id is not None else None
-    result = GateResult(run, base, judge(clauses, run, base))
+    result = GateResult(run, base, judge(clauses, run, base), why=why,
+                        unjudgeable=unjudgeable(conn, run_id, baseline_id), allow_unjudged=allow_unjudged)
     if result.crossed and baseline_id is not None and baseline_id != run_id and changed:
         compared = diff(conn, str(baseline_id), str(run_id))
         result.changed = [entry for entry in compared["compiles"] if entry["changes"] or not (entry["a"] and entry["b"])
@@ -188,14 +222,17 @@ def lines(result: GateResult) -> list[str]:
     """The gate's verdict as `tlindex trend` and `tlindex run` print it: each clause, then the compiles that changed."""
     run, base = result.run, result.baseline
     against = f" against baseline run {base['run_id']} {base['label']}" if base else ""
-    same = " (the run is the baseline itself)" if base and base["run_id"] == run["run_id"] else ""
-    out = [f"gate: run {run['run_id']} {run['label']}{against}{same}: "
-           + (f"{len(result.crossed)} bound{'s' * (len(result.crossed) != 1)} crossed ("
-              + ", ".join(verdict.clause.metric.name for verdict in result.crossed) + ")" if result.crossed
-              else "no bound crossed")]
+    crossed = (f"{len(result.crossed)} bound{'s' * (len(result.crossed) != 1)} crossed ("
+               + ", ".join(verdict.clause.metric.name for verdict in result.crossed) + ")" if result.crossed
+               else "no bound crossed")
+    if result.not_judged:
+        crossed += (f"; {len(result.not_judged)} thing{'s' * (len(result.not_judged) != 1)} not judged"
+                    + (" (allowed by --allow-unjudged)" if result.allow_unjudged else ": FAILED"))
+    out = [f"gate: run {run['run_id']} {run['label']} ({result.why}){against}: {crossed}"]
+    out += [f"  NOT JUDGED: {text}" for text in result.unjudgeable]
     for verdict in result.verdicts:
         clause = verdict.clause
-        state = "CROSSED" if verdict.crossed else "not judged" if verdict.crossed is None else "ok"
+        state = "CROSSED" if verdict.crossed else "NOT JUDGED" if verdict.crossed is None else "ok"
         if verdict.crossed is None:
             out.append(f"  {state}: {clause.text}: {verdict.why}")
             continue

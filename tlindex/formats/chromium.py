@@ -77,7 +77,9 @@ def event_batch(conn: sqlite3.Connection, run_id: int, pids: dict[int, tuple[int
     return events, rows[-1][0] if rows else None
 
 
-HEAD = b'{"traceEvents": [\n'
+# What every trace tlindex writes begins with: Perfetto and chrome://tracing keep `otherData` as the trace's
+# metadata, and `tlindex export chromium` knows a file of its own by it (tlindex.owned.check_file).
+HEAD = b'{"otherData": {"writer": "tlindex"}, "traceEvents": [\n'
 TAIL = b'\n], "displayTimeUnit": "ms"}\n'
 
 

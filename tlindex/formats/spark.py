@@ -108,7 +108,7 @@ def _spark_ingest_into(out: Path, files: list[Path], master: str, run_label: str
                                  f"({', '.join('?' * len(columns))})", rows)
         from tlindex.ingest.runs import assign_runs
 
-        assign_runs(conn, run_label)
+        assign_runs(conn, run_label, all_mine=True)
         manifest = new_manifest(conn)
         for table in ("runs", *DRIVER_TABLES):
             write_table(conn, table, out)

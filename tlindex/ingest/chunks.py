@@ -171,11 +171,12 @@ class SplitFile:
     def done(self) -> bool:
         return self.merged == len(self.points)
 
-    def add(self, conn: sqlite3.Connection, index: int, result: TaskResult) -> None:
-        """Take a chunk's result; merge every chunk whose turn has come."""
+    def add(self, conn: sqlite3.Connection, index: int, result: TaskResult, attach=None) -> None:
+        """Take a chunk's result; merge every chunk whose turn has come (`attach`: merge's hook, giving new
+        sources their run)."""
         self.ready[index] = result
         while self.merged in self.ready:
-            self._merge(conn, self.merged, self.ready.pop(self.merged))
+            self._merge(conn, self.merged, self.ready.pop(self.merged), attach)
             self.merged += 1
 
     def _hash_to(self, offset: int) -> str:
@@ -189,18 +190,18 @@ class SplitFile:
                 self.hashed += len(block)
         return self.sha256.hexdigest()
 
-    def _merge(self, conn: sqlite3.Connection, index: int, result: TaskResult) -> None:
+    def _merge(self, conn: sqlite3.Connection, index: int, result: TaskResult, attach=None) -> None:
         sha256 = self._hash_to(result.offset)
         last = index == len(self.points) - 1
         complete = report_file_ranks if last else None
         set_sha256 = lambda c: c.execute("UPDATE staging.files SET sha256 = ?", (sha256,))  # noqa: E731
         if index == 0:
             self.file_id = merge(conn, result.staging, replace_file=self.replace_file, prepare=set_sha256,
-                                 complete=complete)
+                                 complete=complete, attach=attach)
         else:
             (lines_before,) = conn.execute("SELECT lines_ingested FROM files WHERE id = ?",
                                            (self.file_id,)).fetchone()
-            merge(conn, result.staging, continued_file=self.file_id, complete=complete,
+            merge(conn, result.staging, continued_file=self.file_id, complete=complete, attach=attach,
                   prepare=lambda c: fit_chunk(c, result.processes or {}, self.file_id, lines_before, sha256))
         os.unlink(result.staging)
         self.counts.envelopes += result.envelopes

@@ -20,7 +20,8 @@ def discover(paths: list[str]) -> tuple[list[Path], list[str]]:
     An argument that names an existing file or directory is taken literally, even when it holds glob
     characters (`[`, `*`, `?`); only one that exists under no such name is expanded as a pattern.
     A file named explicitly is always taken; inside a directory only files that
-    look like trace logs are (dedicated_log_torch_trace*, *.log, *.log.gz, ...).
+    look like trace logs are (dedicated_log_torch_trace*, *.log, *.log.gz, ...), and none that a link leads to
+    outside the directory (said as a problem: a link named like a log must not read a key beside it).
     """
     found: dict[Path, None] = {}
     problems: list[str] = []
@@ -35,8 +36,13 @@ def discover(paths: list[str]) -> tuple[list[Path], list[str]]:
                 logs = sorted(p for p in path.rglob("*") if p.is_file() and is_log_name(p.name))
                 if not logs:
                     problems.append(f"{path}: directory holds no trace logs")
+                root = path.resolve()
                 for log in logs:
-                    _take(log, found, problems)
+                    if log.resolve().is_relative_to(root):
+                        _take(log, found, problems)
+                    else:  # a link that leaves the folder: what it points at is not the folder's to give
+                        problems.append(f"{log}: a link to {log.resolve()}, outside {path}: not read (name the file "
+                                        f"itself to ingest it)")
             elif path.is_file():
                 _take(path, found, problems)
             elif path.exists():

@@ -126,14 +126,16 @@ def fingerprint_compiles(conn: sqlite3.Connection, compile_offset: int) -> None:
 
 def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | None = None,
           resumed_file: int | None = None, continued_file: int | None = None, prepare: Hook | None = None,
-          complete: Callable[[sqlite3.Connection, int], object] | None = None) -> int:
+          complete: Callable[[sqlite3.Connection, int], object] | None = None,
+          attach: Callable[[sqlite3.Connection, int], object] | None = None) -> int:
     """Merge one staging database into the main one atomically; return the main file id.
 
     `resumed_file`: the staging rows continue a grown log, whose provisional tail
     and open spans they replace. `continued_file`: they continue a file from
     exactly where its rows end (the next chunk of it), replacing its open spans.
     In the same transaction, `prepare(conn)` may rewrite the attached staging
-    database first, and `complete(conn, file_id)` may add to the merged rows.
+    database first, `complete(conn, file_id)` may add to the merged rows, and `attach(conn, file_id)` gives the
+    file's new sources their run (tlindex.ingest.runs.Attacher): none is ever committed without one.
     """
     conn.execute("ATTACH DATABASE ? AS staging", (staging_path,))
     # The staging file is thrown away after the merge, rolled back or not: its rewriting by `prepare`
@@ -167,6 +169,8 @@ def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | No
             fingerprint_compiles(conn, offsets["compiles"])
             if complete is not None:
                 complete(conn, file_id)
+            if attach is not None:
+                attach(conn, file_id)
     finally:
         conn.execute("DETACH DATABASE staging")
     return file_id

@@ -22,7 +22,7 @@ from tlindex.ingest.chunks import SplitFile, chunk_size, split_points
 from tlindex.ingest.continuation import restore_state
 from tlindex.ingest.discover import discover
 from tlindex.ingest.merge import delete_file_rows, merge
-from tlindex.ingest.runs import assign_runs, check_label, rank_decisions
+from tlindex.ingest.runs import Attacher, assign_runs, check_label, rank_decisions, regroup_stopped
 from tlindex.ingest.task import Resume, Task, TaskResult, init_worker, run_in_worker, run_task
 from tlindex.ingest.text_index import refresh_fts
 from tlindex.owned import discard, owns, temporary_dir
@@ -56,6 +56,7 @@ class IngestSummary:
     no_records: list[tuple[str, int]] = field(default_factory=list)  # (file, lines) without any trace record
     rank_decisions: list[tuple[str, str]] = field(default_factory=list)  # (run label, what was decided of its ranks)
     runs: list[int] = field(default_factory=list)  # the runs this ingest made or grew
+    regrouped: list[tuple[int, str]] = field(default_factory=list)  # runs made of what a stopped ingest had merged
 
     def count(self, envelopes: int, compiles: int, errors: int, md5_failures: int) -> None:
         """One file ingested (whole, or all its chunks), with what its rows hold."""
@@ -83,7 +84,9 @@ class IngestSummary:
                  for path, earlier in self.moved] +
                 [f"{path}: changed in place since it was ingested (not a continuation): re-ingested, "
                  f"replacing what was read before" for path in self.rewritten] +
-                [f"run {label}: {decision}" for label, decision in self.rank_decisions])
+                [f"run {label}: {decision}" for label, decision in self.rank_decisions] +
+                [f"run {run} {label}: what a stopped ingest had merged, grouped into a run of its own now (that "
+                 f"ingest ended before it grouped its files)" for run, label in self.regrouped])
 
 
 @dataclass
@@ -193,6 +196,30 @@ def remove_stale_staging(db_path: Path, keep: Path) -> None:
             continue  # in use, or gone already
 
 
+def live_ingests(db_path: Path) -> set[str]:
+    """The staging folders (by name) of the ingests of this database still running: each holds its lock (a folder
+    whose lock file is not there yet counts while it is young; without flock, every staging folder counts)."""
+    try:
+        import fcntl
+    except ImportError:
+        fcntl = None
+    live = set()
+    for folder in db_path.resolve().parent.glob(f".{db_path.name}.staging-*"):
+        lock_path = folder / STAGING_LOCK
+        try:
+            if fcntl is None or not lock_path.exists():
+                if fcntl is None or time.time() - folder.stat().st_mtime <= STALE_UNLOCKED_S:
+                    live.add(folder.name)
+                continue
+            with open(lock_path) as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # taken: its ingest is gone
+        except BlockingIOError:
+            live.add(folder.name)
+        except OSError:
+            continue  # gone meanwhile
+    return live
+
+
 def earlier_copy(conn, path: str, sha256: str, other_than: int | None) -> tuple[int, str] | None:
     """(id, path) of the file ingested first with this content, if any (not the file being replaced)."""
     return conn.execute("SELECT id, path FROM files WHERE sha256 = ? AND id IS NOT ? "
@@ -240,7 +267,7 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
     """
     started = time.perf_counter()
     if run_label is not None:
-        check_label(run_label)  # ValueError before any work
+        run_label = check_label(run_label)  # normalized; UsageError before any work
     summary = IngestSummary()
     files, summary.problems = discover(paths)
     if not files:
@@ -248,9 +275,11 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
     conn = open_db(db_path)
     conn.isolation_level = None  # transactions are explicit (BEGIN IMMEDIATE ... COMMIT)
     conn.execute(f"PRAGMA cache_size = -{MERGE_CACHE_KB}")
-    assign_runs(conn, run_label)  # sources left without a run by an interrupted ingest
     staging_dir = temporary_dir(f".{Path(db_path).name}.staging-", Path(db_path).resolve().parent, "staging")
     lock = hold_staging(staging_dir)
+    # what stopped ingests merged into provisional runs (never into this ingest's run), grouped as they would have
+    summary.regrouped = [(run, conn.execute("SELECT label FROM runs WHERE id = ?", (run,)).fetchone()[0])
+                         for run in regroup_stopped(conn, lambda: live_ingests(Path(db_path)))]
     remove_stale_staging(Path(db_path), keep=staging_dir)
     claims = claim_paths(Path(db_path), files)  # before planning: another ingest of a path waits here
     try:
@@ -261,11 +290,12 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
         if workers > 1:
             planned = split_big_files(planned, chunk_bytes or chunk_size(sum(p.size for p in planned), workers))
         total = sum(p.size for p in planned)
-        merger = Merger(conn, summary, planned)
+        merger = Merger(conn, summary, planned, Attacher(run_label, staging_dir.name))
         runner = run_serially if max(1, min(workers, len(planned))) == 1 else run_in_parallel
         runner(planned, min(workers, len(planned)), merger, summary,
                (lambda done: progress(done, total)) if progress else None)
-        summary.runs = assign_runs(conn, run_label, tuple(merger.continued_files))
+        summary.runs = assign_runs(conn, run_label, tuple(merger.continued_files), tuple(merger.attach.touched),
+                                   regroup=(staging_dir.name,) if run_label is None else ())
         for run_id in summary.runs:
             label = conn.execute("SELECT label FROM runs WHERE id = ?", (run_id,)).fetchone()
             summary.rank_decisions += [(label[0], said) for said in rank_decisions(conn, run_id)] if label else []
@@ -287,15 +317,15 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
 class Merger:
     """Each task's staging database merged into the main one as it finishes, and counted in the summary."""
 
-    def __init__(self, conn, summary: IngestSummary, planned: list[Planned]):
-        self.conn, self.summary = conn, summary
+    def __init__(self, conn, summary: IngestSummary, planned: list[Planned], attach: Attacher):
+        self.conn, self.summary, self.attach = conn, summary, attach
         self.by_staging = {p.task.staging: p for p in planned}
         self.continued_files: list[int] = []   # grown logs continued: their runs change
 
     def __call__(self, result: TaskResult) -> None:
         item = self.by_staging[result.staging]
         if item.split is not None:
-            item.split.add(self.conn, item.chunk, result)
+            item.split.add(self.conn, item.chunk, result, self.attach)
             if item.split.done:
                 self._split_done(item.split)
             return
@@ -337,7 +367,8 @@ class Merger:
         copy_of = (lambda c, file_id: c.execute("UPDATE main.files SET copy_of = ? WHERE id = ?",
                                                 (earlier[0], file_id))) if earlier else None
         merge(conn, result.staging, replace_file=replace_file,
-              resumed_file=-item.task.resume.file_id if result.resumed else None, complete=copy_of)
+              resumed_file=-item.task.resume.file_id if result.resumed else None, complete=copy_of,
+              attach=self.attach)
         if earlier is not None:
             summary.copies.append((result.path, earlier[1]))
         if result.resumed:

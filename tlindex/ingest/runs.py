@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import unicodedata
+from collections.abc import Callable
 from pathlib import Path
 
 from tlindex.errors import TlindexError, UsageError
@@ -50,38 +52,100 @@ def _unique_label(conn: sqlite3.Connection, base: str) -> str:
     return label
 
 
-def assign_runs(conn: sqlite3.Connection, label: str | None = None, changed_files: tuple[int, ...] = ()) -> list[int]:
-    """Give every source without a run its run; return the runs touched. One transaction.
+class Attacher:
+    """Each merged file's new sources attached to a run in the merge's own transaction (merge's `attach` hook), so
+    that no source is ever visible without a run: to the run of `label`, else to a provisional run of this ingest
+    for the file's directory (runs.ingest = `ingest`, this ingest's staging folder), regrouped by `assign_runs`."""
 
-    The runs of `changed_files` (continued logs: their sources keep their run) are refreshed too.
+    def __init__(self, label: str | None, ingest: str):
+        self.label, self.ingest = label, ingest
+        self.touched: set[int] = set()  # the runs of `label` attached to
+
+    def __call__(self, conn: sqlite3.Connection, file_id: int) -> None:
+        if self.label is not None:
+            run_id = _run_for_label(conn, self.label)
+            self.touched.add(run_id)
+        else:
+            (directory,) = conn.execute("SELECT directory FROM main.files WHERE id = ?", (file_id,)).fetchone()
+            row = conn.execute("SELECT id FROM main.runs WHERE ingest = ? AND directory = ?",
+                               (self.ingest, directory)).fetchone()
+            run_id = row[0] if row else conn.execute(
+                "INSERT INTO main.runs (label, directory, ingest) VALUES (?, ?, ?)",
+                (_unique_label(conn, f"{normalize_label(Path(directory).name)} (ingest not finished)"), directory,
+                 self.ingest)).lastrowid
+        conn.execute("UPDATE main.sources SET run_id = ? WHERE file_id = ? AND run_id IS NULL", (run_id, file_id))
+        conn.execute("UPDATE main.compiles SET run_id = ? WHERE run_id IS NULL AND source_id IN "
+                     "(SELECT id FROM main.sources WHERE file_id = ?)", (run_id, file_id))
+        _refresh_run(conn, run_id)
+
+
+def _detach(conn: sqlite3.Connection, runs: str, params: tuple) -> None:
+    """The provisional runs selected by `runs` (SQL) undone: their sources and compiles back to no run (for
+    assign_runs to group in the same transaction), the runs gone."""
+    conn.execute(f"UPDATE compiles SET run_id = NULL WHERE run_id IN ({runs})", params)
+    conn.execute(f"UPDATE sources SET run_id = NULL WHERE run_id IN ({runs})", params)
+    conn.execute(f"DELETE FROM runs WHERE id IN ({runs})", params)
+
+
+def regroup_stopped(conn: sqlite3.Connection, live: Callable[[], set[str]]) -> list[int]:
+    """The provisional runs of ingests that are gone (`live()`: the staging folders of the ingests still running,
+    asked while this holds the write lock, so no ingest merges in between) grouped as an ingest groups its sources,
+    and any source an older tlindex left without a run; the runs made. One transaction."""
+    with immediate(conn):
+        running = live()
+        stopped = tuple(row[0] for row in conn.execute("SELECT DISTINCT ingest FROM runs WHERE ingest IS NOT NULL")
+                        if row[0] not in running)
+        if not stopped and not conn.execute("SELECT 1 FROM sources WHERE run_id IS NULL LIMIT 1").fetchone():
+            return []
+        return _assign(conn, None, regroup=stopped)
+
+
+def assign_runs(conn: sqlite3.Connection, label: str | None = None, changed_files: tuple[int, ...] = (),
+                touched_runs: tuple[int, ...] = (), regroup: tuple[str, ...] = (), all_mine: bool = False) -> list[int]:
+    """Give every source without a run its run, the provisional runs of the ingests `regroup` names first undone
+    (their sources grouped as if never attached); return the runs touched. One transaction.
+
+    With `label`, sources without a run are not taken (an ingest with a label attached its own as it merged them:
+    a source without a run is another's) unless `all_mine` (a database only this caller writes: Spark's driver);
+    `touched_runs` and the runs of `changed_files` (continued logs: their sources keep their run) are refreshed.
     """
     with immediate(conn):
-        # Runs whose sources were all replaced (--replace) give their labels back first.
-        conn.execute("DELETE FROM runs WHERE id NOT IN (SELECT run_id FROM sources WHERE run_id IS NOT NULL)")
-        pending = conn.execute(
-            "SELECT s.id, f.directory FROM sources s JOIN files f ON f.id = s.file_id WHERE s.run_id IS NULL"
-        ).fetchall()
-        touched: set[int] = {run_id for (run_id,) in conn.execute(
-            f"SELECT DISTINCT run_id FROM sources WHERE run_id IS NOT NULL AND file_id IN "
-            f"({', '.join('?' * len(changed_files))})", changed_files)} if changed_files else set()
-        if label is not None and pending:
-            run_id = _run_for_label(conn, label)
-            conn.executemany("UPDATE sources SET run_id = ? WHERE id = ?", [(run_id, s) for s, _ in pending])
-            touched.add(run_id)
-        elif pending:
-            directories = sorted({directory for _, directory in pending})
-            for directory in directories:
-                touched |= _group_directory(conn, directory)
-        # Only the sources given a run here changed run: their compiles, and the frames of the runs touched (a file
-        # name one file of a process defined for another), are what is updated (not every row of a big database).
-        conn.executemany("UPDATE compiles SET run_id = (SELECT run_id FROM sources WHERE sources.id = compiles.source_id) "
-                         "WHERE source_id = ?", [(source,) for source, _ in pending])
-        conn.execute("UPDATE compiles SET run_id = (SELECT run_id FROM sources WHERE sources.id = compiles.source_id) "
-                     "WHERE run_id IS NULL")
-        _resolve_cross_file_strings(conn, sorted(touched))
-        for run_id in touched:
-            _refresh_run(conn, run_id)
-        conn.execute("DELETE FROM runs WHERE id NOT IN (SELECT run_id FROM sources WHERE run_id IS NOT NULL)")
+        return _assign(conn, label, changed_files, touched_runs, regroup, all_mine)
+
+
+def _assign(conn: sqlite3.Connection, label: str | None = None, changed_files: tuple[int, ...] = (),
+            touched_runs: tuple[int, ...] = (), regroup: tuple[str, ...] = (), all_mine: bool = False) -> list[int]:
+    """assign_runs' work, in the caller's transaction."""
+    if regroup:
+        _detach(conn, f"SELECT id FROM runs WHERE ingest IN ({', '.join('?' * len(regroup))})", regroup)
+    # Runs whose sources were all replaced (--replace) give their labels back first.
+    conn.execute("DELETE FROM runs WHERE id NOT IN (SELECT run_id FROM sources WHERE run_id IS NOT NULL)")
+    pending = conn.execute(
+        "SELECT s.id, f.directory FROM sources s JOIN files f ON f.id = s.file_id WHERE s.run_id IS NULL"
+    ).fetchall() if label is None or all_mine else []
+    touched: set[int] = {run_id for (run_id,) in conn.execute(
+        f"SELECT DISTINCT run_id FROM sources WHERE run_id IS NOT NULL AND file_id IN "
+        f"({', '.join('?' * len(changed_files))})", changed_files)} if changed_files else set()
+    touched |= {run for run in touched_runs
+                if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run,)).fetchone()}
+    if pending and label is not None:
+        run_id = _run_for_label(conn, label)
+        conn.executemany("UPDATE sources SET run_id = ? WHERE id = ?", [(run_id, s) for s, _ in pending])
+        touched.add(run_id)
+    elif pending:
+        directories = sorted({directory for _, directory in pending})
+        for directory in directories:
+            touched |= _group_directory(conn, directory)
+    # Only the sources given a run here changed run: their compiles, and the frames of the runs touched (a file
+    # name one file of a process defined for another), are what is updated (not every row of a big database).
+    conn.executemany("UPDATE compiles SET run_id = (SELECT run_id FROM sources WHERE sources.id = compiles.source_id) "
+                     "WHERE source_id = ?", [(source,) for source, _ in pending])
+    conn.execute("UPDATE compiles SET run_id = (SELECT run_id FROM sources WHERE sources.id = compiles.source_id) "
+                 "WHERE run_id IS NULL")
+    _resolve_cross_file_strings(conn, sorted(touched))
+    for run_id in touched:
+        _refresh_run(conn, run_id)
+    conn.execute("DELETE FROM runs WHERE id NOT IN (SELECT run_id FROM sources WHERE run_id IS NOT NULL)")
     return sorted(touched)
 
 
@@ -127,7 +191,10 @@ def _group_directory(conn: sqlite3.Connection, directory: str) -> set[int]:
             run_id = existing[0]
         else:
             start = min((first for *_, first, _ in group if first), default="")
-            base = f"{Path(directory).name}@{start[:19]}" if start else Path(directory).name
+            name = normalize_label(Path(directory).name)
+            base = f"{name}@{start[:19]}" if start else name
+            if not base.strip() or re.fullmatch(r"[-+]?\d+", base.strip()):  # would print as nothing, or as an id
+                base = f"run {base.strip()}".strip()
             run_id = conn.execute("INSERT INTO runs (label) VALUES (?)",
                                   (_unique_label(conn, base),)).lastrowid
         conn.executemany("UPDATE sources SET run_id = ? WHERE id = ? AND run_id IS NULL",
@@ -243,13 +310,28 @@ def _refresh_run(conn: sqlite3.Connection, run_id: int) -> None:
         WHERE id = ?""", (run_id,))
 
 
+# Characters that print as nothing: format characters (bidi controls such as U+202E, zero-width spaces and joiners,
+# the byte-order mark, ...) and the fillers that fonts draw blank.
+INVISIBLE_FILLERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+
+
+def normalize_label(text: str) -> str:
+    """A label as it is kept and compared: NFC, without characters that print as nothing or turn the text around
+    (a label "5\u200b" would print as the run id 5; "\u202e" would print the rest backwards)."""
+    return "".join(c for c in unicodedata.normalize("NFC", text)
+                   if unicodedata.category(c) != "Cf" and c not in INVISIBLE_FILLERS)
+
+
 def check_label(label: str) -> str:
-    """A label a run may carry, else UsageError: not empty, and not a whole number (it would read as a run id)."""
+    """A label a run may carry, normalized (normalize_label), else UsageError: not empty, and not a whole number
+    once normalized (it would print as, and read as, a run id)."""
+    given, label = label, normalize_label(label)
     if not label.strip():
-        raise UsageError("a run's label cannot be empty")
+        raise UsageError(f"a run's label cannot be empty ({given!r} prints as nothing)" if given.strip()
+                         else "a run's label cannot be empty")
     if re.fullmatch(r"[-+]?\d+", label.strip()):
-        raise UsageError(f"a run's label cannot be a whole number ({label.strip()!r} names run ids); "
-                         f"give it a word, e.g. 'run {label.strip()}'")
+        raise UsageError(f"a run's label cannot be a whole number ({given!r} prints as {label.strip()!r}, which names "
+                         f"a run id); give it a word, e.g. 'run {label.strip()}'")
     return label
 
 
@@ -328,7 +410,7 @@ def record_facts(conn: sqlite3.Connection, run_id: int, facts: dict) -> None:
 
 def rename_run(conn: sqlite3.Connection, run_id: int, label: str) -> None:
     """Give a run a new label (labels are unique: another run's label is refused; see check_label)."""
-    check_label(label)
+    label = check_label(label)
     with immediate(conn):
         taken = conn.execute("SELECT id FROM runs WHERE label = ? AND id != ?", (label, run_id)).fetchone()
         if taken:

@@ -42,6 +42,23 @@ def file_rank(name: str) -> int | None:
     return rank if rank is not None and rank < 1 << 63 else None
 
 
+# Lines that are no trace line at all: what ingest_errors keeps of their text is bounded per file (or chunk).
+FOREIGN_KINDS = frozenset({"bad_prefix", "orphan_payload"})
+# How many of them keep their start (200 bytes): before the file's first trace record, then once it has one (the
+# output of a launcher or a script interleaved with a log: worth reading).
+FOREIGN_EXCERPTS = (3, 1000)
+
+
+def bounded(number: int, after_records: bool, excerpt: str, message: str) -> tuple[str | None, str]:
+    """The excerpt and message of the `number`th line of a file that is not a trace line: past the bound, no
+    excerpt, and a message that says so (the row's file, line and offset say where the line is)."""
+    bound = FOREIGN_EXCERPTS[after_records]
+    if number <= bound:
+        return excerpt, message
+    return None, (f"{message} (its text is not kept: a file keeps the start of its first {bound} lines that are not "
+                  f"trace lines{'' if after_records else ' before a trace record'}; its file, line and offset say "
+                  f"where it is)")
+
 class FileNormalizer:
     """Normalize one file's records into rows for `sink`.
 
@@ -61,6 +78,7 @@ class FileNormalizer:
         self.payloads_seen: set[str] = set()
         self.envelopes = 0
         self.errors = 0
+        self.foreign_excerpts = 0  # lines that are not trace lines met (what is kept of them is bounded)
         self.md5_failures = 0
         self.new_compiles = 0
         self.envelope_written = False  # whether the record being read has its envelope row yet
@@ -101,8 +119,12 @@ class FileNormalizer:
 
     def error(self, line: int, offset: int, kind: str, message: str, excerpt: str | None = None,
               *, lines: int = 1, size: int = 0, pid: int | None = None) -> None:
-        """Record an ingest error (size = bytes of lines not indexed as envelopes)."""
+        """Record an ingest error (size = bytes of lines not indexed as envelopes). What is kept of lines that are not
+        trace lines is bounded (FOREIGN_EXCERPTS): a file that is no log (a key named like one) keeps a few."""
         self.errors += 1
+        if excerpt and kind in FOREIGN_KINDS:
+            self.foreign_excerpts += 1
+            excerpt, message = bounded(self.foreign_excerpts, self.envelopes > 0, excerpt, message)
         source = self.processes[pid].source_id if pid in self.processes else None
         self.sink.add("ingest_errors", (self.next_id("ingest_errors"), self.file_id, source, line,
                                         offset, lines, size, kind, message, excerpt))
