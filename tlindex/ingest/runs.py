@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tlindex.errors import TlindexError, UsageError
 from tlindex.store.db import immediate
+from tlindex.store.redact import redact_text, storable
 
 
 class _Groups:
@@ -239,13 +240,14 @@ def _refresh_run(conn: sqlite3.Connection, run_id: int) -> None:
 
 
 def check_label(label: str) -> str:
-    """A label a run may carry, else UsageError: not empty, and not a whole number (it would read as a run id)."""
+    """A label a run may carry, else UsageError: not empty, and not a whole number (it would read as a run id);
+    returned as it is stored, its secrets redacted (tlindex.store.redact: `--token=***`)."""
     if not label.strip():
         raise UsageError("a run's label cannot be empty")
     if re.fullmatch(r"[-+]?\d+", label.strip()):
         raise UsageError(f"a run's label cannot be a whole number ({label.strip()!r} names run ids); "
                          f"give it a word, e.g. 'run {label.strip()}'")
-    return label
+    return redact_text(storable(label))
 
 
 def remove_runs(conn: sqlite3.Connection, run_ids: list[int]) -> dict[str, int]:
@@ -316,7 +318,7 @@ def record_facts(conn: sqlite3.Connection, run_id: int, facts: dict) -> None:
 
 def rename_run(conn: sqlite3.Connection, run_id: int, label: str) -> None:
     """Give a run a new label (labels are unique: another run's label is refused; see check_label)."""
-    check_label(label)
+    label = check_label(label)
     with immediate(conn):
         taken = conn.execute("SELECT id FROM runs WHERE label = ? AND id != ?", (label, run_id)).fetchone()
         if taken:

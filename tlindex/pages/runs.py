@@ -70,3 +70,22 @@ def command_facts(run: dict) -> dict | None:
     return {"command": words, "line": line, "ended": ended, "exit_code": run.get("exit_code"),
             "signal": run.get("signal"), "duration_s": run.get("duration_s"), "started": run.get("started"),
             "cwd": run.get("cwd"), "host": run.get("host"), "user": run.get("user")}
+
+
+WITHHELD = ("command", "line", "cwd", "host", "user")  # where and by whom a run was made: not in a shared report
+
+
+def without_run_facts(data):
+    """A page's data without the run facts that say where and by whom (WITHHELD), wherever a run's row or its
+    `ran` stands in it (every page, so a page added later is covered): what a report leaves out unless asked.
+    A `ran` keeps how the command ended and how long it took, and says `withheld`."""
+    if isinstance(data, list):
+        return [without_run_facts(item) for item in data]
+    if not isinstance(data, dict):
+        return data
+    kept = {key: without_run_facts(value) for key, value in data.items()}
+    if isinstance(kept.get("ran"), dict):
+        kept["ran"] = {**kept["ran"], **{name: None for name in WITHHELD}, "withheld": True}
+    if {"command", "cwd", "host", "user"} <= kept.keys():  # a row of `runs`
+        kept.update({name: None for name in ("command", "cwd", "host", "user")})
+    return kept
