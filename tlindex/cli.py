@@ -708,9 +708,9 @@ def serve(ctx: click.Context, db: str | None, host: str | None, port: int | None
 
     from tlindex.serve import DEFAULT_HOST, Served, open_when_answering, passes_through, pick_port, scheme_of, write_marker
     from tlindex.stopping import relay
-    from tlindex.store.db import existing_database
+    from tlindex.store.db import existing_database, up_to_date
 
-    path = existing_database(db or os.environ.get("TLINDEX_DB", DEFAULT_DB))
+    path = up_to_date(existing_database(db or os.environ.get("TLINDEX_DB", DEFAULT_DB)))
     args = list(ctx.args)
     if passes_through(args):  # no server on a port: nothing to pick, print or find
         given = [*(["-h", host] if host is not None else []), *(["-p", str(port)] if port is not None else []),

@@ -146,11 +146,11 @@ def make_report(out: Path, paths: list[str], db_path: str | None, run_names: lis
     is gone afterwards, or the runs of `db_path` (default traces.db); their report written to `out`."""
     from tlindex.ingest.pipeline import ingest
     from tlindex.owned import scratch
-    from tlindex.store.db import existing_database
+    from tlindex.store.db import existing_database, up_to_date
 
     check_out_dir(out, overwrite)  # before any work
     if not paths:
-        db = existing_database(db_path or "traces.db")
+        db = up_to_date(existing_database(db_path or "traces.db"))
         runs = runs_by_name(db, run_names)
         return Outcome(runs, write_report(db, out, runs, overwrite, page_progress, jobs, run_facts), [])
     with scratch("tlindex-report-") as temporary:

@@ -264,6 +264,18 @@ def existing_database(db_path: str | Path) -> Path:
     return path
 
 
+def up_to_date(path: Path) -> Path:
+    """A database about to be served or written into a report, migrated first when it can be written (as the next
+    command that writes to it would), so that nothing a migration removes (016: secrets in stored commands and
+    labels) is shown from an older one; a database it cannot write is read as it is."""
+    if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
+        try:
+            open_db(path).close()
+        except (DatabaseError, sqlite3.Error, OSError):
+            pass
+    return path
+
+
 def read_database(db_path: str | Path) -> sqlite3.Connection:
     """A read-only connection to an existing tlindex database (existing_database says why not)."""
     return connect_read_only(existing_database(db_path))

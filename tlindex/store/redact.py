@@ -118,8 +118,9 @@ def register(conn: sqlite3.Connection) -> sqlite3.Connection:
 
 
 def migration_notice(changes: list[int]) -> str | None:
-    """What migration 016 says once, when it redacted something: its statements' changes (commands, labels)."""
-    commands, labels = (changes + [0, 0])[:2]
+    """What migration 016 says once, when it redacted something: from the changes of its statements, whose last two
+    redact the commands, then the labels."""
+    commands, labels = ([0, 0] + changes)[-2:]
     if not commands and not labels:
         return None
     return (f"secrets redacted from {commands} stored command line{'s' * (commands != 1)} and {labels} "
