@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tlindex.answers.queries import load_queries
+from tlindex.pages.runs import withhold_run_facts
 from tlindex.report.files import ReportFiles, log_folders
 from tlindex.report.output import Output, ReportSummary, note_degraded
 from tlindex.report.pages import PageWriter, seeds, text_file
@@ -88,9 +89,10 @@ class Report:
     def open(self) -> None:
         """This process's connection and writer (a worker opens its own)."""
         self.conn = connect_read_only(self.db_path)
+        if not self.run_facts:
+            withhold_run_facts(self.conn)  # every page and query of the report reads `runs` without them
         self.output = Output(self.out)
-        self.writer = PageWriter(self.conn, self.renderer, self.files, self.output, lambda url: None, self.claim,
-                                 self.run_facts)
+        self.writer = PageWriter(self.conn, self.renderer, self.files, self.output, lambda url: None, self.claim)
         self.pid = os.getpid()
 
     def start_workers(self, jobs: int) -> Executor:

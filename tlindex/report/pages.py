@@ -20,7 +20,6 @@ from tlindex import pages
 from tlindex.answers.queries import load_queries, read_only, run_sql
 from tlindex.errors import NotFound, UsageError
 from tlindex.pages.rows import Args
-from tlindex.pages.runs import without_run_facts
 from tlindex.report.files import ReportFiles, relative
 from tlindex.report.output import Output
 
@@ -38,10 +37,8 @@ class PageWriter:
     """Renders URLs of the served pages into report files, in one process, on one connection."""
 
     def __init__(self, conn: sqlite3.Connection, renderer, files: ReportFiles, output: Output,
-                 enqueue: Callable[[str], None], claim: Callable[[str], bool] = lambda path: True,
-                 run_facts: bool = False):
+                 enqueue: Callable[[str], None], claim: Callable[[str], bool] = lambda path: True):
         self.conn, self.renderer, self.files, self.output = conn, renderer, files, output
-        self.run_facts = run_facts  # where and by whom runs were made, shown (--with-run-facts); else left out
         self.enqueue = enqueue  # told of every link to a report file met on a page
         self.claim = claim  # whether a file is still to be written (then it is this writer's): a payload's text
         self.relinked: dict[tuple[str, str], str] = {}
@@ -85,8 +82,6 @@ class PageWriter:
 
     def page(self, page: pages.Page, values: dict, args: Args) -> str | bytes:
         data = page.read(self.conn, args, **values)
-        if not self.run_facts:
-            data = without_run_facts(data)
         if page.name == "payload":
             text = (data["p"]["text"] or "").encode("utf-8")
             if data["raw"]:  # a payload's text
