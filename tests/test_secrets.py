@@ -44,7 +44,8 @@ COPY = 'cp "$0" "$TORCH_TRACE/x.log"'
     (["--api-key", "V"], ["--api-key", "***"]),
     (["--apiKey", "V", "--Session-Id=V", "--db-password", "V"], ["--apiKey", "***", "--Session-Id=***",
                                                                  "--db-password", "***"]),
-    (["https://bob:V@example.org/x", "git+ssh://u:V@h/r"], ["https://bob:***@example.org/x", "git+ssh://u:***@h/r"]),
+    (["https://bob:V@example.org/x", "git+ssh://u:V@h/r", "https://bob:p@ss@h/x"],
+     ["https://bob:***@example.org/x", "git+ssh://u:***@h/r", "https://bob:***@h/x"]),
     (["HF_TOKEN=V", "AWS_SECRET_ACCESS_KEY=V", "cookie=V"], ["HF_TOKEN=***", "AWS_SECRET_ACCESS_KEY=***", "cookie=***"]),
     (["--token", "--verbose"], ["--token", "--verbose"]),  # a flag before another option: nothing to hide
     (["sh", "-c", "export HF_TOKEN=V; run --password V"], ["sh", "-c", "export HF_TOKEN=*** run --password ***"]),

@@ -32,7 +32,6 @@ from tlindex.serve import DEFAULT_PORT as SERVE_PORT  # where Datasette answers 
 from tlindex.store.redact import redact_words, storable
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-NO_COMMAND_ENV = "TLINDEX_NO_COMMAND"  # set (1, true): `tlindex run` keeps only the program's name, as --no-command
 
 
 def stored_command(command: list[str], program_only: bool = False) -> list[str]:

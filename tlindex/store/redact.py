@@ -30,7 +30,7 @@ LINE_CHARS = 16_000  # words past this many characters in all are counted, not k
 
 _NAME_WORDS_RE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 _VALUE = r"""(?:"[^"]*"|'[^']*'|\S+)"""
-_URL_PASSWORD_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*):([^\s/@]+)@")
+_URL_PASSWORD_RE = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]*):([^\s/]+)@")  # to its last @: p@ss
 _ASSIGNMENT_RE = re.compile(rf"(?<![\w.-])([A-Za-z_][\w.-]*)=({_VALUE})")
 _OPTION_RE = re.compile(rf"(?<![\w.-])(-{{1,2}}([A-Za-z][\w.-]*))(?:(=)({_VALUE})|(\s+)(?!-)({_VALUE}))")
 _BARE_OPTION_RE = re.compile(r"-{1,2}([A-Za-z][\w.-]*)")
