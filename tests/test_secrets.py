@@ -262,3 +262,20 @@ def test_a_database_written_before_redaction_is_redacted_once_and_says_so(plante
                                                                                *SURVIVE]))
     assert rows[1][1] == "python train.py --token=***"  # the last of those that met takes the name
     assert not _leaks(db.read_bytes())
+
+
+def test_a_hostile_command_line_is_stored_bounded_and_the_run_keeps_its_exit_code(tmp_path):
+    """Control characters, undecodable bytes and a 100 KB argument on the command line of a real run: the run is
+    ingested, its exit code is the command's, the stored line is bounded and every line printed is escaped."""
+    db = tmp_path / "t.db"
+    undecodable = b"\xff\xfe".decode("utf-8", "surrogateescape")
+    args = ["run", "--db", str(db), "--", "sh", "-c", COPY + "; exit 3", str(LOG), undecodable, "a\x1b[31m\nb",
+            "x" * 100_000, "--password", "S3CRETg"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 3, result.output
+    (command, label), = sqlite3.connect(db).execute("SELECT command, label FROM runs").fetchall()
+    words = json.loads(command)
+    assert words[4:6] == ["\\xff\\xfe", "a\x1b[31m\nb"] and len(words[6]) < WORD_CHARS + 50
+    assert words[-2:] == ["--password", "***"] and len(label) <= 200
+    listed = CliRunner().invoke(cli, ["runs", "--db", str(db)])
+    assert "\x1b" not in listed.output and "^[[31m⏎ b" in listed.output and not _leaks(listed.output)
