@@ -447,14 +447,17 @@ def diff_command(run_a: str, run_b: str, db_path: str, as_json: bool, graphs: bo
 @click.option("--last", type=click.IntRange(min=1), metavar="N",
               help=f"Without PATHs or --run: the last N runs of the database [default: {LAST_RUNS}]")
 @click.option("--all", "all_runs", is_flag=True, help="Without PATHs or --run: every run of the database")
+@click.option("--with-run-facts", is_flag=True, help="Show the command line (redacted), user, host and working "
+              "directory `tlindex run` kept (left out by default: a report is made to be shared)")
 def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names: tuple[str, ...],
            open_browser: bool, overwrite: bool, jobs: int | None, silent: bool, last: int | None,
-           all_runs: bool) -> None:
+           all_runs: bool, with_run_facts: bool) -> None:
     """Write a folder of static pages: logs (PATHs, as ingest takes them) or runs of a database.
 
     With one run, DIR/index.html is its run page and DIR/compile_directory.json and DIR/raw.jsonl are
     in tlparse's formats; with several, DIR/index.html lists them and each has DIR/run-<id>/. Links are
-    relative and assets local: the folder works from file:// and from any static host.
+    relative and assets local: the folder works from file:// and from any static host. What `tlindex run` kept of
+    where and by whom a run was made is left out unless --with-run-facts.
     """
     from pathlib import Path
 
@@ -471,7 +474,7 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
     try:
         outcome = make_report(out, list(paths), db_path, list(run_names), overwrite, jobs, bar.update, progress,
                               last=None if all_runs else (last or LAST_RUNS),
-                              say=None if silent else (lambda text: say(text, err=True)))
+                              say=None if silent else (lambda text: say(text, err=True)), run_facts=with_run_facts)
     finally:
         bar.close()
     if show:
@@ -572,7 +575,7 @@ def chromium(out: str, db_path: str, run_name: str, replace: bool) -> None:
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
               help="Directory for the Parquet tables (the layout of `tlindex export parquet`)")
 @click.option("--master", default="local[2]", show_default=True, help="Spark master URL")
-@click.option("--run", "run_label", help="Put every file given into the run of this label")
+@click.option("--run", "run_label", callback=label_value, help="Put every file given into the run of this label")
 @click.option("--replace", is_flag=True, help="Overwrite --out when it is not empty")
 def spark_ingest(paths: tuple[str, ...], out_dir: str, master: str, run_label: str | None, replace: bool) -> None:
     """Ingest logs with Apache Spark (one task per file) straight into Parquet; needs tlindex[spark]."""
@@ -672,10 +675,12 @@ def label_command(run: str, new_label: str, db_path: str) -> None:
               "by time and command; TORCH_TRACE points at it [default: <db>.traces]")
 @click.option("--keep-trace/--no-keep-trace", default=True, show_default=True,
               help="Keep the run's trace folder once it is ingested")
+@click.option("--no-command", "program_only", is_flag=True, envvar="TLINDEX_NO_COMMAND",
+              help="Keep only the program's name of COMMAND, not its arguments (env TLINDEX_NO_COMMAND=1)")
 @gate_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run_command(db_path: str, label: str | None, trace_dir: str | None, keep_trace: bool, baseline: str | None,
-                fail_on, allow_unjudged: bool, command: tuple[str, ...]) -> None:
+def run_command(db_path: str, label: str | None, trace_dir: str | None, keep_trace: bool, program_only: bool,
+                baseline: str | None, fail_on, allow_unjudged: bool, command: tuple[str, ...]) -> None:
     """Run COMMAND with TORCH_TRACE set, then ingest what it wrote as one run and say what is wrong.
 
     `tlindex run -- python train.py` or `tlindex run -- torchrun --nproc-per-node 2 train.py`. Exits
@@ -691,7 +696,7 @@ def run_command(db_path: str, label: str | None, trace_dir: str | None, keep_tra
     check = GateCheck.prepare(Path(db_path), baseline, fail_on, allow_unjudged) if (baseline or fail_on) else None
     sys.exit(run_traced(Path(db_path), list(command), label=label,
                         trace_dir=Path(trace_dir) if trace_dir else None, keep_trace=keep_trace,
-                        echo=lambda text: say(text, err=True), gate=check))
+                        echo=lambda text: say(text, err=True), gate=check, program_only=program_only))
 
 
 @cli.command()
@@ -759,9 +764,9 @@ def serve(ctx: click.Context, db: str | None, host: str | None, port: int | None
 
     from tlindex.serve import DEFAULT_HOST, Served, open_when_answering, passes_through, pick_port, scheme_of, write_marker
     from tlindex.stopping import relay
-    from tlindex.store.db import existing_database
+    from tlindex.store.db import existing_database, up_to_date
 
-    path = existing_database(db or os.environ.get("TLINDEX_DB", DEFAULT_DB))
+    path = up_to_date(existing_database(db or os.environ.get("TLINDEX_DB", DEFAULT_DB)))
     args = list(ctx.args)
     if passes_through(args):  # no server on a port: nothing to pick, print or find
         given = [*(["-h", host] if host is not None else []), *(["-p", str(port)] if port is not None else []),

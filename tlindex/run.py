@@ -29,8 +29,22 @@ from pathlib import Path
 
 from tlindex import owned
 from tlindex.serve import DEFAULT_PORT as SERVE_PORT  # where Datasette answers by default
+from tlindex.store.redact import redact_words, storable
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def stored_command(command: list[str], program_only: bool = False) -> list[str]:
+    """The command's words as the run keeps them (its folder's name and default label are made of them too):
+    redacted (tlindex.store.redact: secrets never stored), bounded and storable; only the program's name with
+    `program_only` (--no-command), or should redaction itself fail (it never fails the run)."""
+    program = storable(Path(command[0]).name if command else "") or "command"
+    if program_only:
+        return [program]
+    try:
+        return redact_words(command)
+    except Exception:  # a bug of the redaction must cost the command line, never the run or a secret
+        return [program]
 
 
 def trace_base(db_path: Path) -> Path:
@@ -78,9 +92,9 @@ class Ran:
         return {**asdict(self), "command": json.dumps(self.command)}
 
 
-def run_command(command: list[str], trace_dir: Path) -> Ran:
-    """Run COMMAND with TORCH_TRACE=trace_dir as the terminal's foreground job; what happened. Raises OSError when
-    it cannot be started."""
+def run_command(command: list[str], trace_dir: Path, shown: list[str] | None = None) -> Ran:
+    """Run COMMAND with TORCH_TRACE=trace_dir as the terminal's foreground job; what happened (the command kept as
+    `shown`, its stored words: stored_command). Raises OSError when it cannot be started."""
     env = dict(os.environ, TORCH_TRACE=str(trace_dir))
     terminal = _terminal()
     started, clock = datetime.now(timezone.utc), time.monotonic()
@@ -95,7 +109,9 @@ def run_command(command: list[str], trace_dir: Path) -> Ran:
             _hand_terminal(terminal, os.getpgrp())
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    return Ran(command=list(command), cwd=os.getcwd(), host=socket.gethostname(), user=_user(),
+    user = _user()
+    return Ran(command=list(shown if shown is not None else command), cwd=storable(os.getcwd()),
+               host=storable(socket.gethostname()), user=storable(user) if user is not None else None,
                started=started.replace(tzinfo=None).isoformat(timespec="microseconds"),
                duration_s=round(time.monotonic() - clock, 3), exit_code=code if code >= 0 else None,
                signal=_signal_name(-code) if code < 0 else None)
@@ -226,54 +242,41 @@ class GateCheck:
 
 
 def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: Path | None, keep_trace: bool,
-               echo: Callable[[str], None], gate: GateCheck | None = None) -> int:
-    """The whole of `tlindex run`; returns the exit code to leave with."""
-    from tlindex.answers.findings import problems
-    from tlindex.answers.findings.stored import store_findings, stored_findings
-    from tlindex.answers.glossary import plain
-    from tlindex.answers.names import resolve_run
+               echo: Callable[[str], None], gate: GateCheck | None = None, program_only: bool = False) -> int:
+    """The whole of `tlindex run`; returns the exit code to leave with. What is stored of the command, and what its
+    folder and default label are made of, is its redacted words (only the program's with `program_only`)."""
     from tlindex.ingest.pipeline import ingest
     from tlindex.pages import database_path
     from tlindex.pages import path as page_path
     from tlindex.report import runs_of_paths
-    from tlindex.store.db import DatabaseError, check_database, connect_read_only
+    from tlindex.store.db import DatabaseError, check_database
 
     try:
         check_database(db_path)  # refuse a file that is not a tlindex database before the command runs
     except DatabaseError as error:
         echo(f"tlindex run: {error}")
         return 1
-    folder = new_trace_folder(trace_dir or trace_base(db_path), command)
+    shown = stored_command(command, program_only)
+    folder = new_trace_folder(trace_dir or trace_base(db_path), shown)
     try:
-        ran = run_command(command, folder)
+        ran = run_command(command, folder, shown)
     except OSError as error:
-        echo(f"tlindex run: cannot start {command[0]!r}: {error.strerror or error}")
+        echo(f"tlindex run: cannot start {shown[0]!r}: {error.strerror or error}")
         owned.remove(folder, "trace")
         return 127
     code = ran.code
     if not any(p.is_file() and p.name != owned.MARKER for p in folder.rglob("*")):
-        echo(f"tlindex run: {command[0]} exited with {code} and wrote no trace in {folder} (did it call "
+        echo(f"tlindex run: {shown[0]} exited with {code} and wrote no trace in {folder} (did it call "
              f"torch.compile or torch.export?)")
         owned.remove(folder, "trace")
         return gate.judge(db_path, None, code, echo) if gate else code
-    summary = ingest(db_path, [str(folder)], run_label=_unique_label(db_path, label or " ".join(command)))
+    summary = ingest(db_path, [str(folder)], run_label=_unique_label(db_path, label or " ".join(shown)))
     _echo_summary(summary.problems, summary.notes(), summary.line(), echo)
     runs = runs_of_paths(db_path, [str(folder)])  # one: every file was given the run's label
     if not runs:
         return gate.judge(db_path, None, code, echo) if gate else code
     record_command(db_path, runs[0], ran)
-    store_findings(db_path, run_ids=runs)
-    conn = connect_read_only(db_path)
-    try:
-        run = resolve_run(conn, str(runs[0]))
-        found = stored_findings(conn, [run["id"]])[run["id"]]
-    finally:
-        conn.close()
-    echo(f"run {run['id']} {run['label']}: " + ("nothing to report" if not problems(found) else
-                                                  f"{len(problems(found))} problem(s)"))
-    for finding in found:
-        echo(f"  {finding.severity}: {finding.text}")
-        echo(f"      next: {plain(finding.next_steps)}")
+    run = _say_findings(db_path, runs[0], echo)
     url = served_url(db_path, run["id"])
     if url:
         echo(f"open {url}")
@@ -285,6 +288,29 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
     if not keep_trace:
         owned.remove(folder, "trace")
     return code
+
+
+def _say_findings(db_path: Path, run_id: int, echo: Callable[[str], None]) -> dict:
+    """The new run's findings, computed once and stored, said as `tlindex findings` says them; the run's row."""
+    from tlindex.answers.findings import problems
+    from tlindex.answers.findings.stored import store_findings, stored_findings
+    from tlindex.answers.glossary import plain
+    from tlindex.answers.names import resolve_run
+    from tlindex.store.db import connect_read_only
+
+    store_findings(db_path, run_ids=[run_id])
+    conn = connect_read_only(db_path)
+    try:
+        run = resolve_run(conn, str(run_id))
+        found = stored_findings(conn, [run["id"]])[run["id"]]
+    finally:
+        conn.close()
+    echo(f"run {run['id']} {run['label']}: " + ("nothing to report" if not problems(found) else
+                                                  f"{len(problems(found))} problem(s)"))
+    for finding in found:
+        echo(f"  {finding.severity}: {finding.text}")
+        echo(f"      next: {plain(finding.next_steps)}")
+    return run
 
 
 def _echo_summary(problems: list[str], notes: list[str], line: str, echo: Callable[[str], None]) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from tlindex.errors import TlindexError, UsageError
 from tlindex.store.db import immediate
+from tlindex.store.redact import redact_text, storable
 
 
 class _Groups:
@@ -324,7 +325,8 @@ def normalize_label(text: str) -> str:
 
 def check_label(label: str) -> str:
     """A label a run may carry, normalized (normalize_label), else UsageError: not empty, and not a whole number
-    once normalized (it would print as, and read as, a run id)."""
+    once normalized (it would print as, and read as, a run id); returned as it is stored, its secrets redacted
+    (tlindex.store.redact: `--token=***`)."""
     given, label = label, normalize_label(label)
     if not label.strip():
         raise UsageError(f"a run's label cannot be empty ({given!r} prints as nothing)" if given.strip()
@@ -332,7 +334,7 @@ def check_label(label: str) -> str:
     if re.fullmatch(r"[-+]?\d+", label.strip()):
         raise UsageError(f"a run's label cannot be a whole number ({given!r} prints as {label.strip()!r}, which names "
                          f"a run id); give it a word, e.g. 'run {label.strip()}'")
-    return label
+    return redact_text(storable(label))
 
 
 # Tables of what is derived of a run and stored by the layers above (tlindex.answers.findings.stored): removed with it.

@@ -159,16 +159,34 @@ def runs_listing(conn: sqlite3.Connection, ids: list[int] | None = None) -> list
 
 def command_facts(run: dict) -> dict | None:
     """What `tlindex run` kept of the command that wrote a run (schema/014_run_facts.sql), with the command line as a
-    shell would take it and how it ended in words; None for a run ingested from logs (or a database older than them)."""
-    if not run.get("command"):
+    shell would take it and how it ended in words; None for a run ingested from logs (or a database older than them).
+    On a connection that withholds them (withhold_run_facts: a report), `withheld` and no line, user, host or cwd."""
+    withheld = bool(run.get(WITHHELD_FLAG))
+    if not run.get("command") and not withheld:
         return None
     try:
         words = json.loads(run["command"])
         line = shlex.join(words) if isinstance(words, list) else str(words)
     except (ValueError, TypeError):
-        words, line = None, str(run["command"])
+        words, line = None, None if run["command"] is None else str(run["command"])
     ended = (f"killed by {run['signal']}" if run.get("signal") else
              f"exit {run['exit_code']}" if run.get("exit_code") is not None else "exit unknown")
     return {"command": words, "line": line, "ended": ended, "exit_code": run.get("exit_code"),
             "signal": run.get("signal"), "duration_s": run.get("duration_s"), "started": run.get("started"),
-            "cwd": run.get("cwd"), "host": run.get("host"), "user": run.get("user")}
+            "cwd": run.get("cwd"), "host": run.get("host"), "user": run.get("user"), "withheld": withheld}
+
+
+WITHHELD = ("command", "cwd", "host", "user")  # where and by whom a run was made: not in a shared report
+WITHHELD_FLAG = "run_facts_withheld"  # the column that says so, on a connection that withholds them
+
+
+def withhold_run_facts(conn: sqlite3.Connection) -> None:
+    """Make `runs` on this connection a TEMP view of the table without the WITHHELD columns (NULL; the temp schema is
+    searched first), and with WITHHELD_FLAG set where `tlindex run` kept them: every page, canned query and SQL the
+    connection reads, a page added later too, then leaves out where and by whom the runs were made (a report does
+    unless --with-run-facts)."""
+    columns = [row[1] for row in conn.execute("PRAGMA main.table_info(runs)")]
+    if not set(WITHHELD) <= set(columns):
+        return  # a database older than the run facts holds none
+    shown = ", ".join(f"NULL AS {name}" if name in WITHHELD else f'"{name}"' for name in columns)
+    conn.execute(f"CREATE TEMP VIEW runs AS SELECT {shown}, command IS NOT NULL AS {WITHHELD_FLAG} FROM main.runs")

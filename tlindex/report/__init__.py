@@ -103,8 +103,11 @@ def write_empty_report(out: Path, overwrite: bool, why: str) -> None:
         owned.discard(partial)  # still there only when it was not swapped in
 
 
-def write_report(db_path: Path, out: Path, runs: list[int], overwrite: bool, progress=None, jobs: int | None = None):
-    """Write the report of `runs` to `out` (checked with check_out_dir first), with `jobs` processes; its summary."""
+def write_report(db_path: Path, out: Path, runs: list[int], overwrite: bool, progress=None, jobs: int | None = None,
+                 run_facts: bool = False):
+    """Write the report of `runs` to `out` (checked with check_out_dir first), with `jobs` processes; its summary.
+    Where and by whom the runs were made (`tlindex run`'s command line, user, host, directory) is left out unless
+    `run_facts` (a report is made to be shared)."""
     renderer_class = renderer()
     if not runs:
         raise ReportError(f"{db_path}: no run to report")
@@ -112,7 +115,7 @@ def write_report(db_path: Path, out: Path, runs: list[int], overwrite: bool, pro
     check_out_dir(out, overwrite)
     partial = owned.new_partial(out, "report")
     try:
-        summary = Report(db_path, partial, runs, renderer_class, progress).write(jobs or os.cpu_count() or 1)
+        summary = Report(db_path, partial, runs, renderer_class, progress, run_facts).write(jobs or os.cpu_count() or 1)
         swap(partial, out)
     finally:
         owned.discard(partial)  # still there only when it was not swapped in
@@ -156,21 +159,21 @@ class Outcome:
 
 def make_report(out: Path, paths: list[str], db_path: str | None, run_names: list[str], overwrite: bool,
                 jobs: int | None, ingest_progress=None, page_progress=None, last: int | None = None,
-                say=None) -> Outcome:
+                say=None, run_facts: bool = False) -> Outcome:
     """The whole of `tlindex report`: logs (PATHs) ingested first, into `db_path` or a temporary database that
     is gone afterwards, or the runs of `db_path` (default traces.db: the last `last` runs when none are named);
     their report written to `out`. `say` is told how much it will write before it starts."""
     from tlindex.ingest.pipeline import ingest
     from tlindex.owned import scratch
-    from tlindex.store.db import existing_database
+    from tlindex.store.db import existing_database, up_to_date
 
     check_out_dir(out, overwrite)  # before any work
     if not paths:
-        db = existing_database(db_path or "traces.db")
+        db = up_to_date(existing_database(db_path or "traces.db"))
         runs = runs_by_name(db, run_names, last)
         if say is not None:
             say(size_of_report(db, runs))
-        return Outcome(runs, write_report(db, out, runs, overwrite, page_progress, jobs), [])
+        return Outcome(runs, write_report(db, out, runs, overwrite, page_progress, jobs, run_facts), [])
     with scratch("tlindex-report-") as temporary:
         db = Path(db_path) if db_path else temporary / "traces.db"
         ingested = ingest(db, paths, jobs=jobs, progress=ingest_progress,
@@ -184,4 +187,4 @@ def make_report(out: Path, paths: list[str], db_path: str | None, run_names: lis
             return Outcome([], None, [])
         if run_names:
             runs = sorted(set(runs) & set(runs_by_name(db, run_names)))
-        return Outcome(runs, write_report(db, out, runs, overwrite, page_progress, jobs), ingested.problems)
+        return Outcome(runs, write_report(db, out, runs, overwrite, page_progress, jobs, run_facts), ingested.problems)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tlindex.answers.queries import load_queries
+from tlindex.pages.runs import withhold_run_facts
 from tlindex.report.files import ReportFiles, log_folders
 from tlindex.report.output import Output, ReportSummary, note_degraded
 from tlindex.report.pages import PageWriter, seeds, text_file
@@ -42,8 +43,10 @@ TaskResult = tuple[set[str], dict[str, str], ReportSummary]
 class Report:
     """Writes the static report of some runs of a tlindex database into an empty folder."""
 
-    def __init__(self, db_path: Path, out: Path, runs: list[int], renderer_class, progress: Callable[[int], None] | None = None):
+    def __init__(self, db_path: Path, out: Path, runs: list[int], renderer_class,
+                 progress: Callable[[int], None] | None = None, run_facts: bool = False):
         self.db_path, self.out, self.runs = Path(db_path), Path(out), sorted(runs)
+        self.run_facts = run_facts  # --with-run-facts
         self.renderer_class = renderer_class
         self.progress = progress or (lambda pages: None)
         self.total = ReportSummary()
@@ -54,7 +57,7 @@ class Report:
         self.done: set[str] = set()  # report files written (or found to have nothing to write)
 
     def key(self) -> tuple:
-        return (str(self.db_path), str(self.out), tuple(self.runs))
+        return (str(self.db_path), str(self.out), tuple(self.runs), self.run_facts)
 
     def write(self, jobs: int = 1) -> ReportSummary:
         """Write the report; with jobs > 1 the compile and payload pages are rendered by that many processes."""
@@ -86,6 +89,8 @@ class Report:
     def open(self) -> None:
         """This process's connection and writer (a worker opens its own)."""
         self.conn = connect_read_only(self.db_path)
+        if not self.run_facts:
+            withhold_run_facts(self.conn)  # every page and query of the report reads `runs` without them
         self.output = Output(self.out)
         self.writer = PageWriter(self.conn, self.renderer, self.files, self.output, lambda url: None, self.claim)
         self.pid = os.getpid()
@@ -105,7 +110,8 @@ class Report:
         self.output.summary = self.total  # what this process writes counts in the total (a task counts its own)
         if jobs > 1 and self.parallel(tasks, forked=self.workers is not None):
             self.start_workers(jobs)
-            futures = [self.workers.submit(_worker_task, (self.db_path, self.out, self.runs, self.renderer_class, task))
+            futures = [self.workers.submit(_worker_task, (self.db_path, self.out, self.runs, self.renderer_class,
+                                                            self.run_facts, task))
                        for task in tasks]
             self.done |= self.task_files(tasks)  # theirs: the crawl below leaves them to the workers
             self.deferred = {}  # and the pages of their compiles (SUBPAGE_RE)
@@ -254,11 +260,11 @@ _WORKER: dict[tuple, Report] = {}  # in a worker process: its Report, set up onc
 
 def _worker_task(arguments: tuple) -> TaskResult:
     """In a worker process: one task of Report.tasks; only this task's files are reported back."""
-    db_path, out, runs, renderer_class, task = arguments
-    key = (str(db_path), str(out), tuple(runs))  # Report.key
+    db_path, out, runs, renderer_class, run_facts, task = arguments
+    key = (str(db_path), str(out), tuple(runs), run_facts)  # Report.key
     if key not in _WORKER:  # spawned: set up here
         _WORKER.clear()
-        _WORKER[key] = Report(db_path, out, runs, renderer_class)
+        _WORKER[key] = Report(db_path, out, runs, renderer_class, run_facts=run_facts)
         _WORKER[key].load()
     report = _WORKER[key]
     if getattr(report, "pid", None) != os.getpid():  # forked with the maps, or spawned: its own connection

@@ -6,6 +6,7 @@ import errno
 import os
 import re
 import sqlite3
+import sys
 import time
 from contextlib import contextmanager
 from functools import cache, lru_cache
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Iterator
 
 from tlindex.errors import DatabaseError
+from tlindex.store import redact
 from tlindex.store.compression import register
 from tlindex.store.limits import connect
 from tlindex.store.resources import current_schema, schema_files
@@ -20,6 +22,9 @@ from tlindex.store.resources import current_schema, schema_files
 MIGRATIONS_TABLE = "_tlindex_migrations"
 SQLITE_HEADER = b"SQLite format 3\x00"
 BUSY_TIMEOUT_S = 600  # concurrent ingests wait for each other's merges (each one transaction)
+# What a migration (by its name without its number) says once, on stderr, from the rows each of its statements
+# changed (None: nothing to say).
+NOTICES = {"redacted_secrets": redact.migration_notice}
 
 
 def disk_full(error: BaseException) -> bool:
@@ -76,6 +81,7 @@ def apply_schema(conn: sqlite3.Connection, whole: bool = True) -> list[str]:
     migration this tlindex does not know was written by a newer one: refused.
     """
     register(conn)  # migration 004 compresses with sqlar_compress
+    redact.register(conn)  # migration 016 redacts stored commands and labels
     files = schema_files()
     known = {path.stem for path in files}
     done = _applied(conn)
@@ -96,7 +102,7 @@ def apply_schema(conn: sqlite3.Connection, whole: bool = True) -> list[str]:
 def _migrate(conn: sqlite3.Connection, files: list[Path], whole: bool) -> list[str]:
     """The migrations a database lacks applied under one write lock (schema/current.sql for a new one, when
     `whole`); the names applied."""
-    applied = []
+    applied, notices = [], []
     with immediate(conn):
         conn.execute(f"CREATE TABLE IF NOT EXISTS {MIGRATIONS_TABLE} (name TEXT PRIMARY KEY, applied_at TEXT)")
         done = _applied(conn)  # again, now that no one else can be applying them
@@ -106,10 +112,20 @@ def _migrate(conn: sqlite3.Connection, files: list[Path], whole: bool) -> list[s
         for path in files:
             if path.stem in done:
                 continue
+            changes = []
             for statement in _statements(path.read_text()):
+                before = conn.total_changes
                 conn.execute(statement)
+                changes.append(conn.total_changes - before)
             _record(conn, [path.stem])
             applied.append(path.stem)
+            notice = NOTICES.get(path.stem.partition("_")[2])
+            said = notice(changes) if notice else None
+            notices += [said] if said else []
+    if notices:  # said once: the migrations are recorded as applied in the transaction just committed
+        where = next((file for _, name, file in conn.execute("PRAGMA database_list") if name == "main"), "")
+        for said in notices:
+            sys.stderr.write(f"tlindex: {where or 'database'}: {said}\n")
     return applied
 
 
@@ -245,6 +261,18 @@ def existing_database(db_path: str | Path) -> Path:
         raise DatabaseError(f"{path}: cannot be read as a SQLite database ({error})") from None
     if not made_by_tlindex:
         raise DatabaseError(f"{path}: not a tlindex database (empty); run `tlindex ingest` to make one")
+    return path
+
+
+def up_to_date(path: Path) -> Path:
+    """A database about to be served or written into a report, migrated first when it can be written (as the next
+    command that writes to it would), so that nothing a migration removes (016: secrets in stored commands and
+    labels) is shown from an older one; a database it cannot write is read as it is."""
+    if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
+        try:
+            open_db(path).close()
+        except (DatabaseError, sqlite3.Error, OSError):
+            pass
     return path
 
 
