@@ -7,7 +7,7 @@
 -- :run  run id (empty: every run)
 WITH graphs AS (
     SELECT c.id AS compile, c.run_id, c.rank, c.compile_id FROM compiles c
-    WHERE (coalesce(:run, '') = '' OR c.run_id = :run)
+    WHERE (c.run_id IN (SELECT id FROM runs WHERE coalesce(:run, '') = '' OR id = :run))
       AND (c.id IN (SELECT compile FROM collective_ops) OR c.id IN (SELECT compile FROM op_estimates))
 ), ops AS (
     SELECT compile, origin,

@@ -63,3 +63,6 @@ FROM (
 -- through its records instead of through every lookup and span of the database.
 CREATE INDEX cache_events_envelope ON cache_events(envelope_id);
 CREATE INDEX chromium_events_begin ON chromium_events(begin_envelope);
+
+-- The largest artifacts first (the canned query biggest_artifacts over every run) without sorting them all.
+CREATE INDEX artifacts_size ON artifacts(size);

@@ -523,3 +523,5 @@ FROM (
 CREATE INDEX cache_events_envelope ON cache_events(envelope_id);
 
 CREATE INDEX chromium_events_begin ON chromium_events(begin_envelope);
+
+CREATE INDEX artifacts_size ON artifacts(size);
