@@ -101,11 +101,12 @@ WITH candidates AS (
           FROM op_estimates o JOIN comp c ON c.id = o.compile
           GROUP BY c.run_id, c.compile_id, c.rank)
 ), last_executions AS (
-    -- per process: its last graph_execution artifact
-    SELECT e.source_id, max(g.envelope_id) AS envelope_id
-    FROM graph_executions g CROSS JOIN envelopes e CROSS JOIN procs p JOIN runs_ r ON r.id = p.run_id
-    WHERE e.id = g.envelope_id AND p.source_id = e.source_id
-    GROUP BY e.source_id
+    -- per process: its last graph_execution artifact (its own records of that name, not every run's)
+    SELECT p.source_id, max(e.id) AS envelope_id
+    FROM procs p JOIN runs_ r ON r.id = p.run_id CROSS JOIN envelopes e
+    WHERE e.source_id = p.source_id AND e.kind = 'artifact' AND e.name = 'graph_execution'
+      AND EXISTS (SELECT 1 FROM graph_executions g WHERE g.envelope_id = e.id)
+    GROUP BY p.source_id
 ), executions AS (
     -- per process: the order its last graph_execution artifact recorded
     SELECT run_id, rank, min(place) AS place, count(*) AS runs, group_concat(compile_id, ' ') AS graphs

@@ -339,8 +339,6 @@ CREATE INDEX failed_guards_compile ON failed_guards(compile);
 
 CREATE INDEX graph_break_events_compile ON graph_break_events(compile);
 
-CREATE INDEX cache_events_compile ON cache_events(compile);
-
 CREATE INDEX symbols_compile ON symbols(compile);
 
 CREATE INDEX tensor_descriptions_compile ON tensor_descriptions(compile);
@@ -525,3 +523,5 @@ CREATE INDEX cache_events_envelope ON cache_events(envelope_id);
 CREATE INDEX chromium_events_begin ON chromium_events(begin_envelope);
 
 CREATE INDEX artifacts_size ON artifacts(size);
+
+CREATE INDEX cache_events_results ON cache_events(compile, cache, result);
