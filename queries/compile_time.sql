@@ -9,7 +9,7 @@
 -- :limit  rows (default 50)
 WITH chosen AS (
     SELECT id FROM compiles
-    WHERE run_id IN (SELECT id FROM runs WHERE coalesce(:run, '') = '' OR id = :run)
+    WHERE run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = '')
       AND (coalesce(:rank, '') = '' OR rank = :rank)
 ), spans AS (
     -- one run's question reads that run's spans only; every run's reads them all in one pass

@@ -3,7 +3,7 @@
 -- number of compiles and the slowest one, and how far each rank is from its run's fastest.
 -- :run  run id (empty: every run)
 WITH chosen AS (
-    SELECT id, run_id, rank FROM compiles WHERE run_id IN (SELECT id FROM runs WHERE coalesce(:run, '') = '' OR id = :run)
+    SELECT id, run_id, rank FROM compiles WHERE run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = '')
 ), per_compile AS (
     -- one run's question reads that run's spans only; every run's reads them all in one pass
     SELECT compile, sum(CASE WHEN name IN ('dynamo', 'entire_backward_compile') THEN duration_us END) / 1e6 AS s

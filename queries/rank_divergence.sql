@@ -15,7 +15,7 @@
 -- :run  run id (empty: every multi-rank run)
 WITH candidates AS (
     SELECT id, world_size FROM runs
-    WHERE world_size > 0 AND source_count > 1 AND (coalesce(:run, '') = '' OR id = :run)
+    WHERE world_size > 0 AND source_count > 1 AND id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = '')
 ), procs AS (
     -- every ranked process of those runs; place orders them by rank, restart, pid
     SELECT s.id AS source_id, s.run_id, s.process AS rank,
@@ -35,7 +35,7 @@ WITH candidates AS (
     GROUP BY run_id, compile_id
 ), cache AS (
     SELECT c.run_id, c.compile_id, e.cache, c.rank, min(c.place) AS place, group_concat(e.result) AS results
-    FROM cache_events e JOIN comp c ON c.id = e.compile
+    FROM comp c CROSS JOIN cache_events e WHERE e.compile = c.id  -- (CROSS JOIN: the run's compiles first)
     GROUP BY c.run_id, c.compile_id, e.cache, c.rank
 ), cache_patterns AS (
     -- per process: every cache result in log order (tlparse's hit/miss pattern)

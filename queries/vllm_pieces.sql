@@ -13,7 +13,7 @@ WITH spans AS MATERIALIZED (
            p.compile_range_start, p.compile_range_end, p.is_single_size, p.is_cudagraph_capture_size,
            p.source_id, p.attempt, p.compile_call, p.end_envelope, p.abandoned
     FROM sources s CROSS JOIN envelopes e CROSS JOIN piece_compile_spans p
-    WHERE s.run_id IN (SELECT id FROM runs WHERE coalesce(:run, '') = '' OR id = :run)
+    WHERE s.run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = '')
       AND e.source_id = s.id AND e.kind = 'artifact' AND e.name = 'vllm_piecewise_compile_start'
       AND p.envelope_id = e.id
 ), parts AS (

@@ -1,8 +1,9 @@
 """A page about one run costs what it costs in a database of one run: the SQL statements a request runs on a
 5-run database and on the same database grown to 50 runs are as many, for every page of the page table that is
 about one run, compile, piece, artifact or payload (its path names it), and for every sample of each. A page whose
-cost grows with runs it does not show (a query per run, a check per run) fails here; scans are found with EXPLAIN
-QUERY PLAN (tests/test_vllm_pages.py, tests/test_queries.py)."""
+cost grows with runs it does not show (a query per run, a check per run) fails here. And every canned query asked
+of one run executes as many SQLite instructions among 50 runs as among 5: a filter SQLite cannot answer through
+the run index (an OR around it), a scan of a whole table or a lookup that walks other runs' rows fails here."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 from conftest import DATA
 
 from tlindex import pages
+from tlindex.answers.queries import load_queries, read_only
 from tlindex.ingest.pipeline import ingest
 from tlindex.pages.rows import Args
 from tlindex.store.db import connect_read_only
@@ -115,4 +117,37 @@ def test_a_page_about_one_run_runs_as_many_statements_among_50_runs_as_among_5(d
         assert alone[1] == among[1], (page.name, values, alone, among)
         if alone[0] != among[0]:
             differ.append((page.name, values, args.pairs, alone[0], among[0]))
+    assert differ == []
+
+
+def _instructions(path: Path, sql: str, params: dict) -> int:
+    """How many SQLite virtual-machine instructions (in thousands) a statement runs: its cost, not its time."""
+    conn = read_only(connect_read_only(path))
+    try:
+        counted = [0]
+
+        def count() -> int:
+            counted[0] += 1
+            return 0
+
+        conn.set_progress_handler(count, 1000)
+        conn.execute(sql, params).fetchall()
+        return counted[0]
+    finally:
+        conn.close()
+
+
+def test_a_canned_query_of_one_run_costs_as_much_among_50_runs_as_among_5(databases):
+    small, large = databases
+    runs = [row[0] for row in sqlite3.connect(small).execute("SELECT id FROM runs ORDER BY id")]
+    differ = []
+    for name, query in load_queries().items():
+        names = [param for param, _ in query.params]
+        if "run" not in names:
+            continue
+        for run in runs:
+            params = {**{param: None for param in names}, "run": str(run)}
+            alone, among = _instructions(small, query.sql, params), _instructions(large, query.sql, params)
+            if alone != among:
+                differ.append((name, run, alone, among))
     assert differ == []

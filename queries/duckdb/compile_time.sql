@@ -5,7 +5,7 @@
 -- :limit  rows (default 50)
 WITH chosen AS (
     SELECT id FROM compiles
-    WHERE run_id IN (SELECT id FROM runs WHERE $run IS NULL OR id = $run)
+    WHERE run_id IN (SELECT id FROM runs WHERE id = $run UNION ALL SELECT id FROM runs WHERE $run IS NULL)
       AND ($rank IS NULL OR rank = $rank)
 ), spans AS (
     -- one run's question reads that run's spans only; every run's reads them all in one pass

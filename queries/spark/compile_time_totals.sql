@@ -2,7 +2,7 @@
 -- The same answer as queries/compile_time_totals.sql, in Spark SQL (python -m tlindex.formats.dialects).
 -- :run  run id (NULL: every run)
 WITH chosen AS (
-    SELECT id, run_id, rank FROM compiles WHERE run_id IN (SELECT id FROM runs WHERE :run IS NULL OR id = :run)
+    SELECT id, run_id, rank FROM compiles WHERE run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE :run IS NULL)
 ), per_compile AS (
     -- one run's question reads that run's spans only; every run's reads them all in one pass
     SELECT compile, sum(CASE WHEN name IN ('dynamo', 'entire_backward_compile') THEN duration_us END) / 1e6 AS s
