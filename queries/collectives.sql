@@ -7,8 +7,9 @@
 -- :run  run id (empty: every run)
 WITH graphs AS (
     SELECT c.id AS compile, c.run_id, c.rank, c.compile_id FROM compiles c
-    WHERE (coalesce(:run, '') = '' OR c.run_id = :run)
-      AND (c.id IN (SELECT compile FROM collective_ops) OR c.id IN (SELECT compile FROM op_estimates))
+    WHERE (c.run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = ''))
+      AND (EXISTS (SELECT 1 FROM collective_ops o WHERE o.compile = c.id)
+           OR EXISTS (SELECT 1 FROM op_estimates o WHERE o.compile = c.id))
 ), ops AS (
     SELECT compile, origin,
            group_concat(collective, ' ') AS collectives,

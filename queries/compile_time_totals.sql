@@ -2,13 +2,20 @@
 -- Total compile time (dynamo spans plus backward compiles, seconds) per run and rank, the
 -- number of compiles and the slowest one, and how far each rank is from its run's fastest.
 -- :run  run id (empty: every run)
-WITH per_compile AS (
+WITH chosen AS (
+    SELECT id, run_id, rank FROM compiles WHERE run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = '')
+), per_compile AS (
+    -- one run's question reads that run's spans only; every run's reads them all in one pass
     SELECT compile, sum(CASE WHEN name IN ('dynamo', 'entire_backward_compile') THEN duration_us END) / 1e6 AS s
-    FROM chromium_events WHERE ph = 'X' AND compile IS NOT NULL GROUP BY compile
+    FROM chromium_events WHERE ph = 'X' AND compile IN (SELECT id FROM chosen) AND coalesce(:run, '') != ''
+    GROUP BY compile
+    UNION ALL
+    SELECT compile, sum(CASE WHEN name IN ('dynamo', 'entire_backward_compile') THEN duration_us END) / 1e6 AS s
+    FROM chromium_events WHERE ph = 'X' AND compile IS NOT NULL AND coalesce(:run, '') = ''
+    GROUP BY compile
 ), per_rank AS (
     SELECT c.run_id, c.rank, count(*) AS compiles, sum(p.s) AS total_s, max(p.s) AS slowest_s
-    FROM compiles c LEFT JOIN per_compile p ON p.compile = c.id
-    WHERE coalesce(:run, '') = '' OR c.run_id = :run
+    FROM chosen c LEFT JOIN per_compile p ON p.compile = c.id
     GROUP BY c.run_id, c.rank
 )
 SELECT r.label AS run, p.run_id, p.rank, p.compiles, round(p.total_s, 3) AS total_s,

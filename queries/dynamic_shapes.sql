@@ -6,10 +6,10 @@ SELECT 'symbol' AS what, c.run_id, c.rank, c.id AS compile, c.compile_id, c.co_n
        CASE WHEN s.unbacked THEN 'unbacked' ELSE 'backed' END AS detail, s.value, s.value_range,
        s.source AS sources, NULL AS reason
 FROM symbols s JOIN compiles c ON c.id = s.compile
-WHERE coalesce(:run, '') = '' OR c.run_id = :run
+WHERE c.run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = '')
 UNION ALL
 SELECT 'specialization', c.run_id, c.rank, c.id, c.compile_id, c.co_name, g.symbol, g.user_code, g.value, NULL,
        g.source, g.reason
 FROM guards g JOIN compiles c ON c.id = g.compile
-WHERE g.origin = 'symbolic_shape_specialization' AND (coalesce(:run, '') = '' OR c.run_id = :run)
+WHERE g.origin = 'symbolic_shape_specialization' AND (c.run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = ''))
 ORDER BY 2, 3, 4, 1

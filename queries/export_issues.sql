@@ -34,5 +34,5 @@ FROM issues i JOIN sources s ON s.id = i.source_id
 LEFT JOIN user_frames u ON u.envelope_id = i.id
 LEFT JOIN next_program n ON n.id = i.id
 LEFT JOIN programs p ON p.source_id = i.source_id AND p.line = n.line
-WHERE coalesce(:run, '') = '' OR s.run_id = :run
+WHERE s.run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = '')
 ORDER BY s.run_id, s.rank, i.source_id, i.line

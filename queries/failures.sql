@@ -5,7 +5,7 @@
 -- :rank  rank (empty: every rank)
 WITH selected AS (
     SELECT * FROM compiles
-    WHERE (coalesce(:run, '') = '' OR run_id = :run) AND (coalesce(:rank, '') = '' OR rank = :rank)
+    WHERE (run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = '')) AND (coalesce(:rank, '') = '' OR rank = :rank)
 ), found AS (
     SELECT 'failure' AS kind, fail_type AS type, fail_reason AS reason,
            fail_user_frame_filename || ':' || fail_user_frame_lineno AS user_frame, id, compile_id, co_name, run_id, rank

@@ -7,6 +7,6 @@ SELECT g.reason, g.user_file || ':' || g.user_line AS location, count(*) AS time
        group_concat(DISTINCT c.co_name) AS functions, group_concat(DISTINCT c.compile_id) AS compile_ids,
        count(DISTINCT c.run_id) AS runs, group_concat(DISTINCT c.rank) AS ranks
 FROM graph_break_events g JOIN compiles c ON c.id = g.compile
-WHERE (coalesce(:run, '') = '' OR c.run_id = :run) AND (coalesce(:rank, '') = '' OR c.rank = :rank)
+WHERE (c.run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = '')) AND (coalesce(:rank, '') = '' OR c.rank = :rank)
 GROUP BY g.reason, g.user_file, g.user_line
 ORDER BY times DESC, location

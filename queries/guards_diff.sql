@@ -2,14 +2,22 @@
 -- For a frame that recompiled: which guards of compile N are absent or changed in the next
 -- compile N+1 of the same frame (what exactly changed). Guards are the lines of
 -- dynamo_cpp_guards_str, compared by type and text.
--- :compile  compile row id of N or N+1 (empty: every recompile)
+-- Needs :compile or :run (every recompile of a database of many runs is too many to diff at once).
+-- :compile  compile row id of N or N+1
+-- :run  run id (every recompile of that run)
 WITH pairs AS (
     SELECT a.id AS before_id, b.id AS after_id, a.compile_id AS before, b.compile_id AS after,
            a.co_name, a.run_id, a.rank
-    FROM compiles a JOIN compiles b ON b.source_id = a.source_id AND b.generation = a.generation
+    FROM (SELECT * FROM compiles WHERE id IN (CAST(:compile AS INTEGER), (SELECT x.id FROM compiles x JOIN compiles y
+              ON y.source_id = x.source_id AND y.generation = x.generation AND y.frame_id = x.frame_id
+              AND y.frame_compile_id = x.frame_compile_id + 1 AND y.compiled_autograd_id IS x.compiled_autograd_id
+              WHERE y.id = CAST(:compile AS INTEGER)))
+          UNION SELECT * FROM compiles WHERE run_id = :run) a
+    JOIN compiles b ON b.source_id = a.source_id AND b.generation = a.generation
         AND b.compiled_autograd_id IS a.compiled_autograd_id AND b.frame_id = a.frame_id
         AND b.frame_compile_id = a.frame_compile_id + 1
-    WHERE coalesce(:compile, '') = '' OR CAST(:compile AS INTEGER) IN (a.id, b.id)
+    WHERE (coalesce(:compile, '') = '' OR CAST(:compile AS INTEGER) IN (a.id, b.id))
+      AND (coalesce(:run, '') = '' OR a.run_id = :run)
 ), sides AS (
     -- guards compared by key (an integer hash of type and text): cheap to group
     SELECT p.before_id, p.after_id, 0 AS side, g.key FROM pairs p

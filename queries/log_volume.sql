@@ -11,14 +11,14 @@ WITH by_compile AS (
     SELECT c.id AS key, c.id AS compile, c.compile_id, c.co_name, c.run_id, c.rank, c.envelope_count AS records,
            c.envelope_bytes + c.payload_bytes AS bytes
     FROM compiles c
-    WHERE (coalesce(:run, '') = '' OR c.run_id = :run) AND (coalesce(:rank, '') = '' OR c.rank = :rank)
+    WHERE (c.run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = '')) AND (coalesce(:rank, '') = '' OR c.rank = :rank)
     UNION ALL  -- what no compile emitted
     SELECT '(no compile)', NULL, NULL, NULL, NULL, NULL, sum(v.records) - coalesce((SELECT sum(envelope_count) FROM compiles c
-               WHERE (coalesce(:run, '') = '' OR c.run_id = :run) AND (coalesce(:rank, '') = '' OR c.rank = :rank)), 0),
+               WHERE (c.run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = '')) AND (coalesce(:rank, '') = '' OR c.rank = :rank)), 0),
            sum(v.bytes) - coalesce((SELECT sum(envelope_bytes + payload_bytes) FROM compiles c
-               WHERE (coalesce(:run, '') = '' OR c.run_id = :run) AND (coalesce(:rank, '') = '' OR c.rank = :rank)), 0)
+               WHERE (c.run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = '')) AND (coalesce(:rank, '') = '' OR c.rank = :rank)), 0)
     FROM volume v JOIN sources s ON s.id = v.source_id
-    WHERE (coalesce(:run, '') = '' OR s.run_id = :run) AND (coalesce(:rank, '') = '' OR s.rank = :rank)
+    WHERE (s.run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = '')) AND (coalesce(:rank, '') = '' OR s.rank = :rank)
 ), by_other AS (
     SELECT CASE coalesce(nullif(:by, ''), 'kind')
                WHEN 'emitter' THEN v.emitter_file || ':' || v.emitter_line
@@ -28,7 +28,7 @@ WITH by_compile AS (
            NULL AS compile, NULL AS compile_id, NULL AS co_name, min(s.run_id) AS run_id, min(s.rank) AS rank,
            sum(v.records) AS records, sum(v.bytes) AS bytes
     FROM volume v JOIN sources s ON s.id = v.source_id
-    WHERE (coalesce(:run, '') = '' OR s.run_id = :run) AND (coalesce(:rank, '') = '' OR s.rank = :rank)
+    WHERE (s.run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = '')) AND (coalesce(:rank, '') = '' OR s.rank = :rank)
     GROUP BY 1
 ), grouped AS (
     SELECT * FROM by_compile WHERE coalesce(nullif(:by, ''), 'kind') = 'compile'

@@ -15,7 +15,7 @@
 -- :run  run id (empty: every multi-rank run)
 WITH candidates AS (
     SELECT id, world_size FROM runs
-    WHERE world_size > 0 AND source_count > 1 AND (coalesce(:run, '') = '' OR id = :run)
+    WHERE world_size > 0 AND source_count > 1 AND id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = '')
 ), procs AS (
     -- every ranked process of those runs; place orders them by rank, restart, pid
     SELECT s.id AS source_id, s.run_id, s.process AS rank,
@@ -35,7 +35,7 @@ WITH candidates AS (
     GROUP BY run_id, compile_id
 ), cache AS (
     SELECT c.run_id, c.compile_id, e.cache, c.rank, min(c.place) AS place, group_concat(e.result) AS results
-    FROM cache_events e JOIN comp c ON c.id = e.compile
+    FROM comp c CROSS JOIN cache_events e WHERE e.compile = c.id  -- (CROSS JOIN: the run's compiles first)
     GROUP BY c.run_id, c.compile_id, e.cache, c.rank
 ), cache_patterns AS (
     -- per process: every cache result in log order (tlparse's hit/miss pattern)
@@ -101,11 +101,12 @@ WITH candidates AS (
           FROM op_estimates o JOIN comp c ON c.id = o.compile
           GROUP BY c.run_id, c.compile_id, c.rank)
 ), last_executions AS (
-    -- per process: its last graph_execution artifact
-    SELECT e.source_id, max(g.envelope_id) AS envelope_id
-    FROM graph_executions g CROSS JOIN envelopes e CROSS JOIN procs p JOIN runs_ r ON r.id = p.run_id
-    WHERE e.id = g.envelope_id AND p.source_id = e.source_id
-    GROUP BY e.source_id
+    -- per process: its last graph_execution artifact (its own records of that name, not every run's)
+    SELECT p.source_id, max(e.id) AS envelope_id
+    FROM procs p JOIN runs_ r ON r.id = p.run_id CROSS JOIN envelopes e
+    WHERE e.source_id = p.source_id AND e.kind = 'artifact' AND e.name = 'graph_execution'
+      AND EXISTS (SELECT 1 FROM graph_executions g WHERE g.envelope_id = e.id)
+    GROUP BY p.source_id
 ), executions AS (
     -- per process: the order its last graph_execution artifact recorded
     SELECT run_id, rank, min(place) AS place, count(*) AS runs, group_concat(compile_id, ' ') AS graphs

@@ -7,7 +7,7 @@
 -- :rank  rank (empty: every rank)
 WITH selected AS (
     SELECT * FROM compiles
-    WHERE (coalesce(:run, '') = '' OR run_id = :run) AND (coalesce(:rank, '') = '' OR rank = :rank)
+    WHERE (run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = '')) AND (coalesce(:rank, '') = '' OR rank = :rank)
 ), frame AS (
     SELECT co_name, co_filename, co_firstlineno,
            sum(frame_compile_id > 0) AS recompiles,

@@ -4,6 +4,7 @@
 -- whole frame, AOTAutograd and Inductor within it, the backward apart, autotuning when logged, in seconds),
 -- guards, cache lookups, hits, misses and bypasses (all caches, then the FX-graph and AOTAutograd caches).
 -- :run  run id (empty: every run)
-SELECT * FROM run_health
-WHERE coalesce(:run, '') = '' OR run_id = :run
+SELECT * FROM run_health WHERE run_id = :run  -- one run: the view reads that run's rows only
+UNION ALL
+SELECT * FROM run_health WHERE coalesce(:run, '') = ''
 ORDER BY start_time, run_id

@@ -17,7 +17,7 @@ WITH breaks AS (
                 THEN substr(g.reason, instr(g.reason, char(10) || char(10)) + 2) ELSE g.reason END AS body,
            CASE WHEN instr(g.reason, '/gb/gb') > 0 THEN substr(g.reason, instr(g.reason, '/gb/gb') + 4, 6) END AS gb
     FROM graph_break_events g JOIN compiles c ON c.id = g.compile JOIN runs r ON r.id = c.run_id
-    WHERE coalesce(:run, '') = '' OR c.run_id = :run
+    WHERE c.run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = '')
 ), parsed AS (
     SELECT *, trim(substr(body, 1, instr(body || char(10), char(10)) - 1)) AS title,
            CASE WHEN instr(body, 'Explanation: ') > 0

@@ -339,8 +339,6 @@ CREATE INDEX failed_guards_compile ON failed_guards(compile);
 
 CREATE INDEX graph_break_events_compile ON graph_break_events(compile);
 
-CREATE INDEX cache_events_compile ON cache_events(compile);
-
 CREATE INDEX symbols_compile ON symbols(compile);
 
 CREATE INDEX tensor_descriptions_compile ON tensor_descriptions(compile);
@@ -432,46 +430,6 @@ CREATE INDEX piece_compiles_envelope ON piece_compiles(envelope_id);
 
 CREATE INDEX piece_compiles_compile ON piece_compiles(compile);
 
-CREATE VIEW piece_compile_spans AS
-SELECT s.id,                                                   -- piece compile id
-       s.envelope_id,                                          -- its vllm_piecewise_compile_start record
-       s.compile,                                              -- the Dynamo compile
-       s.piecewise_index,                                      -- the piece's index among the compiled pieces
-       s.submod_name,                                          -- the piece's submodule
-       s.total_piecewise_compiles,                             -- how many pieces the graph has to compile
-       s.compile_range_start,                                  -- first token count of the range
-       s.compile_range_end,                                    -- last token count of the range
-       s.is_single_size,                                       -- 1 for a single size
-       s.is_cudagraph_capture_size,                            -- 1 for a CUDA-graph capture size
-       s.source_id,                                            -- its process
-       s.attempt,                                              -- Dynamo's attempt (restart) it belongs to
-       s.compile_call,                                         -- which compile call of the process (1 = the first config)
-       coalesce((SELECT min(b.id) FROM envelopes b WHERE b.compile = s.compile AND b.id > s.envelope_id
-                 AND b.id < s.base_end AND b.attempt > s.attempt), s.base_end) AS end_envelope, -- first record after it
-       (SELECT c.attempts - 1 > s.attempt FROM compiles c WHERE c.id = s.compile) AS abandoned -- 1 when Dynamo restarted the attempt it belongs to: cut short, never used
-FROM (
-    SELECT p.id, p.envelope_id, p.compile, p.piecewise_index, p.submod_name, p.total_piecewise_compiles,
-           p.compile_range_start, p.compile_range_end, p.is_single_size, p.is_cudagraph_capture_size,
-           e.source_id, e.attempt,
-           (SELECT count(*) FROM envelopes c WHERE c.kind = 'artifact' AND c.name = 'vllm_compilation_config'
-            AND +c.source_id = e.source_id AND c.id < e.id) AS compile_call,
-           coalesce(nullif(min(
-                   coalesce((SELECT min(b.id) FROM envelopes b WHERE b.kind = 'artifact' AND b.name = 'vllm_piecewise_compile_start'
-                             AND +b.source_id = e.source_id AND b.id > e.id), 9223372036854775807),
-                   coalesce((SELECT min(b.id) FROM envelopes b WHERE b.kind = 'artifact' AND b.name = 'vllm_compilation_config'
-                             AND +b.source_id = e.source_id AND b.id > e.id), 9223372036854775807),
-                   coalesce((SELECT min(b.id) FROM envelopes b WHERE b.kind = 'dynamo_start' AND b.name IS NULL
-                             AND +b.source_id = e.source_id AND b.id > e.id), 9223372036854775807),
-                   coalesce((SELECT min(b.id) FROM envelopes b WHERE b.kind = 'dynamo_guards' AND b.name IS NULL
-                             AND +b.source_id = e.source_id AND b.id > e.id), 9223372036854775807),
-                   coalesce((SELECT min(b.id) FROM envelopes b WHERE b.kind = 'dynamo_cpp_guards_str' AND b.name IS NULL
-                             AND +b.source_id = e.source_id AND b.id > e.id), 9223372036854775807),
-                   coalesce((SELECT min(b.id) FROM envelopes b WHERE b.kind = 'compilation_metrics' AND b.name IS NULL
-                             AND +b.source_id = e.source_id AND b.id > e.id), 9223372036854775807)), 9223372036854775807),
-                (SELECT max(id) + 1 FROM envelopes l WHERE l.source_id = e.source_id)) AS base_end
-    FROM piece_compiles p JOIN envelopes e ON e.id = p.envelope_id
-) s;
-
 CREATE VIEW run_health AS
 SELECT t.run_id,                                               -- the run
        (SELECT label FROM runs WHERE id = t.run_id) AS label, -- its label
@@ -530,3 +488,57 @@ CREATE TABLE run_findings_stamps (
     run_id INTEGER PRIMARY KEY REFERENCES runs(id), -- the run
     stamp TEXT NOT NULL                  -- version:migration:processes:bytes:newest process
 );
+
+CREATE INDEX envelopes_source_kind ON envelopes(source_id, kind, name);
+
+CREATE VIEW piece_compile_spans AS
+SELECT s.id,                                                   -- piece compile id
+       s.envelope_id,                                          -- its vllm_piecewise_compile_start record
+       s.compile,                                              -- the Dynamo compile
+       s.piecewise_index,                                      -- the piece's index among the compiled pieces
+       s.submod_name,                                          -- the piece's submodule
+       s.total_piecewise_compiles,                             -- how many pieces the graph has to compile
+       s.compile_range_start,                                  -- first token count of the range
+       s.compile_range_end,                                    -- last token count of the range
+       s.is_single_size,                                       -- 1 for a single size
+       s.is_cudagraph_capture_size,                            -- 1 for a CUDA-graph capture size
+       s.source_id,                                            -- its process
+       s.attempt,                                              -- Dynamo's attempt (restart) it belongs to
+       s.compile_call,                                         -- which compile call of the process (1 = the first config)
+       -- (a later attempt is looked for only when its compile had one: compiles.attempts counts them)
+       coalesce(CASE WHEN (SELECT c.attempts - 1 > s.attempt FROM compiles c WHERE c.id = s.compile)
+                     THEN (SELECT min(b.id) FROM envelopes b WHERE b.compile = s.compile AND b.id > s.envelope_id
+                           AND b.id < s.base_end AND b.attempt > s.attempt) END, s.base_end) AS end_envelope, -- first record after it
+       (SELECT c.attempts - 1 > s.attempt FROM compiles c WHERE c.id = s.compile) AS abandoned -- 1 when Dynamo restarted the attempt it belongs to: cut short, never used
+FROM (
+    SELECT p.id, p.envelope_id, p.compile, p.piecewise_index, p.submod_name, p.total_piecewise_compiles,
+           p.compile_range_start, p.compile_range_end, p.is_single_size, p.is_cudagraph_capture_size,
+           e.source_id, e.attempt,
+           (SELECT count(*) FROM envelopes c WHERE c.source_id = e.source_id AND c.kind = 'artifact'
+            AND c.name = 'vllm_compilation_config' AND c.id < e.id) AS compile_call,
+           coalesce(nullif(min(
+                   coalesce((SELECT min(b.id) FROM envelopes b WHERE b.source_id = e.source_id AND b.kind = 'artifact'
+                             AND b.name = 'vllm_piecewise_compile_start' AND b.id > e.id), 9223372036854775807),
+                   coalesce((SELECT min(b.id) FROM envelopes b WHERE b.source_id = e.source_id AND b.kind = 'artifact'
+                             AND b.name = 'vllm_compilation_config' AND b.id > e.id), 9223372036854775807),
+                   coalesce((SELECT min(b.id) FROM envelopes b WHERE b.source_id = e.source_id AND b.kind = 'dynamo_start'
+                             AND b.name IS NULL AND b.id > e.id), 9223372036854775807),
+                   coalesce((SELECT min(b.id) FROM envelopes b WHERE b.source_id = e.source_id AND b.kind = 'dynamo_guards'
+                             AND b.name IS NULL AND b.id > e.id), 9223372036854775807),
+                   coalesce((SELECT min(b.id) FROM envelopes b WHERE b.source_id = e.source_id
+                             AND b.kind = 'dynamo_cpp_guards_str' AND b.name IS NULL AND b.id > e.id), 9223372036854775807),
+                   coalesce((SELECT min(b.id) FROM envelopes b WHERE b.source_id = e.source_id
+                             AND b.kind = 'compilation_metrics' AND b.name IS NULL AND b.id > e.id), 9223372036854775807)),
+                   9223372036854775807),
+                -- past the process's last record (ids increase in log order: its last line holds its largest id)
+                (SELECT l.id + 1 FROM envelopes l WHERE l.source_id = e.source_id ORDER BY l.line DESC LIMIT 1)) AS base_end
+    FROM piece_compiles p JOIN envelopes e ON e.id = p.envelope_id
+) s;
+
+CREATE INDEX cache_events_envelope ON cache_events(envelope_id);
+
+CREATE INDEX chromium_events_begin ON chromium_events(begin_envelope);
+
+CREATE INDEX artifacts_size ON artifacts(size);
+
+CREATE INDEX cache_events_results ON cache_events(compile, cache, result);

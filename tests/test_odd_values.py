@@ -180,7 +180,8 @@ def _queries(case: Case) -> list[list[str]]:
 
     found = []
     for name, query in load_queries().items():
-        found += [[name, *case.d], [name, *case.d, "-t"]]
+        needs = ["-p", "run", case.runs[0]] if query.needs else []  # guards_diff asks for a compile or a run
+        found += [[name, *case.d, *needs], [name, *case.d, "-t", *needs]]
         if "run" in dict(query.params):
             found.append([name, *case.d, "-p", "run", case.runs[0], "--csv"])
     return found

@@ -292,8 +292,9 @@ def test_cli_query_reads_and_never_writes_a_file(fixtures_db, tmp_path):
     assert list(tmp_path.iterdir()) == [] and fixtures_db.read_bytes() == before
     ok = runner.invoke(cli, ["query", "select count(*) as n from compiles", "--db", str(fixtures_db)])
     assert ok.exit_code == 0 and '"n"' in ok.output
-    for name in load_queries():
-        assert runner.invoke(cli, ["query", name, "--db", str(fixtures_db)]).exit_code == 0, name
+    for name, query in load_queries().items():
+        needs = ["-p", query.needs[-1], "1"] if query.needs else []  # guards_diff: a compile or a run
+        assert runner.invoke(cli, ["query", name, "--db", str(fixtures_db), *needs]).exit_code == 0, name
 
 
 def test_query_rows_that_name_one_compile_carry_its_row_id_so_pages_link_it(db):
@@ -308,3 +309,18 @@ def test_query_rows_that_name_one_compile_carry_its_row_id_so_pages_link_it(db):
             if row is not None:
                 (compile_id,) = db.execute("SELECT compile_id FROM compiles WHERE id = ?", (row["compile"],)).fetchone()
                 assert compile_id == row["compile_id"], name
+
+
+def test_a_query_that_cannot_be_bounded_without_an_argument_asks_for_it(fixtures_db):
+    """guards_diff of every recompile of a database of many runs is too much at once: it needs a compile or a run
+    (one line, exit 2), and a run's answer is the recompiles of that run."""
+    result = CliRunner().invoke(cli, ["query", "guards_diff", "--db", str(fixtures_db)])
+    assert result.exit_code == 2 and "needs -p compile ... or -p run ..." in result.output
+    assert "Traceback" not in result.output
+    conn = sqlite3.connect(fixtures_db)
+    runs = [run for (run,) in conn.execute("SELECT DISTINCT run_id FROM compiles WHERE frame_compile_id > 0")]
+    assert runs
+    for run in runs:
+        found = rows(conn, "guards_diff", run=run)
+        assert all(row["run_id"] == run for row in found)
+    assert any(rows(conn, "guards_diff", run=run) for run in runs)

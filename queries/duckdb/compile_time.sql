@@ -3,8 +3,17 @@
 -- :run  run id (NULL: every run)
 -- :rank  rank (NULL: every rank)
 -- :limit  rows (default 50)
-WITH spans AS (
-    SELECT compile, name, ts_us, duration_us FROM chromium_events WHERE ph = 'X' AND compile IS NOT NULL
+WITH chosen AS (
+    SELECT id FROM compiles
+    WHERE run_id IN (SELECT id FROM runs WHERE id = $run UNION ALL SELECT id FROM runs WHERE $run IS NULL)
+      AND ($rank IS NULL OR rank = $rank)
+), spans AS (
+    -- one run's question reads that run's spans only; every run's reads them all in one pass
+    SELECT compile, name, ts_us, duration_us FROM chromium_events
+    WHERE ph = 'X' AND compile IN (SELECT id FROM chosen) AND coalesce($run, '') != ''
+    UNION ALL
+    SELECT compile, name, ts_us, duration_us FROM chromium_events
+    WHERE ph = 'X' AND compile IS NOT NULL AND $run IS NULL
 ), top AS (
     SELECT compile,
            sum(CASE WHEN name = 'dynamo' THEN duration_us END) / 1e6 AS total_s,
@@ -29,6 +38,6 @@ SELECT c.id AS compile, c.run_id, c.rank, c.compile_id, c.co_name, c.status,
        round(n.codegen_s, 3) AS codegen_s, round(t.backward_s, 3) AS backward_s,
        round(c.duration_s, 3) AS metrics_total_s
 FROM compiles c JOIN top t ON t.compile = c.id LEFT JOIN nested n ON n.compile = c.id
-WHERE ($run IS NULL OR c.run_id = $run) AND ($rank IS NULL OR c.rank = $rank)
+WHERE c.id IN (SELECT id FROM chosen)
 ORDER BY coalesce(t.total_s, 0) + coalesce(t.backward_s, 0) DESC
 LIMIT coalesce($limit, 50)

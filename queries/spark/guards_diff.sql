@@ -1,13 +1,20 @@
 -- Guards diff between recompiles (Spark SQL over Parquet: see docs/scale.md)
 -- The same answer as queries/guards_diff.sql, in Spark SQL (python -m tlindex.formats.dialects).
--- :compile  compile row id of N or N+1 (NULL: every recompile)
+-- :compile  compile row id of N or N+1
+-- :run  run id (every recompile of that run)
 WITH pairs AS (
     SELECT a.id AS before_id, b.id AS after_id, a.compile_id AS before, b.compile_id AS after,
            a.co_name, a.run_id, a.rank
-    FROM compiles a JOIN compiles b ON b.source_id = a.source_id AND b.generation = a.generation
+    FROM (SELECT * FROM compiles WHERE id IN (:compile, (SELECT x.id FROM compiles x JOIN compiles y
+              ON y.source_id = x.source_id AND y.generation = x.generation AND y.frame_id = x.frame_id
+              AND y.frame_compile_id = x.frame_compile_id + 1 AND y.compiled_autograd_id IS NOT DISTINCT FROM x.compiled_autograd_id
+              WHERE y.id = :compile))
+          UNION SELECT * FROM compiles WHERE run_id = :run) a
+    JOIN compiles b ON b.source_id = a.source_id AND b.generation = a.generation
         AND b.compiled_autograd_id IS NOT DISTINCT FROM a.compiled_autograd_id AND b.frame_id = a.frame_id
         AND b.frame_compile_id = a.frame_compile_id + 1
-    WHERE :compile IS NULL OR :compile IN (a.id, b.id)
+    WHERE (:compile IS NULL OR :compile IN (a.id, b.id))
+      AND (:run IS NULL OR a.run_id = :run)
 ), sides AS (
     -- guards compared by key (an integer hash of type and text): cheap to group
     SELECT p.before_id, p.after_id, 0 AS side, g.key FROM pairs p

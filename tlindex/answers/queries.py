@@ -22,6 +22,7 @@ from tlindex.store.reads import SchemaCopy, schema_rows
 from tlindex.store.resources import resource_dir
 
 PARAM_RE = re.compile(r"^--\s*:(\w+)\s+(.*)$")
+NEEDS_RE = re.compile(r"\bNeeds ((?::\w+)(?: or :\w+)*)")
 
 
 @dataclass
@@ -31,6 +32,13 @@ class CannedQuery:
     description: str
     sql: str
     params: list[tuple[str, str]] = field(default_factory=list)  # (name, help)
+
+    @property
+    def needs(self) -> list[str]:
+        """The parameters one of which must be given ("Needs :compile or :run" in its description): a query that
+        cannot be bounded without one, in a database of many runs."""
+        found = NEEDS_RE.search(self.description)
+        return re.findall(r":(\w+)", found.group(1)) if found else []
 
     @property
     def body(self) -> str:
@@ -176,6 +184,8 @@ def check_params(query: CannedQuery, given: dict[str, str]) -> None:
     """Raise UsageError naming the query's parameters for an unknown one or a bad value."""
     helps = dict(query.params)
     listed = ", ".join(f":{name}" for name in helps) or "none"
+    if query.needs and not any(given.get(name) for name in query.needs):
+        raise UsageError(f"{query.name} ({query.title}) needs {' or '.join(f'-p {name} ...' for name in query.needs)}")
     for name, value in given.items():
         if name not in helps:
             raise UsageError(f"{query.name} has no parameter :{name} (its parameters: {listed})")

@@ -78,8 +78,9 @@ class CompileCall:
 def has_vllm(conn: sqlite3.Connection, run_id: int) -> bool:
     """Whether a run logged vLLM records (its config, piece compiles, or only its passes' graph dumps)."""
     return conn.execute("""
-        SELECT 1 FROM envelopes e JOIN sources s ON s.id = e.source_id
-        WHERE s.run_id = ? AND e.kind = 'artifact' AND e.name = ? LIMIT 1""", (run_id, VLLM_CONFIG)).fetchone() is not None \
+        SELECT 1 FROM sources s CROSS JOIN envelopes e  -- its processes' configs (envelopes_source_kind), not every run's
+        WHERE s.run_id = ? AND e.source_id = s.id AND e.kind = 'artifact' AND e.name = ? LIMIT 1""",
+                        (run_id, VLLM_CONFIG)).fetchone() is not None \
         or conn.execute("""SELECT 1 FROM piece_compiles p JOIN compiles c ON c.id = p.compile
                            WHERE c.run_id = ? LIMIT 1""", (run_id,)).fetchone() is not None \
         or bool(pass_compiles(conn, run_id))
@@ -89,9 +90,9 @@ def pass_compiles(conn: sqlite3.Connection, run_id: int) -> list[tuple[int, str,
     """The compiles in which vLLM's own passes dumped graphs (`vllm_post_grad.<i>.<Pass>`): (compile row,
     compile id, graph dumps), for a run that logged passes and no piece compile."""
     return conn.execute("""
-        SELECT c.id, c.compile_id, count(*) FROM envelopes e JOIN compiles c ON c.id = e.compile
-        WHERE e.kind = 'graph_dump' AND e.name >= 'vllm_post_grad.' AND e.name < 'vllm_post_grad/'
-        AND c.run_id = ? GROUP BY c.id ORDER BY c.id""", (run_id,)).fetchall()
+        SELECT c.id, c.compile_id, count(*) FROM sources s CROSS JOIN envelopes e JOIN compiles c ON c.id = e.compile
+        WHERE s.run_id = ? AND e.source_id = s.id AND e.kind = 'graph_dump' AND e.name >= 'vllm_post_grad.'
+        AND e.name < 'vllm_post_grad/' GROUP BY c.id ORDER BY c.id""", (run_id,)).fetchall()
 
 
 def _config(text: str | None, size: int) -> dict | None:

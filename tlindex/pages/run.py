@@ -70,8 +70,8 @@ def _by_rank(conn: sqlite3.Connection, run: int) -> list[dict]:
 def export_verdict(conn: sqlite3.Connection, run_id: int) -> dict | None:
     """tlparse's export report in one line: how many issues draft_export found, and the exported programs."""
     programs = dicts(conn.execute("""
-        SELECT a.id, a.size, e.line FROM envelopes e CROSS JOIN sources s CROSS JOIN artifacts a
-        WHERE e.kind = 'exported_program' AND s.id = e.source_id AND s.run_id = ? AND a.envelope_id = e.id
+        SELECT a.id, a.size, e.line FROM sources s CROSS JOIN envelopes e CROSS JOIN artifacts a
+        WHERE s.run_id = ? AND e.source_id = s.id AND e.kind = 'exported_program' AND a.envelope_id = e.id
         AND a.kind = 'exported_program' ORDER BY a.id""",
         (run_id,)))
     if not programs:
