@@ -139,6 +139,7 @@ def refresh(conn: sqlite3.Connection, run_ids: list[int] | None = None, progress
 
 
 WRITE_EVERY_S = 1.0
+SAY_FROM = 50  # stale runs from which storing their findings is said (they take a while)
 
 
 def _write(conn: sqlite3.Connection, computed: list[tuple[int, list[Finding]]], now: dict[int, str]) -> None:
@@ -168,6 +169,8 @@ def store_findings(db_path, say=None, run_ids: list[int] | None = None) -> int:
     try:
         todo = stale(conn, run_ids)
         first = bool(todo) and (not has_store(conn) or conn.execute(f"SELECT 1 FROM {STAMPS} LIMIT 1").fetchone() is None)
+        why = ("a database made before they were stored" if first else
+               "a newer tlindex, or a migration, makes the stored ones stale")
     finally:
         conn.close()
     if not todo:
@@ -177,8 +180,8 @@ def store_findings(db_path, say=None, run_ids: list[int] | None = None) -> int:
     except (sqlite3.OperationalError, OSError):
         return 0
     try:
-        if first and say is not None and len(todo) > 1:
-            say(f"tlindex: storing the findings of {len(todo):,} runs (once: a database made before they were stored)")
+        if say is not None and (first and len(todo) > 1 or len(todo) >= SAY_FROM):
+            say(f"tlindex: storing the findings of {len(todo):,} runs (once: {why})")
         return refresh(conn, todo)
     except sqlite3.OperationalError:  # read-only file or folder, a full disk: computed when read instead
         return 0
