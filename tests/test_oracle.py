@@ -6,10 +6,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-import pytest
-
 import oracle
+import pytest
 from conftest import DATA
+
 from tlindex.answers.findings import findings
 from tlindex.answers.health import METRICS, health
 from tlindex.answers.top_breaks import top_graph_breaks
