@@ -1,9 +1,9 @@
--- tlindex's whole schema in one script: what the migrations schema/001_initial.sql to schema/014_run_facts.sql make.
+-- tlindex's whole schema in one script: what the migrations schema/001_initial.sql to schema/020_restarts_from_attempts.sql make.
 -- A new database is made from it in one go (tlindex.store.db.apply_schema) and every migration up to the one
 -- named on the `as of` line is recorded as applied; a database made before is upgraded by the migrations.
 -- Written by `python -m tlindex.store.schema_script > schema/current.sql`, not by hand. The comments of the
 -- tables, and of the columns added after a table was made, are in the migrations (and docs/schema.md).
--- as of: 014_run_facts
+-- as of: 020_restarts_from_attempts
 
 CREATE TABLE files (
     id INTEGER PRIMARY KEY,              -- file id
@@ -481,8 +481,8 @@ SELECT t.run_id,                                               -- the run
        coalesce(t.recompiles, 0) AS recompiles, -- compiles of a frame compiled before (run_totals)
        coalesce(t.failures, 0) AS failures, -- compiles that failed (run_totals)
        coalesce(t.graph_breaks, 0) AS graph_breaks, -- graph breaks of all its compiles (run_totals)
-       (SELECT coalesce(sum(json_array_length(c.restart_reasons)), 0) FROM compiles c
-        WHERE c.run_id = t.run_id) AS restarts,                -- times Dynamo restarted an analysis (restart reasons, as failures_and_restarts lists them)
+       (SELECT coalesce(sum(max(c.attempts - 1, coalesce(json_array_length(c.restart_reasons), 0))), 0) FROM compiles c
+        WHERE c.run_id = t.run_id) AS restarts,                -- times Dynamo restarted an analysis: each compile's attempts after its first, or its restart reasons when more (torch's failure path logs attempts without reasons)
        t.compile_time_s,                                       -- Dynamo's whole-frame compile time, the backend's included: entire_frame_compile_time_s, which torch 2.13 also logs as dynamo_cumulative_compile_time_us (run_totals)
        (SELECT round(sum(m.backend_compile_time_s), 3) FROM compiles c JOIN metrics m ON m.compile = c.id
         WHERE c.run_id = t.run_id AND m.kind = 'compilation_metrics') AS aot_time_s, -- AOTAutograd, Inductor included (backend_compile_time_s, logged also as aot_autograd_cumulative_compile_time_us)

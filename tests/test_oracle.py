@@ -98,3 +98,28 @@ def test_the_graph_break_finding_names_the_most_frequent_group_of_the_raw_log(co
                    and f"×{count}" in texts[0] for place, count in leaders), (scenario, texts[0], leaders)
         seen += 1
     assert seen >= 9
+
+
+def test_a_restart_logged_without_its_reason_is_counted_from_the_attempts(tmp_path):
+    """torch's failure path (a restarted analysis that then failed) logs attempt 0 and attempt 1 but an empty
+    restart_reasons. Made at test time from the real vllm_restart log, whose 0/1 restarted once, by emptying the
+    reasons of its compilation_metrics record (a hand-made change, said here): both readings still count 1."""
+    from tlindex.answers.health import run_health
+    from tlindex.answers.queries import load_queries, run_sql
+    from tlindex.ingest.pipeline import ingest
+
+    (source,) = sorted((DATA / "vllm_restart").glob("*.log"))
+    reason = "\"restart_reasons\": [\"<class 'torch._dynamo.exc.TensorifyScalarRestartAnalysis'>\"]"
+    text = source.read_text()
+    assert text.count(reason) == 1
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / source.name).write_text(text.replace(reason, '"restart_reasons": []'))
+    (run,) = oracle.runs_of(logs)
+    assert oracle.health(run)["restarts"] == 1
+    ingest(tmp_path / "t.db", [str(logs)], jobs=1)
+    conn = sqlite3.connect(tmp_path / "t.db")
+    assert run_health(conn, 1)["restarts"] == 1
+    listed = run_sql(conn, load_queries()["failures"].sql, {"run": "1", "rank": ""}).fetchall()
+    assert [row[:3] for row in listed] == [("restart", "RestartAnalysis", "no reason logged (2 attempts)")]
+    conn.close()

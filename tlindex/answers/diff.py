@@ -390,7 +390,8 @@ def as_text(result: dict) -> list[str]:
     if changed:
         lines.append(f"config: {len(changed)} key{'s' * (len(changed) != 1)} changed")
         lines += [f"  {c['config']}.{c['key']}: {shown(c['a'])} -> {shown(c['b'])}" for c in changed]
-    lines.append(f"{summary['matched']} compiles matched, {summary['changed']} changed, "
+    lines.append(f"{summary['matched']} compiles matched ({summary['changed']} changed, "
+                 f"{summary['matched'] - summary['changed']} unchanged), "
                  f"{summary['only_a']} only in A, {summary['only_b']} only in B")
     loose = summary.get("without_compile_id") or {}
     if any(loose.values()):

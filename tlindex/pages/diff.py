@@ -38,7 +38,7 @@ def diff_data(conn: sqlite3.Connection, args: Args, a: int, b: int) -> dict:
     result["volume_rest"] = max(len(volume) - VOLUME_SHOWN, 0)
     compiles = result.pop("compiles")
     changed = [c for c in compiles if c["changes"] or not (c["a"] and c["b"])]
-    unchanged = [c for c in compiles if not c["changes"] and c["a"] and c["b"]]
+    unchanged = [c for c in compiles if not c["changes"] and c["a"] and c["b"] and c["key"].get("compile") != "-/-"]
     result["changed_count"], result["changed"] = len(changed), changed[:CHANGED_SHOWN]
     result["unchanged_count"], result["unchanged"] = len(unchanged), unchanged[:UNCHANGED_SHOWN]
     result["config_shown"] = [(f"{c['config']}.{c['key']}", shown(c["a"]), shown(c["b"])) for c in result["config"]]

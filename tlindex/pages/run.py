@@ -37,7 +37,7 @@ def run_data(conn: sqlite3.Connection, args: Args, run: int) -> dict:
     found["compiles"] = dicts(conn.execute(f"""
         SELECT id, rank, compile_id, co_name, status, fail_type, recompile_reason, graph_breaks, duration_s,
                envelope_bytes + payload_bytes AS bytes
-        FROM compiles WHERE run_id = ? ORDER BY id LIMIT {COMPILES_SHOWN}""", (run,)))
+        FROM compiles WHERE run_id = ? ORDER BY compile_id = '-/-', id LIMIT {COMPILES_SHOWN}""", (run,)))
     # every canned query that takes a run, so a new one appears on the page without editing it
     queries = [query for query in load_queries().values() if any(p == "run" for p, _ in query.params)]
     return {"run": found, "queries": queries}
