@@ -58,6 +58,7 @@ class Process:
     pid: str
     first: str = ""
     last: str = ""
+    rank: int | None = None
     compiles: list = field(default_factory=list)
 
 
@@ -94,6 +95,8 @@ def read_processes(path: Path) -> list[Process]:
         proc = processes.setdefault(pid, Process(path, pid, first=time))
         table = live.setdefault(pid, {})
         proc.last = time
+        if proc.rank is None and isinstance(envelope.get("rank"), int):
+            proc.rank = envelope["rank"]
         kind = next((k for k in envelope if k not in CONTEXT), None)
         if kind is None or kind == "str":
             continue
@@ -196,3 +199,20 @@ def break_groups(run: list[Process]) -> dict[tuple[str, str, str], int]:
             for payload in compile.breaks:
                 groups[break_group(payload)] += 1
     return dict(groups)
+
+
+def compile_id(compile: Compile) -> str:
+    """A compile's id as torch prints it: 0/1, !0/1/2 with compiled autograd, !3 for compiled autograd alone."""
+    ca, frame, number = compile.key
+    base = f"{frame}/{number}" if frame is not None else ""
+    return f"!{ca}/{base}" if ca is not None and base else f"!{ca}" if ca is not None else base or "-/-"
+
+
+def ids_not_on_every_rank(run: list[Process]) -> dict[str, set[int]]:
+    """The compile ids some ranks of a run compiled and others did not, with the ranks that did."""
+    by_rank: dict[int, set[str]] = defaultdict(set)
+    for proc in run:
+        if proc.rank is not None:
+            by_rank[proc.rank] |= {compile_id(c) for c in proc.compiles if not c.anonymous}
+    every = set.intersection(*by_rank.values()) if by_rank else set()
+    return {cid: {r for r, ids in by_rank.items() if cid in ids} for cid in set().union(*by_rank.values()) - every}

@@ -123,3 +123,23 @@ def test_a_restart_logged_without_its_reason_is_counted_from_the_attempts(tmp_pa
     listed = run_sql(conn, load_queries()["failures"].sql, {"run": "1", "rank": ""}).fetchall()
     assert [row[:3] for row in listed] == [("restart", "RestartAnalysis", "no reason logged (2 attempts)")]
     conn.close()
+
+
+def test_every_compile_id_some_ranks_lack_is_named_and_carried_whole(conn, run_of):
+    seen = 0
+    for scenario, run in RUNS:
+        expected = oracle.ids_not_on_every_rank(run)
+        if len({p.rank for p in run} - {None}) < 2:
+            continue
+        found = [f for f in findings(conn, run_of[frozenset(p.path.name for p in run)])
+                 if f.kind == "divergence:missing_compile"]
+        if not expected:
+            assert not found, scenario
+            continue
+        (finding,) = found
+        assert {item["compile_id"] for item in finding.items} == set(expected), scenario
+        assert finding.count == len(expected)
+        for cid in expected:  # few: every one in the sentence
+            assert f"[{cid}]" in finding.text, (scenario, cid, finding.text)
+        seen += 1
+    assert seen >= 2
