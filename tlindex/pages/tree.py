@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from tlindex.answers.names import without_attempt
 from tlindex.errors import NotFound
 from tlindex.pages.rows import Args, dicts, one
 
@@ -22,8 +23,8 @@ QUERY_CHARS, QUERY_WORDS = 200, 8  # a filter longer than this is cut (what is k
 
 # Each node's own text, as the filter reads it (the browser's filter box reads the same, from the page).
 RUN_TEXT = "lower('run ' || r.id || ' ' || r.label)"
-COMPILE_TEXT = ("lower('[' || c.compile_id || ']' || ifnull(' rank ' || c.rank, '') || ' ' || ifnull(c.co_name, '')"
-                " || ' ' || c.status)")
+COMPILE_TEXT = ("lower('[' || c.compile_id || ']' || CASE WHEN c.generation > 0 THEN '~' || c.generation ELSE '' END"
+                " || ifnull(' rank ' || c.rank, '') || ' ' || ifnull(c.co_name, '') || ' ' || c.status)")
 ARTIFACT_TEXT = "lower(a.kind || ' ' || a.name)"
 ARTIFACT_PATH = f"{RUN_TEXT} || char(10) || {COMPILE_TEXT} || char(10) || {ARTIFACT_TEXT}"
 
@@ -38,7 +39,7 @@ _LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz
 
 def filter_words(query: str | None) -> list[str]:
     """The words of a filter, lower-cased, at most QUERY_WORDS of them within QUERY_CHARS characters."""
-    return ascii_lower((query or "")[:QUERY_CHARS]).split()[:QUERY_WORDS]
+    return [without_attempt(word) for word in ascii_lower((query or "")[:QUERY_CHARS]).split()[:QUERY_WORDS]]
 
 
 def matches(words: list[str], text: str) -> bool:
