@@ -71,7 +71,7 @@ def test_an_attempt_names_its_compile_everywhere_a_compile_is_asked_for(conn, fi
     for name in (f"[{compile_id}_1]", f"{compile_id}_1", f"[{compile_id}_0]", f"{run}:{compile_id}_1"):
         assert resolve_compile(conn, name, run) == restarted, name
         assert named_params(conn, {"run": str(run), "compile": name})["compile"] == str(restarted)
-        assert read_named(conn, "compile", [name if ":" in name else f"{run}:{name}"])["c"]["id"] == restarted
+        assert read_named(conn, "compile", [name if ":" in name else f"{run}:{name}"])["compile"]["id"] == restarted
     with pytest.raises(UnknownCompile, match="has no attempt 2"):
         resolve_compile(conn, f"{compile_id}_2", run)
     result = CliRunner().invoke(cli, ["show", "compile", f"{run}:[{compile_id}_1]", "--json", "--db", str(fixtures_db)])

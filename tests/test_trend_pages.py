@@ -67,7 +67,7 @@ async def test_a_compile_page_shows_the_config_its_metrics_logged(db, ds):
     compile, payload = db.execute("""SELECT m.compile, m.dynamo_config FROM metrics m JOIN compiles c ON c.id = m.compile
         WHERE m.dynamo_config IS NOT NULL ORDER BY m.id LIMIT 1""").fetchone()
     logged = json.loads(db.execute("SELECT text FROM payloads WHERE hash = ?", (payload,)).fetchone()[0])
-    page = (await ds.client.get(f"/traces/-/tlindex/compile/{compile}.json")).json()["c"]
+    page = (await ds.client.get(f"/traces/-/tlindex/compile/{compile}.json")).json()["compile"]
     dynamo = next(c for c in page["config"] if c["name"] == "dynamo")
     assert dynamo["payload"] == payload
     assert [key for key, _ in dynamo["values"]] == sorted(logged)

@@ -42,7 +42,7 @@ def compile_data(conn: sqlite3.Connection, args: Args, compile: int) -> dict:
         SELECT id, compile_id, status FROM compiles WHERE source_id = ? AND generation = ?
         AND compiled_autograd_id IS ? AND frame_id IS ? AND id != ? ORDER BY frame_compile_id""",
         (found["source_id"], found["generation"], found["compiled_autograd_id"], found["frame_id"], compile)))
-    return {"c": found}
+    return {"compile": found}
 
 
 SHOWN_CONFIGS: dict[str, list[tuple[str, str]]] = {}  # a config payload's (key, shown value) pairs, by its hash

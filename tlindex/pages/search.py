@@ -30,6 +30,6 @@ def search_data(conn: sqlite3.Connection, args: Args) -> dict:
             groups.append({"run": hit.run, "label": labels.get(hit.run), "compile": hit.compile,
                            "compile_id": hit.compile_id, "hits": []})
         groups[-1]["hits"].append(hit)
-    return {"q": term, "run": run, "groups": groups, "count": len(hits), "shown": min(len(hits), SHOWN),
+    return {"query": term, "run": run, "groups": groups, "count": len(hits), "shown": min(len(hits), SHOWN),
             "problem": problem, "indexed": has_payload_index(conn), "notes": notes}
 

@@ -151,7 +151,7 @@ def tree_data(conn: sqlite3.Connection, args: Args) -> dict:
             runs.append(node)
     listed = {"compiles": sum(c["compile_id"] != ANONYMOUS for r in runs for c in r["compiles"]),
               "artifacts": sum(len(c["artifacts"]) for r in runs for c in r["compiles"])}
-    return {"q": query, "words": words, "only": only, "runs": runs, "kept": kept, "listed": listed,
+    return {"query": query, "words": words, "only": only, "runs": runs, "kept": kept, "listed": listed,
             "runs_hidden": kept["runs"] - len(runs), "open": listed["artifacts"] <= OPEN_UP_TO or bool(words),
             "complete": kept == {"runs": len(runs), **listed},
             "picked": picked_artifact(conn, picked) if picked is not None else None,
