@@ -59,3 +59,45 @@ def test_a_twin_holds_the_keys_its_page_declares_and_they_are_words(fixtures_db,
 
 def test_docs_json_md_is_written_from_the_declarations():
     assert (ROOT / "docs" / "json.md").read_text() == render(), "run: python -m tlindex.pages.twins > docs/json.md"
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if p.json_twin and p.name != "glossary"], ids=lambda p: p.name)
+def test_show_without_json_prints_a_screen_not_an_outline(fixtures_db, page):
+    """`tlindex show PAGE`: a screen at most (what the page shows first), never bare `-` bullets or internals
+    such as a compile's guards print, and how to get everything."""
+    from click.testing import CliRunner
+
+    from tlindex.cli import cli
+    from tlindex.pages.screens import LINES
+
+    conn = connect(fixtures_db)
+    names = []
+    for name in page.placeholders:
+        if name == "ext":
+            continue
+        if page.name == "artifact_diff":
+            break
+        value = conn.execute(BY_PAGE.get(page.name, {}).get(name, SAMPLES[name])).fetchone()[0]
+        names.append(str(value))
+    if page.name in ("artifact_diff", "diff_compiles", "trie_node"):
+        pytest.skip("shown with its arguments elsewhere")
+    result = CliRunner().invoke(cli, ["show", page.name, *names, "--db", str(fixtures_db)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert 1 < len(lines) <= LINES + 1 and lines[-1].endswith("--json)")
+    assert not any(line.strip() == "-" for line in lines) and "guards_print" not in result.output
+
+
+def test_the_run_and_compile_screens_say_the_header_and_the_findings(fixtures_db):
+    from click.testing import CliRunner
+    from conftest import scenario_run
+
+    from tlindex.cli import cli
+
+    (run,) = scenario_run(connect(fixtures_db), "graph_breaks")
+    shown = CliRunner().invoke(cli, ["show", "run", str(run), "--db", str(fixtures_db)]).output
+    assert "compiles: 12 (0 failed, 0 recompiles, 6 restarts, 7 graph breaks)" in shown
+    assert "warning: 7 graph breaks in 5 groups" in shown
+    compile_screen = CliRunner().invoke(cli, ["show", "compile", f"{run}:0/0", "--db", str(fixtures_db)]).output
+    assert "status: break (2 attempts, 1 restart)" in compile_screen
+    assert "graph break: Failed to trace builtin operator" in compile_screen
