@@ -120,7 +120,7 @@ async def test_the_run_and_runs_pages_say_what_is_wrong_first(traces_db):
     assert "Ranks diverge in compile ids:" in section and "Only on rank 1" in section
     assert html.index('id="findings"') < html.index("<h2>Stack trie")  # at the top
     (healthy,) = scenario_run(conn, "dynamic")
-    assert "Nothing to report" in (await ds.client.get(f"/traces/-/tlindex/run/{healthy}")).text
+    assert "No problem found" in (await ds.client.get(f"/traces/-/tlindex/run/{healthy}")).text
     runs = (await ds.client.get("/traces/-/tlindex")).text
     row = runs.split(f'href="/traces/-/tlindex/run/{diverging}"')[1].split("</tr>")[0]
     assert "Ranks diverge in compile ids" in row

@@ -49,7 +49,8 @@ async def test_the_trend_of_runs_named_by_label_or_prefix(db, ds):
 async def test_the_graph_breaks_page_counts_what_the_run_pages_count(db, ds):
     everywhere = (await ds.client.get("/traces/-/tlindex/graph-breaks.json")).json()
     assert everywhere["groups"] == json.loads(json.dumps(
-        [{**g, "type": everywhere["groups"][i]["type"]} for i, g in enumerate(top_graph_breaks(db))]))
+        [{**g, "type": everywhere["groups"][i]["type"], "site": everywhere["groups"][i]["site"]}
+         for i, g in enumerate(top_graph_breaks(db))]))
     broke = [row for row in health(db) if row["graph_breaks"]]
     assert broke
     for row in broke:
