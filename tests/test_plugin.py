@@ -254,7 +254,6 @@ async def test_canned_queries_run_from_the_ui(ds, traces_db):
     assert page.status_code == 200 and "Log volume" in page.text
     assert (await ds.client.get("/other/recompile_reasons")).status_code == 404
     from tlindex.answers.queries import load_queries
-
     from tlindex.pages.run import QUERY_NEEDS
 
     run_page = (await ds.client.get(f"/traces/-/tlindex/run/{run}")).text
