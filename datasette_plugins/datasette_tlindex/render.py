@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from markupsafe import Markup, escape
 
 from tlindex.answers.bytecode import COMPILED_FN, RESUME_AT, Instruction
+from tlindex.answers.findings.words import short
 from tlindex.answers.glossary import SECTIONS, plain, terms
 from tlindex.pages import Page, hit_path
 from tlindex.pages.rows import Args
@@ -36,7 +37,7 @@ TEMPLATE_NAMES = {"compile": {"compile": "c"}, "bytecode": {"compile": "c", "vie
 def page_context(page: Page, data: dict, urls, database: str, args: Args | None = None) -> dict:
     """What the page's template (`tlindex/<page.template>`) is given: its data and what its presenter adds."""
     context = {"database": database, "u": urls, "status_legend": STATUS_LEGEND, "setting": setting, "prose": prose,
-               "term": Terms(urls), **data}
+               "term": Terms(urls), "short": short, **data}
     context.update({short: data[word] for word, short in TEMPLATE_NAMES.get(page.name, {}).items() if word in data})
     presenter = PRESENTERS.get(page.name)
     if presenter is not None:
