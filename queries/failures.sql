@@ -1,6 +1,7 @@
 -- Failures and restarts
--- Failed compiles (fail type, reason, user frame) and analysis restarts (restart reasons),
--- each distinct one counted with the compile ids it hit.
+-- Failed compiles (fail type, reason, user frame) and analysis restarts (restart reasons, and the attempts
+-- past them, which torch's failure path logs without a reason), each distinct one counted with the compile
+-- ids it hit: the restarts counted here are run_health's.
 -- :run  run id (empty: every run)
 -- :rank  rank (empty: every rank)
 WITH selected AS (
@@ -13,6 +14,10 @@ WITH selected AS (
     UNION ALL
     SELECT 'restart', 'RestartAnalysis', j.value, NULL, c.id, c.compile_id, c.co_name, c.run_id, c.rank
     FROM selected c, json_each(c.restart_reasons) j WHERE c.restart_reasons IS NOT NULL
+    UNION ALL  -- a compile with attempts past the reasons logged (torch's failure path logs none)
+    SELECT 'restart', 'RestartAnalysis', 'no reason logged (' || c.attempts || ' attempts)', NULL, c.id,
+           c.compile_id, c.co_name, c.run_id, c.rank
+    FROM selected c WHERE c.attempts - 1 > coalesce(json_array_length(c.restart_reasons), 0)
 )
 SELECT kind, type, reason, user_frame, count(*) AS times, group_concat(DISTINCT co_name) AS functions,
        group_concat(DISTINCT compile_id) AS compile_ids, count(DISTINCT run_id) AS runs,

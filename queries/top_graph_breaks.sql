@@ -4,7 +4,7 @@
 -- header), else the reason's first informative line. Each group says how often it broke, in how many runs
 -- (the first and the last, in time order), the compile time thrown away by the analysis restarts it caused
 -- (dynamo_time_before_restart_s of the compiles it broke, shared among a compile's breaks) and torch's own
--- Explanation and Hint lines. The costliest first, then the most frequent.
+-- Explanation (whole, with the lines saying which code) and Hints. The costliest first, then the most frequent.
 -- :run  run id (empty: every run)
 -- :limit  groups (default 50)
 WITH breaks AS (
@@ -24,12 +24,17 @@ WITH breaks AS (
                 THEN substr(body, instr(body, 'Explanation: ') + 13) END AS explained,
            CASE WHEN instr(body, 'Hint: ') > 0 THEN substr(body, instr(body, 'Hint: ')) END AS hinted
     FROM breaks
+), explaining AS (  -- the Explanation whole: up to the first Hint, else up to the developer context
+    SELECT *, substr(explained, 1, instr(explained || char(10) || '  Developer debug context:',
+                                         char(10) || '  Developer debug context:') - 1) AS explained_only
+    FROM parsed
 ), typed AS (
     SELECT *, coalesce(gb, '') || '|' || title || '|' || coalesce(user_file, '') || ':' || coalesce(user_line, '') AS key,
-           trim(substr(explained, 1, instr(explained || char(10), char(10)) - 1)) AS explanation,
+           trim(substr(explained_only, 1, instr(explained_only || char(10) || '  Hint: ', char(10) || '  Hint: ') - 1),
+                ' ' || char(10)) AS explanation,
            replace(replace(substr(hinted, 1, instr(hinted || char(10) || char(10), char(10) || char(10)) - 1),
                            'Hint: ', ''), char(10) || '  ', char(10)) AS hints
-    FROM parsed
+    FROM explaining
 ), placed AS (
     SELECT *, first_value(run_id) OVER (PARTITION BY key ORDER BY start_time, run_id
                                         ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS first_run,

@@ -10,6 +10,7 @@ CREATE TABLE run_findings (
     text TEXT NOT NULL,                  -- the sentence
     query TEXT,                          -- the canned query that shows the detail, run with the run's id
     compile INTEGER,                     -- or the compile that shows it
+    items TEXT,                          -- every thing it counts when its sentence names only some (JSON list)
     PRIMARY KEY (run_id, position)
 );
 

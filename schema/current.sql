@@ -1,9 +1,9 @@
--- tlindex's whole schema in one script: what the migrations schema/001_initial.sql to schema/019_provisional_runs.sql make.
+-- tlindex's whole schema in one script: what the migrations schema/001_initial.sql to schema/020_restarts_from_attempts.sql make.
 -- A new database is made from it in one go (tlindex.store.db.apply_schema) and every migration up to the one
 -- named on the `as of` line is recorded as applied; a database made before is upgraded by the migrations.
 -- Written by `python -m tlindex.store.schema_script > schema/current.sql`, not by hand. The comments of the
 -- tables, and of the columns added after a table was made, are in the migrations (and docs/schema.md).
--- as of: 019_provisional_runs
+-- as of: 020_restarts_from_attempts
 
 CREATE TABLE files (
     id INTEGER PRIMARY KEY,              -- file id
@@ -430,48 +430,6 @@ CREATE INDEX piece_compiles_envelope ON piece_compiles(envelope_id);
 
 CREATE INDEX piece_compiles_compile ON piece_compiles(compile);
 
-CREATE VIEW run_health AS
-SELECT t.run_id,                                               -- the run
-       (SELECT label FROM runs WHERE id = t.run_id) AS label, -- its label
-       (SELECT start_time FROM runs WHERE id = t.run_id) AS start_time, -- its first record's time (the trend's order)
-       (SELECT torch_version FROM runs WHERE id = t.run_id) AS torch_version, -- the torch version it ran
-       coalesce(t.compiles, 0) AS compiles, -- compilations, not counting [-/-] (run_totals)
-       coalesce(t.recompiles, 0) AS recompiles, -- compiles of a frame compiled before (run_totals)
-       coalesce(t.failures, 0) AS failures, -- compiles that failed (run_totals)
-       coalesce(t.graph_breaks, 0) AS graph_breaks, -- graph breaks of all its compiles (run_totals)
-       (SELECT coalesce(sum(json_array_length(c.restart_reasons)), 0) FROM compiles c
-        WHERE c.run_id = t.run_id) AS restarts,                -- times Dynamo restarted an analysis (restart reasons, as failures_and_restarts lists them)
-       t.compile_time_s,                                       -- Dynamo's whole-frame compile time, the backend's included: entire_frame_compile_time_s, which torch 2.13 also logs as dynamo_cumulative_compile_time_us (run_totals)
-       (SELECT round(sum(m.backend_compile_time_s), 3) FROM compiles c JOIN metrics m ON m.compile = c.id
-        WHERE c.run_id = t.run_id AND m.kind = 'compilation_metrics') AS aot_time_s, -- AOTAutograd, Inductor included (backend_compile_time_s, logged also as aot_autograd_cumulative_compile_time_us)
-       (SELECT round(sum(m.inductor_compile_time_s), 3) FROM compiles c JOIN metrics m ON m.compile = c.id
-        WHERE c.run_id = t.run_id AND m.kind = 'compilation_metrics') AS inductor_time_s, -- Inductor on the forward graphs (inductor_compile_time_s, logged also as inductor_cumulative_compile_time_us)
-       (SELECT round(sum(m.duration_us) / 1e6, 3) FROM compiles c JOIN metrics m ON m.compile = c.id
-        WHERE c.run_id = t.run_id AND m.kind = 'bwd_compilation_metrics') AS backward_time_s, -- backward graphs, compiled at the first backward call (bwd_compilation_metrics: backward_cumulative_compile_time_us)
-       (SELECT round(sum(CASE WHEN json_type(m.other, '$.compile_time_autotune_time_us') IN ('integer', 'real')
-                              THEN json_extract(m.other, '$.compile_time_autotune_time_us') END) / 1e6, 3)
-        FROM compiles c JOIN metrics m ON m.compile = c.id
-        WHERE c.run_id = t.run_id AND m.kind IN ('compilation_metrics', 'bwd_compilation_metrics')) AS autotune_time_s, -- autotuning at compile time (compile_time_autotune_time_us, NULL when not logged, as on CPU)
-       (SELECT sum(m.guard_count) FROM compiles c JOIN metrics m ON m.compile = c.id
-        WHERE c.run_id = t.run_id AND m.kind = 'compilation_metrics') AS guards, -- guards installed by its compiles (guard_count)
-       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
-        WHERE c.run_id = t.run_id) AS cache_lookups,            -- cache lookups of every cache (cache_events)
-       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
-        WHERE c.run_id = t.run_id AND e.result = 'hit') AS cache_hits, -- hits of every cache
-       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
-        WHERE c.run_id = t.run_id AND e.result = 'miss') AS cache_misses, -- misses of every cache
-       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
-        WHERE c.run_id = t.run_id AND e.result = 'bypass') AS cache_bypasses, -- lookups that bypassed a cache
-       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
-        WHERE c.run_id = t.run_id AND e.cache = 'fx_graph' AND e.result = 'hit') AS fx_graph_hits, -- Inductor's FX-graph cache: hits
-       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
-        WHERE c.run_id = t.run_id AND e.cache = 'fx_graph' AND e.result = 'miss') AS fx_graph_misses, -- Inductor's FX-graph cache: misses
-       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
-        WHERE c.run_id = t.run_id AND e.cache = 'aotautograd' AND e.result = 'hit') AS aotautograd_hits, -- AOTAutograd's cache: hits
-       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
-        WHERE c.run_id = t.run_id AND e.cache = 'aotautograd' AND e.result = 'miss') AS aotautograd_misses -- AOTAutograd's cache: misses
-FROM run_totals t;
-
 CREATE TABLE run_findings (
     run_id INTEGER NOT NULL REFERENCES runs(id), -- the run
     position INTEGER NOT NULL,           -- its place among the run's findings, most severe first (0 is the worst)
@@ -481,6 +439,7 @@ CREATE TABLE run_findings (
     text TEXT NOT NULL,                  -- the sentence
     query TEXT,                          -- the canned query that shows the detail, run with the run's id
     compile INTEGER,                     -- or the compile that shows it
+    items TEXT,                          -- every thing it counts when its sentence names only some (JSON list)
     PRIMARY KEY (run_id, position)
 );
 
@@ -542,3 +501,45 @@ CREATE INDEX chromium_events_begin ON chromium_events(begin_envelope);
 CREATE INDEX artifacts_size ON artifacts(size);
 
 CREATE INDEX cache_events_results ON cache_events(compile, cache, result);
+
+CREATE VIEW run_health AS
+SELECT t.run_id,                                               -- the run
+       (SELECT label FROM runs WHERE id = t.run_id) AS label, -- its label
+       (SELECT start_time FROM runs WHERE id = t.run_id) AS start_time, -- its first record's time (the trend's order)
+       (SELECT torch_version FROM runs WHERE id = t.run_id) AS torch_version, -- the torch version it ran
+       coalesce(t.compiles, 0) AS compiles, -- compilations, not counting [-/-] (run_totals)
+       coalesce(t.recompiles, 0) AS recompiles, -- compiles of a frame compiled before (run_totals)
+       coalesce(t.failures, 0) AS failures, -- compiles that failed (run_totals)
+       coalesce(t.graph_breaks, 0) AS graph_breaks, -- graph breaks of all its compiles (run_totals)
+       (SELECT coalesce(sum(max(c.attempts - 1, coalesce(json_array_length(c.restart_reasons), 0))), 0) FROM compiles c
+        WHERE c.run_id = t.run_id) AS restarts,                -- times Dynamo restarted an analysis: each compile's attempts after its first, or its restart reasons when more (torch's failure path logs attempts without reasons)
+       t.compile_time_s,                                       -- Dynamo's whole-frame compile time, the backend's included: entire_frame_compile_time_s, which torch 2.13 also logs as dynamo_cumulative_compile_time_us (run_totals)
+       (SELECT round(sum(m.backend_compile_time_s), 3) FROM compiles c JOIN metrics m ON m.compile = c.id
+        WHERE c.run_id = t.run_id AND m.kind = 'compilation_metrics') AS aot_time_s, -- AOTAutograd, Inductor included (backend_compile_time_s, logged also as aot_autograd_cumulative_compile_time_us)
+       (SELECT round(sum(m.inductor_compile_time_s), 3) FROM compiles c JOIN metrics m ON m.compile = c.id
+        WHERE c.run_id = t.run_id AND m.kind = 'compilation_metrics') AS inductor_time_s, -- Inductor on the forward graphs (inductor_compile_time_s, logged also as inductor_cumulative_compile_time_us)
+       (SELECT round(sum(m.duration_us) / 1e6, 3) FROM compiles c JOIN metrics m ON m.compile = c.id
+        WHERE c.run_id = t.run_id AND m.kind = 'bwd_compilation_metrics') AS backward_time_s, -- backward graphs, compiled at the first backward call (bwd_compilation_metrics: backward_cumulative_compile_time_us)
+       (SELECT round(sum(CASE WHEN json_type(m.other, '$.compile_time_autotune_time_us') IN ('integer', 'real')
+                              THEN json_extract(m.other, '$.compile_time_autotune_time_us') END) / 1e6, 3)
+        FROM compiles c JOIN metrics m ON m.compile = c.id
+        WHERE c.run_id = t.run_id AND m.kind IN ('compilation_metrics', 'bwd_compilation_metrics')) AS autotune_time_s, -- autotuning at compile time (compile_time_autotune_time_us, NULL when not logged, as on CPU)
+       (SELECT sum(m.guard_count) FROM compiles c JOIN metrics m ON m.compile = c.id
+        WHERE c.run_id = t.run_id AND m.kind = 'compilation_metrics') AS guards, -- guards installed by its compiles (guard_count)
+       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
+        WHERE c.run_id = t.run_id) AS cache_lookups,            -- cache lookups of every cache (cache_events)
+       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
+        WHERE c.run_id = t.run_id AND e.result = 'hit') AS cache_hits, -- hits of every cache
+       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
+        WHERE c.run_id = t.run_id AND e.result = 'miss') AS cache_misses, -- misses of every cache
+       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
+        WHERE c.run_id = t.run_id AND e.result = 'bypass') AS cache_bypasses, -- lookups that bypassed a cache
+       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
+        WHERE c.run_id = t.run_id AND e.cache = 'fx_graph' AND e.result = 'hit') AS fx_graph_hits, -- Inductor's FX-graph cache: hits
+       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
+        WHERE c.run_id = t.run_id AND e.cache = 'fx_graph' AND e.result = 'miss') AS fx_graph_misses, -- Inductor's FX-graph cache: misses
+       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
+        WHERE c.run_id = t.run_id AND e.cache = 'aotautograd' AND e.result = 'hit') AS aotautograd_hits, -- AOTAutograd's cache: hits
+       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
+        WHERE c.run_id = t.run_id AND e.cache = 'aotautograd' AND e.result = 'miss') AS aotautograd_misses -- AOTAutograd's cache: misses
+FROM run_totals t;

@@ -254,11 +254,15 @@ async def test_canned_queries_run_from_the_ui(ds, traces_db):
     assert page.status_code == 200 and "Log volume" in page.text
     assert (await ds.client.get("/other/recompile_reasons")).status_code == 404
     from tlindex.answers.queries import load_queries
+    from tlindex.pages.run import QUERY_NEEDS
 
     run_page = (await ds.client.get(f"/traces/-/tlindex/run/{run}")).text
-    for name, query in load_queries().items():
-        takes_run = any(p == "run" for p, _ in query.params)
-        assert (f'href="/traces/{name}?run={run}"' in run_page) == takes_run, name
+    for name, query in load_queries().items():  # every one that takes a run, but those that cannot apply here
+        listed = any(p == "run" for p, _ in query.params) and name not in QUERY_NEEDS  # (one process, no vLLM…)
+        assert (f'href="/traces/{name}?run={run}"' in run_page) == listed, name
+    (ranked,) = scenario_run(conn, "collectives_3ranks")  # a run they apply to lists them
+    ranked_page = (await ds.client.get(f"/traces/-/tlindex/run/{ranked}")).text
+    assert all(f'href="/traces/{name}?run={ranked}"' in ranked_page for name in ("collectives", "rank_divergence"))
 
 
 @pytest.mark.asyncio

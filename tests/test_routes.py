@@ -84,7 +84,7 @@ def test_every_page_has_a_json_twin_and_tlindex_show_prints_it(traces_db):
 
     found = asyncio.run(fetch())
     assert set(found) == {page.name for page in pages.PAGES if page.json_twin} - {"search"}
-    assert found["compile"][0]["c"]["compile_id"] and found["run"][0]["run"]["label"]
+    assert found["compile"][0]["compile"]["compile_id"] and found["run"][0]["run"]["label"]
     for name, (twin, values, url) in found.items():
         if "?" in url or values.get("ext"):  # an argument besides the path's values; a payload's raw text
             continue

@@ -49,7 +49,8 @@ async def test_the_trend_of_runs_named_by_label_or_prefix(db, ds):
 async def test_the_graph_breaks_page_counts_what_the_run_pages_count(db, ds):
     everywhere = (await ds.client.get("/traces/-/tlindex/graph-breaks.json")).json()
     assert everywhere["groups"] == json.loads(json.dumps(
-        [{**g, "type": everywhere["groups"][i]["type"]} for i, g in enumerate(top_graph_breaks(db))]))
+        [{**g, "type": everywhere["groups"][i]["type"], "site": everywhere["groups"][i]["site"]}
+         for i, g in enumerate(top_graph_breaks(db))]))
     broke = [row for row in health(db) if row["graph_breaks"]]
     assert broke
     for row in broke:
@@ -67,7 +68,7 @@ async def test_a_compile_page_shows_the_config_its_metrics_logged(db, ds):
     compile, payload = db.execute("""SELECT m.compile, m.dynamo_config FROM metrics m JOIN compiles c ON c.id = m.compile
         WHERE m.dynamo_config IS NOT NULL ORDER BY m.id LIMIT 1""").fetchone()
     logged = json.loads(db.execute("SELECT text FROM payloads WHERE hash = ?", (payload,)).fetchone()[0])
-    page = (await ds.client.get(f"/traces/-/tlindex/compile/{compile}.json")).json()["c"]
+    page = (await ds.client.get(f"/traces/-/tlindex/compile/{compile}.json")).json()["compile"]
     dynamo = next(c for c in page["config"] if c["name"] == "dynamo")
     assert dynamo["payload"] == payload
     assert [key for key, _ in dynamo["values"]] == sorted(logged)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 import sys
 import time
 from typing import TYPE_CHECKING
@@ -715,9 +716,9 @@ def show(page: str, names: tuple[str, ...], db_path: str, args: tuple[str, ...],
     import json
 
     from tlindex.errors import UsageError
-    from tlindex.output import outline
     from tlindex.pages import BY_NAME, read_named
     from tlindex.pages.rows import Args, as_data
+    from tlindex.pages.screens import screen
 
     pairs = [arg.split("=", 1) for arg in args]
     if any(len(pair) != 2 for pair in pairs):
@@ -734,8 +735,8 @@ def show(page: str, names: tuple[str, ...], db_path: str, args: tuple[str, ...],
     if page == "glossary":  # definitions read whole, not as an outline's first 200 characters
         from tlindex.answers.glossary import lines
         shown = lines()
-    else:
-        shown = outline(data)
+    else:  # what the page shows first, in a screen
+        shown = screen(page, data, " ".join(["tlindex show", page, *map(shlex.quote, names)]))
     for line in shown:
         say(line)
 

@@ -71,8 +71,8 @@ def handler(page: Page):
         if page.kind == "fragment":
             return Response.html(str(trie_children(data, opened.urls, args)))
         if data.get("raw"):  # a payload's text, for download
-            digest = data["p"]["hash"]
-            return Response.text(data["p"]["text"], headers={
+            digest = data["payload"]["hash"]
+            return Response.text(data["payload"]["text"], headers={
                 "content-disposition": f'attachment; filename="{digest}.txt"'})
 
         async def render_template(template: str, context: dict) -> str:

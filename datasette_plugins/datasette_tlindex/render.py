@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from markupsafe import Markup, escape
 
 from tlindex.answers.bytecode import COMPILED_FN, RESUME_AT, Instruction
+from tlindex.answers.findings.words import short
 from tlindex.answers.glossary import SECTIONS, plain, terms
 from tlindex.pages import Page, hit_path
 from tlindex.pages.rows import Args
@@ -27,10 +28,17 @@ TRIE_BUDGET = 2000  # nodes rendered before the rest of the trie is loaded on de
 RenderTemplate = Callable[[str, dict], Awaitable[str]]
 
 
+# The templates' short names for a page's data, whose JSON twin is keyed by words (`compile`, not `c`).
+TEMPLATE_NAMES = {"compile": {"compile": "c"}, "bytecode": {"compile": "c", "view": "v"},
+                  "artifact": {"artifact": "a"}, "payload": {"payload": "p"}, "diff": {"diff": "d"},
+                  "diff_compiles": {"entry": "e"}, "search": {"query": "q"}, "tree": {"query": "q"}}
+
+
 def page_context(page: Page, data: dict, urls, database: str, args: Args | None = None) -> dict:
     """What the page's template (`tlindex/<page.template>`) is given: its data and what its presenter adds."""
     context = {"database": database, "u": urls, "status_legend": STATUS_LEGEND, "setting": setting, "prose": prose,
-               "term": Terms(urls), **data}
+               "term": Terms(urls), "short": short, **data}
+    context.update({short: data[word] for word, short in TEMPLATE_NAMES.get(page.name, {}).items() if word in data})
     presenter = PRESENTERS.get(page.name)
     if presenter is not None:
         context.update(presenter(data, urls, args or Args()))
@@ -83,7 +91,7 @@ def setting(value) -> str:
 
 
 def _payload(data: dict, urls, args: Args) -> dict:
-    text = data.get("text") if "a" in data else data["p"]["text"]
+    text = data.get("text") if "artifact" in data else data["payload"]["text"]
     if text is None:
         return {"body": None, "lines": 0}
     return {"body": render_payload(text, data["lang"]), "lines": shown_lines(text, data["lang"])}
@@ -125,7 +133,7 @@ def argument(inst: Instruction, links: dict[str, str]) -> Markup:
 
 
 def _bytecode(data: dict, urls, args: Args) -> dict:
-    view = data["v"]
+    view = data["view"]
     links = {g["name"]: urls.artifact(g["artifact"]) if g["artifact"] else urls.compile(g["compile"])
              for g in view.graphs}
     links.update({r["name"]: urls.bytecode(r["compile"]) for r in view.resumes if r["compile"]})
@@ -168,7 +176,7 @@ def _passes(data: dict, urls, args: Args) -> dict:
 
 
 def _pair(data: dict, urls, args: Args) -> dict:
-    entry = data["e"]
+    entry = data["entry"]
     graphs = [{**graph, "hunks": highlighted_hunks(graph["hunks"], graph["lang"])} for graph in entry["graphs"]]
     return {"e": {**entry, "graphs": graphs}}
 
@@ -238,7 +246,7 @@ CONFIG_TABLES_KEPT = 64
 def _compile(data: dict, urls, args: Args) -> dict:
     """Each config's table of keys and values (hundreds of rows), rendered once per process for each config."""
     tables = {}
-    for config in data["c"]["config"]:
+    for config in data["compile"]["config"]:
         if config["values"] and config["payload"] not in tables:
             table = CONFIG_TABLES.get(config["payload"])
             if table is None:
@@ -248,7 +256,7 @@ def _compile(data: dict, urls, args: Args) -> dict:
                                       for k, v in config["values"]))
                 table = CONFIG_TABLES[config["payload"]] = Markup(CONFIG_START) + rows + Markup(CONFIG_END)
             tables[config["payload"]] = table
-    compile = data["c"]
+    compile = data["compile"]
     return {"config_tables": tables, "timeline": _timeline(compile["spans"]),
             "field_rows": [_field_rows(m["fields"]) for m in compile["metrics"]],
             "guard_rows": [_guard_rows(origin, guards, with_reason) for origin, guards, with_reason in

@@ -76,7 +76,7 @@ class PayloadPages:
 
     def page(self, data: dict) -> str:
         """The page of one payload (tlindex.pages.artifact.payload_data)."""
-        p, lang = data["p"], data["lang"] or "text"
+        p, lang = data["payload"], data["lang"] or "text"
         text = p["text"] or ""
         lines = text.count("\n") + (0 if not text or text.endswith("\n") else 1)
         title = f"payload {p['hash'][:10]}"

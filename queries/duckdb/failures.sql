@@ -13,6 +13,10 @@ WITH selected AS (
     SELECT 'restart', 'RestartAnalysis', c.value, NULL, c.id, c.compile_id, c.co_name, c.run_id, c.rank
     FROM (SELECT *, unnest(CAST(json(restart_reasons) AS VARCHAR[])) AS value FROM selected
           WHERE restart_reasons IS NOT NULL) c
+    UNION ALL
+    SELECT 'restart', 'RestartAnalysis', 'no reason logged (' || CAST(attempts AS VARCHAR) || ' attempts)', NULL, id,
+           compile_id, co_name, run_id, rank
+    FROM selected WHERE attempts - 1 > coalesce(json_array_length(restart_reasons), 0)
 )
 SELECT kind, type, reason, user_frame, count(*) AS times, string_agg(DISTINCT CAST(co_name AS VARCHAR), ',') AS functions,
        string_agg(DISTINCT CAST(compile_id AS VARCHAR), ',') AS compile_ids, count(DISTINCT run_id) AS runs,

@@ -5,7 +5,7 @@
 WITH per_run AS (
     SELECT run_id, count_if(compile_id != '-/-') AS compiles, coalesce(count_if(frame_compile_id > 0), 0) AS recompiles,
            count_if(status = 'error') AS failures, coalesce(sum(graph_breaks), 0) AS graph_breaks,
-           coalesce(sum(json_array_length(restart_reasons)), 0) AS restarts, round(sum(duration_s), 3) AS compile_time_s
+           coalesce(sum(greatest(attempts - 1, coalesce(json_array_length(restart_reasons), 0))), 0) AS restarts, round(sum(duration_s), 3) AS compile_time_s
     FROM compiles WHERE $run IS NULL OR run_id = $run
     GROUP BY run_id
 ), timed AS (

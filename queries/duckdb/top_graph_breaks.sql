@@ -21,13 +21,18 @@ WITH before_restart AS (
                 THEN substr(body, instr(body, 'Explanation: ') + 13) END AS explained,
            CASE WHEN instr(body, 'Hint: ') > 0 THEN substr(body, instr(body, 'Hint: ')) END AS hinted
     FROM breaks
+), explaining AS (
+    SELECT *, substr(explained, 1, instr(explained || chr(10) || '  Developer debug context:',
+                                         chr(10) || '  Developer debug context:') - 1) AS explained_only
+    FROM parsed
 ), typed AS (
     SELECT *, coalesce(gb, '') || '|' || title || '|' || coalesce(user_file, '') || ':'
               || coalesce(CAST(user_line AS VARCHAR), '') AS key,
-           trim(substr(explained, 1, instr(explained || chr(10), chr(10)) - 1)) AS explanation,
+           trim(substr(explained_only, 1, instr(explained_only || chr(10) || '  Hint: ', chr(10) || '  Hint: ') - 1),
+                ' ' || chr(10)) AS explanation,
            replace(replace(substr(hinted, 1, instr(hinted || chr(10) || chr(10), chr(10) || chr(10)) - 1),
                            'Hint: ', ''), chr(10) || '  ', chr(10)) AS hints
-    FROM parsed
+    FROM explaining
 ), placed AS (
     SELECT *, first_value(run_id) OVER (PARTITION BY key ORDER BY start_time, run_id
                                         ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS first_run,

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from tlindex.answers.configs import config_changes, shown
 from tlindex.answers.counters import content_key
+from tlindex.answers.findings.words import short
 from tlindex.answers.names import resolve_run
 from tlindex.ingest.guard_keys import guard_identity
 from tlindex.store.kinds import GRAPH_KINDS
@@ -390,7 +391,8 @@ def as_text(result: dict) -> list[str]:
     if changed:
         lines.append(f"config: {len(changed)} key{'s' * (len(changed) != 1)} changed")
         lines += [f"  {c['config']}.{c['key']}: {shown(c['a'])} -> {shown(c['b'])}" for c in changed]
-    lines.append(f"{summary['matched']} compiles matched, {summary['changed']} changed, "
+    lines.append(f"{summary['matched']} compiles matched ({summary['changed']} changed, "
+                 f"{summary['matched'] - summary['changed']} unchanged), "
                  f"{summary['only_a']} only in A, {summary['only_b']} only in B")
     loose = summary.get("without_compile_id") or {}
     if any(loose.values()):
@@ -418,8 +420,9 @@ def entry_lines(entry: dict) -> list[str]:
     if detail.get("guards"):
         lines.append(f"      guards: {len(detail['guards']['added'])} added, {len(detail['guards']['removed'])} removed")
     for reason in detail.get("graph_breaks", {}).get("added", []):
-        lines.append("      new graph break: "
-                     + " / ".join(line.strip() for line in reason.splitlines() if line.strip())[:200])
+        lines.append("      new graph break: "  # cut at a word; --json carries it whole
+                     + short(" / ".join(line.strip() for line in reason.splitlines() if line.strip()
+                                       and not line.startswith("Encountered graph break when attempting")), 200))
     for text in entry.get("graph_diffs", []):
         lines += ["      " + line for line in text.rstrip("\n").split("\n")]
     return lines

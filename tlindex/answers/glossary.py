@@ -41,6 +41,11 @@ WORDS = (
     Term("rank", "rank", "A process's rank in torch.distributed: every record it logs after `init_process_group` "
          "carries it, and its log file is usually named `…_rank_N_…`. tlindex compares the ranks of a run with each "
          "other.", "runs"),
+    Term("world-size", "world size", "How many ranks a distributed run has: the distinct ranks its processes "
+         "logged. A run of one process, without torch.distributed, is not distributed and has none.", "runs"),
+    Term("runs-columns", "the runs page's columns", "run (its label and id), findings (its worst), start (its "
+         "first record), ranks (or processes), compiles (not counting `[-/-]`), errors (failed compiles), log "
+         "bytes, the compile that logged most, torch's version and the log directory.", "runs"),
     Term("process", "process", "One process's records (a pid in a log file). A rank its launcher restarted is a "
          "new process, named `1 (restart 1)`; two processes claiming one rank are told apart by pid.", "runs"),
     Term("frame", "frame", "A Python function call that Dynamo intercepts and compiles. Dynamo numbers each "
@@ -48,8 +53,9 @@ WORDS = (
          "a frame of its own.", "runs"),
     Term("compile-id", "compile id [F/C]", "How torch names a compilation: `[0/1]` is the second compile (C = 1) "
          "of the first function Dynamo compiled in the process (F = 0). C is 0 for a function's first compile "
-         "and counts its recompiles. `torch._dynamo.reset()` starts the numbers again. tlindex names a compile "
-         "`RUN:0/1@RANK` where that is ambiguous.", "ids"),
+         "and counts its recompiles. `torch._dynamo.reset()` starts the numbers again. Where a name is ambiguous "
+         "tlindex adds the run, the generation after a reset and the rank or process: `RUN:0/1~1@3`, "
+         "`RUN:0/1@pid4242`.", "ids"),
     Term("compiled-autograd-id", "compiled autograd id [!A] and [!A/F/C]", "Under compiled autograd, `[!A]` is "
          "a backward graph compiled autograd captured (A numbers them) and `[!A/F/C]` a Dynamo compile made "
          "while compiling that backward.", "ids"),
@@ -76,6 +82,12 @@ WORDS = (
          "branch, an unsupported call): it compiles the graph up to there, runs that code eagerly, and goes on in "
          "a resume function compiled as a new frame. Its reason is logged (`dynamo_graph_break_reason`).",
          "compiling"),
+    Term("graph-break-id", "graph-break id (gb0025)", "torch's number for a kind of graph break, taken from the "
+         "link torch 2.13 appends to the reason (`…/gb/gb0025.html`, the Graph Break Site, which says what it means "
+         "and how to fix it); the graph breaks page groups by it, its title and the user line.", "compiling"),
+    Term("symbol", "symbol (s77, u0)", "A dynamic size as Dynamo tracks it. A backed symbol (`s77`) stands for an "
+         "input's size and has a hint, the value seen at compile time; an unbacked one (`u0`) comes from data "
+         "(`.item()`, `nonzero()`) and has none, so a branch on it is a data-dependent graph break.", "compiling"),
     Term("restart", "restart (analysis restart)", "Dynamo dropped an analysis of a frame and started it again with "
          "what it learned: most often to end the graph just before a graph break. The time spent before the "
          "restart is lost (`dynamo_time_before_restart_s`); `restart_reasons` say why.", "compiling"),

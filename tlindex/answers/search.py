@@ -13,6 +13,7 @@ import sqlite3
 import time
 from dataclasses import asdict, dataclass
 
+from tlindex.answers.names import ATTEMPT_RE, without_attempt
 from tlindex.errors import SearchError  # noqa: F401 (raised here, imported from here by callers)
 from tlindex.ingest.text_index import PAYLOAD_INDEX, has_payload_index
 from tlindex.store.compression import register
@@ -105,6 +106,7 @@ def search(conn: sqlite3.Connection, term: str, run: int | None = None, limit: i
     Without the payload index, `scan_seconds` > 0 searches the payload text by reading it, for at most
     that long (a served page on a database nobody indexed yet); `notes` is told when time ran out."""
     register(conn)  # payload hits read the payloads view
+    term = without_attempt(term.strip()) if ATTEMPT_RE.match(term.strip()) else term  # [0/1_2]: its compile
     match = phrase(term)
     hits: list[Hit] = []
     left = 0

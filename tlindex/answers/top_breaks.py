@@ -8,6 +8,7 @@ the compile time its restarts threw away and torch's own Explanation and Hints. 
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 from tlindex.answers.queries import load_queries, run_sql
@@ -24,6 +25,14 @@ def top_graph_breaks(conn: sqlite3.Connection, run_id: int | None = None, limit:
         group["hints"] = [line.strip() for line in (group["hints"] or "").splitlines() if line.strip()]
         groups.append(group)
     return groups
+
+
+GB_SITE = "https://meta-pytorch.github.io/compile-graph-break-site/gb/{}.html"  # where torch's reasons link
+
+
+def site_url(gb: str | None) -> str | None:
+    """The Graph Break Site's page of a graph-break id (gb0025), None for anything else."""
+    return GB_SITE.format(gb) if gb and re.fullmatch(r"gb\d{4}", gb) else None
 
 
 def break_type(group: dict) -> str:

@@ -19,7 +19,7 @@ def artifact_data(conn: sqlite3.Connection, args: Args, artifact: int) -> dict:
     if found is None:
         raise NotFound(f"No artifact {artifact}")
     text = found.pop("text")
-    return {"a": found, "text": text, "lang": language(found["kind"], found["name"], found["encoding"], text or ""),
+    return {"artifact": found, "text": text, "lang": language(found["kind"], found["name"], found["encoding"], text or ""),
             "stack_traces": kernel_stack_traces(found, text)}
 
 
@@ -50,4 +50,4 @@ def payload_data(conn: sqlite3.Connection, args: Args, hash: str, ext: str = "")
         LEFT JOIN compiles c ON c.id = a.compile WHERE a.payload = ? ORDER BY a.id LIMIT {PAYLOAD_ARTIFACTS_SHOWN}""",
         (hash,)))
     first = found["artifacts"][0] if found["artifacts"] else {}
-    return {"p": found, "raw": ext == ".txt", "lang": language(first.get("kind"), first.get("name"), None, found["text"])}
+    return {"payload": found, "raw": ext == ".txt", "lang": language(first.get("kind"), first.get("name"), None, found["text"])}

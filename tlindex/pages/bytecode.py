@@ -16,7 +16,7 @@ def bytecode_data(conn: sqlite3.Connection, args: Args, compile: int) -> dict:
     view = resume_view(conn, compile, read_files)
     if view is None:
         raise NotFound(f"Compile {compile} logged no bytecode listing (only resume functions do)")
-    return {"v": view, "c": view.compile, "read_files": read_files}
+    return {"view": view, "compile": view.compile, "read_files": read_files}
 
 
 def listings(conn: sqlite3.Connection, compile: int) -> list[tuple[str, str]]:

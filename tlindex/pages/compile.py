@@ -11,6 +11,7 @@ from tlindex.answers.configs import compile_config
 from tlindex.answers.passes import snapshot_counts
 from tlindex.answers.provenance import MAPPINGS
 from tlindex.answers.resume_functions import has_bytecode, resumes_created
+from tlindex.answers.top_breaks import site_url
 from tlindex.answers.trie import short_path
 from tlindex.errors import NotFound
 from tlindex.pages.rows import Args, dicts, one
@@ -42,7 +43,7 @@ def compile_data(conn: sqlite3.Connection, args: Args, compile: int) -> dict:
         SELECT id, compile_id, status FROM compiles WHERE source_id = ? AND generation = ?
         AND compiled_autograd_id IS ? AND frame_id IS ? AND id != ? ORDER BY frame_compile_id""",
         (found["source_id"], found["generation"], found["compiled_autograd_id"], found["frame_id"], compile)))
-    return {"c": found}
+    return {"compile": found}
 
 
 SHOWN_CONFIGS: dict[str, list[tuple[str, str]]] = {}  # a config payload's (key, shown value) pairs, by its hash
@@ -95,13 +96,20 @@ def _records(conn: sqlite3.Connection, compile: int) -> dict:
     return {"guard_groups": _guard_groups(dicts(conn.execute(
                 "SELECT origin, depth, guard_type, text, source, user_code, symbol, value, reason FROM guards "
                 "WHERE compile = ? ORDER BY envelope_id, position", (compile,)))),
-            "graph_breaks_list": dicts(conn.execute(
-                "SELECT reason, user_file, user_line FROM graph_break_events WHERE compile = ? ORDER BY id", (compile,))),
+            "graph_breaks_list": [dict(b, site=site_url(b["reason"] and _gb(b["reason"]))) for b in dicts(conn.execute(
+                "SELECT reason, user_file, user_line FROM graph_break_events WHERE compile = ? ORDER BY id", (compile,)))],
             "cache_events": dicts(conn.execute(
                 "SELECT cache, result, key, reason FROM cache_events WHERE compile = ? ORDER BY id", (compile,))),
             "symbols": dicts(conn.execute(
-                "SELECT symbol, unbacked, value, value_range, source FROM symbols WHERE compile = ? ORDER BY id",
+                "SELECT symbol, unbacked, value, value_range, source FROM symbols WHERE compile = ? "  # each once
+                "GROUP BY symbol, unbacked, value, value_range, source ORDER BY min(id)",
                 (compile,)))}
+
+
+def _gb(reason: str) -> str | None:
+    """torch's graph-break id in a reason (the link torch 2.13 appends: …/gb/gb0025.html)."""
+    at = reason.find("/gb/gb")
+    return reason[at + 4:at + 10] if at >= 0 else None
 
 
 def _timeline(conn: sqlite3.Connection, compile: int) -> list[dict]:

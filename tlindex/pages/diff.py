@@ -38,12 +38,12 @@ def diff_data(conn: sqlite3.Connection, args: Args, a: int, b: int) -> dict:
     result["volume_rest"] = max(len(volume) - VOLUME_SHOWN, 0)
     compiles = result.pop("compiles")
     changed = [c for c in compiles if c["changes"] or not (c["a"] and c["b"])]
-    unchanged = [c for c in compiles if not c["changes"] and c["a"] and c["b"]]
+    unchanged = [c for c in compiles if not c["changes"] and c["a"] and c["b"] and c["key"].get("compile") != "-/-"]
     result["changed_count"], result["changed"] = len(changed), changed[:CHANGED_SHOWN]
     result["unchanged_count"], result["unchanged"] = len(unchanged), unchanged[:UNCHANGED_SHOWN]
     result["config_shown"] = [(f"{c['config']}.{c['key']}", shown(c["a"]), shown(c["b"])) for c in result["config"]]
     result["multi_rank"] = len(set(run_a["ranks"]) | set(run_b["ranks"])) > 1
-    return {"d": result}
+    return {"diff": result}
 
 
 def pair_data(conn: sqlite3.Connection, args: Args, ca: int, cb: int) -> dict:
@@ -59,4 +59,4 @@ def pair_data(conn: sqlite3.Connection, args: Args, ca: int, cb: int) -> dict:
                         "hunks": hunks(pair.a_text, pair.b_text),
                         "a_lines": pair.a_text.count("\n") + 1, "b_lines": pair.b_text.count("\n") + 1}
                        for pair in graph_pairs(conn, ca, cb)]
-    return {"e": entry}
+    return {"entry": entry}

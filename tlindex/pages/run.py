@@ -37,10 +37,29 @@ def run_data(conn: sqlite3.Connection, args: Args, run: int) -> dict:
     found["compiles"] = dicts(conn.execute(f"""
         SELECT id, rank, compile_id, co_name, status, fail_type, recompile_reason, graph_breaks, duration_s,
                envelope_bytes + payload_bytes AS bytes
-        FROM compiles WHERE run_id = ? ORDER BY id LIMIT {COMPILES_SHOWN}""", (run,)))
-    # every canned query that takes a run, so a new one appears on the page without editing it
-    queries = [query for query in load_queries().values() if any(p == "run" for p, _ in query.params)]
+        FROM compiles WHERE run_id = ? ORDER BY compile_id = '-/-', id LIMIT {COMPILES_SHOWN}""", (run,)))
+    # every canned query that takes a run, so a new one appears on the page without editing it, but those that
+    # cannot apply to this run (rank divergence of one process, vLLM's pieces of a run without them)
+    queries = [query for query in load_queries().values() if any(p == "run" for p, _ in query.params)
+               and _applies(conn, query.name, run)]
     return {"run": found, "queries": queries}
+
+
+# What a canned query needs of a run to have anything to say (a query not listed here always may).
+QUERY_NEEDS = {
+    "rank_divergence": "SELECT count(DISTINCT process) > 1 FROM sources WHERE run_id = ?",
+    "collectives": "SELECT EXISTS (SELECT 1 FROM collective_ops o JOIN compiles c ON c.id = o.compile "
+                   "WHERE c.run_id = ?)",
+    "export_issues": "SELECT EXISTS (SELECT 1 FROM export_issue_records e JOIN sources s ON s.id = e.source_id "
+                     "WHERE s.run_id = ?)",
+    "vllm_pieces": "SELECT EXISTS (SELECT 1 FROM piece_compiles p JOIN compiles c ON c.id = p.compile "
+                   "WHERE c.run_id = ?)",
+}
+
+
+def _applies(conn: sqlite3.Connection, name: str, run: int) -> bool:
+    sql = QUERY_NEEDS.get(name)
+    return sql is None or bool(conn.execute(sql, (run,)).fetchone()[0])
 
 
 def _sources(conn: sqlite3.Connection, run: int) -> dict:

@@ -32,7 +32,7 @@ def search_data(conn: sqlite3.Connection, args: Args) -> dict:
             groups.append({"run": hit.run, "label": labels.get(hit.run), "compile": hit.compile,
                            "compile_id": hit.compile_id, "hits": []})
         groups[-1]["hits"].append(hit)
-    return {"q": term, "run": run, "groups": groups, "count": len(hits), "shown": min(len(hits), SHOWN),
-            "more": more[-1],  # places that match beyond those read (at least)
-            "problem": problem, "indexed": has_payload_index(conn), "notes": notes}
+    return {"query": term, "run": run, "groups": groups, "count": len(hits), "shown": min(len(hits), SHOWN),
+            "problem": problem, "indexed": has_payload_index(conn), "notes": notes,
+            "more": more[-1]}  # places that match beyond those read (at least)
 

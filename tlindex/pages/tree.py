@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from tlindex.answers.names import without_attempt
 from tlindex.errors import NotFound
 from tlindex.pages.rows import Args, dicts, one
 
@@ -22,8 +23,8 @@ QUERY_CHARS, QUERY_WORDS = 200, 8  # a filter longer than this is cut (what is k
 
 # Each node's own text, as the filter reads it (the browser's filter box reads the same, from the page).
 RUN_TEXT = "lower('run ' || r.id || ' ' || r.label)"
-COMPILE_TEXT = ("lower('[' || c.compile_id || ']' || ifnull(' rank ' || c.rank, '') || ' ' || ifnull(c.co_name, '')"
-                " || ' ' || c.status)")
+COMPILE_TEXT = ("lower('[' || c.compile_id || ']' || CASE WHEN c.generation > 0 THEN '~' || c.generation ELSE '' END"
+                " || ifnull(' rank ' || c.rank, '') || ' ' || ifnull(c.co_name, '') || ' ' || c.status)")
 ARTIFACT_TEXT = "lower(a.kind || ' ' || a.name)"
 ARTIFACT_PATH = f"{RUN_TEXT} || char(10) || {COMPILE_TEXT} || char(10) || {ARTIFACT_TEXT}"
 
@@ -38,7 +39,7 @@ _LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz
 
 def filter_words(query: str | None) -> list[str]:
     """The words of a filter, lower-cased, at most QUERY_WORDS of them within QUERY_CHARS characters."""
-    return ascii_lower((query or "")[:QUERY_CHARS]).split()[:QUERY_WORDS]
+    return [without_attempt(word) for word in ascii_lower((query or "")[:QUERY_CHARS]).split()[:QUERY_WORDS]]
 
 
 def matches(words: list[str], text: str) -> bool:
@@ -92,6 +93,9 @@ def _artifacts(conn: sqlite3.Connection, compile: int, words: list[str], limit: 
         WHERE a.compile = ? AND {where} ORDER BY a.envelope_id LIMIT ?""", [compile, *params, limit]))
 
 
+ANONYMOUS = "-/-"  # tlparse's [-/-]: a process's records without a compile id, not a compile
+
+
 class Budget:
     """What is left to list: compiles and artifacts."""
 
@@ -107,16 +111,20 @@ def _run_node(conn: sqlite3.Connection, run: dict, compiles: list[dict], counts:
     if not kept and not matches(words, run_path):
         return None
     run["ranked"] = len({c["rank"] for c in compiles}) > 1 or (run["world_size"] or 0) > 1
-    run["compile_count"], run["compiles"] = len(kept), []
+    # compiles as run_health counts them; [-/-] (records outside any compile) is listed as a line of its own
+    run["compile_count"], run["compiles"] = sum(c["compile_id"] != ANONYMOUS for c in kept), []
     run["artifact_count"] = sum(counts.get(c["id"], 0) for c in kept)
-    for compile in kept[:max(budget.compiles, 0)]:
-        budget.compiles -= 1
+    for compile in kept:
+        anonymous = compile["compile_id"] == ANONYMOUS  # one per process, listed without taking from the budget
+        if budget.compiles <= 0 and not anonymous:
+            continue
+        budget.compiles -= not anonymous
         count = counts.get(compile["id"], 0)
         listed = _artifacts(conn, compile["id"], words, budget.artifacts) if count and budget.artifacts > 0 else []
         budget.artifacts -= len(listed)
         compile.update(artifact_count=count, artifacts=listed, artifacts_hidden=count - len(listed))
         run["compiles"].append(compile)
-    run["compiles_hidden"] = len(kept) - len(run["compiles"])
+    run["compiles_hidden"] = len(kept) - len(run["compiles"])  # (never a [-/-])
     return run
 
 
@@ -151,10 +159,10 @@ def tree_data(conn: sqlite3.Connection, args: Args) -> dict:
         kept["artifacts"] += node["artifact_count"]
         if shown:
             runs.append(node)
-    listed = {"compiles": sum(len(r["compiles"]) for r in runs),
+    listed = {"compiles": sum(c["compile_id"] != ANONYMOUS for r in runs for c in r["compiles"]),
               "artifacts": sum(len(c["artifacts"]) for r in runs for c in r["compiles"])}
-    return {"q": query, "words": words, "only": only, "runs": runs, "kept": kept, "listed": listed,
+    return {"query": query, "words": words, "only": only, "runs": runs, "kept": kept, "listed": listed,
             "runs_hidden": kept["runs"] - len(runs), "open": listed["artifacts"] <= OPEN_UP_TO or bool(words),
             "complete": kept == {"runs": len(runs), **listed},
-            "picked": picked_artifact(conn, picked) if picked is not None else None, "older": older,
-            "ungrouped": conn.execute("SELECT count(*) FROM compiles WHERE run_id IS NULL").fetchone()[0]}
+            "picked": picked_artifact(conn, picked) if picked is not None else None,
+            "ungrouped": conn.execute("SELECT count(*) FROM compiles WHERE run_id IS NULL").fetchone()[0], "older": older}

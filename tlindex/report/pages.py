@@ -83,7 +83,7 @@ class PageWriter:
     def page(self, page: pages.Page, values: dict, args: Args) -> str | bytes:
         data = page.read(self.conn, args, **values)
         if page.name == "payload":
-            text = (data["p"]["text"] or "").encode("utf-8")
+            text = (data["payload"]["text"] or "").encode("utf-8")
             if data["raw"]:  # a payload's text
                 return text
             self.text = text  # written beside its page

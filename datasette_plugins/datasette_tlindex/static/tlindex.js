@@ -104,7 +104,9 @@ document.addEventListener("click", (event) => {
     if (button) fold(button.parentNode, !button.parentNode.classList.contains("tl-folded"));
   });
   const apply = () => {
-    const words = lower(box.value.slice(0, 200)).split(/\s+/).filter(Boolean).slice(0, 8);
+    // an attempt ([0/1_2], 0/1_2) names its compile, as the server's filter reads it (tlindex.answers.names)
+    const words = lower(box.value.slice(0, 200)).split(/\s+/).filter(Boolean).slice(0, 8)
+      .map((word) => word.replace(/^(\[?!?\d+(?:\/\d+){1,2})_\d+(\]?)$/, "$1$2"));
     const has = (text) => words.every((word) => text.includes(word));
     const shown = { runs: 0, compiles: 0, artifacts: 0 };
     tree.querySelectorAll(":scope > li.tl-run").forEach((run) => {

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 from tlindex.answers.findings.registry import Context, check
-from tlindex.answers.findings.words import plural, reason_line, short, short_location
+from tlindex.answers.findings.words import plural, short, short_location
 from tlindex.answers.health import run_health
 from tlindex.answers.top_breaks import break_type, top_graph_breaks
 from tlindex.store.kinds import RECOMPILE
@@ -18,12 +18,13 @@ def health(context: Context) -> dict:
         "graph_breaks", "recompiles", "cache_misses", "cache_bypasses", "cache_lookups")) or {})
 
 
-def break_reasons(context: Context) -> list[tuple]:
-    """The run's graph breaks by reason, most frequent first: (reason, count, first user location)."""
-    return context.shared("break_reasons", lambda: context.conn.execute("""
-        SELECT g.reason, count(*), min(g.user_file || ':' || g.user_line) FROM graph_break_events g
-        JOIN compiles c ON c.id = g.compile WHERE c.run_id = ? GROUP BY g.reason ORDER BY 2 DESC, 1""",
-                                                                        (context.run,)).fetchall())
+def break_groups(context: Context) -> list[dict]:
+    """The run's graph-break groups as the graph-breaks page groups and orders them (queries/top_graph_breaks.sql:
+    by torch's type and the user line), costliest first: one reading for both graph-break findings."""
+    return context.shared("break_groups", lambda: top_graph_breaks(context.conn, context.run, limit=MAX_GROUPS))
+
+
+MAX_GROUPS = 100_000  # every group of a run: the sentence counts them and picks the most frequent
 
 
 @check("failures", "error", 10, "Failed compiles",
@@ -65,15 +66,17 @@ def recompile_limit(conn: sqlite3.Connection, run: int, context: Context):
        "Open graph_breaks and fix the most frequent reason first, at the user line it names (torch's hint says "
        "how); `fullgraph=True` turns the first break into an error with its stack.")
 def graph_breaks(conn: sqlite3.Connection, run: int, context: Context):
-    breaks, count = break_reasons(context), health(context).get("graph_breaks") or 0
-    if not (count or breaks):
+    groups, count = break_groups(context), health(context).get("graph_breaks") or 0
+    if not (count or groups):
         return []
     frequent = ""
-    if breaks:
-        where = f" at {short_location(breaks[0][2])}" if breaks[0][2] else ""
-        frequent = (f" ({plural(len(breaks), 'distinct reason')}); most frequent{where}: "
-                    f"“{short(reason_line(breaks[0][0]), 160)}” ×{breaks[0][1]}")
-    return [context.finding(count, f"{plural(count, 'graph break')}{frequent}.", "graph_breaks")]
+    if groups:
+        top = max(groups, key=lambda group: group["breaks"])  # the first of the page's order among the largest
+        where = f" at {short_location(top['location'])}" if top["location"] else ""
+        frequent = (f" in {plural(len(groups), 'group')} (type and user line); "
+                    f"most frequent: {short(break_type(top), 160)}{where} ×{top['breaks']}")
+    return [context.finding(count, f"{plural(count, 'graph break')}{frequent}.", "top_graph_breaks",
+                            compile=groups[0]["compile"] if len(groups) == 1 else None)]
 
 
 @check("recompiles", "warning", 40, "Recompiles",
@@ -137,12 +140,10 @@ def cache(conn: sqlite3.Connection, run: int, context: Context):
        "Fix this one first (torch's hint says how, when it gives one); the graph breaks page ranks the others by "
        "cost, across runs too.")
 def top_graph_break(conn: sqlite3.Connection, run: int, context: Context):
-    if not (health(context).get("graph_breaks") or break_reasons(context)):
+    groups = break_groups(context)  # queries/top_graph_breaks.sql, the graph breaks page's order
+    if not groups:
         return []
-    top = top_graph_breaks(conn, run, limit=1)  # queries/top_graph_breaks.sql
-    if not top:
-        return []
-    group = top[0]
+    group = groups[0]
     where = f" at {short_location(group['location'])}" if group["location"] else ""
     cost = (f", {group['restart_s']:.2f} s of compile time thrown away by the restarts it caused"
             if group["restart_s"] else ", no restart")

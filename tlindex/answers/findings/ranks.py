@@ -71,26 +71,48 @@ def divergence_rows(context: Context) -> dict[str, list[dict]]:
     return context.shared("rank_divergence", compute)
 
 
+NAMED = 8  # compile ids a sentence names whole; past it, each group of ranks' first (the rest in `items`)
+
+
 def diverging(kind: str, what: str, conn: sqlite3.Connection, run: int, context: Context):
-    """One kind of rank_divergence's findings as one sentence naming the ranks."""
+    """One kind of rank_divergence's findings as one sentence naming the ranks and the compile ids that differ."""
     hits = divergence_rows(context).get(kind)
     if not hits:
         return []
+    items = [{"compile_id": h["compile_id"], "ranks": h["ranks"], "detail": h["detail"]} for h in hits]
+    if kind == "missing_compile":  # every rank's count, grouped, then each group of ranks' own compile ids
+        groups = group_ranks(_compiles_by_rank(conn, run), lambda n: plural(n, "compile")) + ". "
+        return [context.finding(len(hits), f"Ranks diverge in {what}: {groups}{_only_on(hits)}.", "rank_divergence",
+                                items=items)]
     first = hits[0]
     where = f"[{first['compile_id']}] " if first["compile_id"] else ""
-    more = f" (and {plural(len(hits) - 1, 'more compile id')})" if len(hits) > 1 else ""
-    detail, groups = first["detail"], ""
-    if kind == "missing_compile":  # every rank's count, grouped: the outlier is always named
-        ranks = [int(r) if r.strip().lstrip("-").isdigit() else r.strip()
-                 for r in str(first["ranks"]).split(",") if r.strip()]
-        detail = f"only on {rank_list(ranks)} ({detail})"
-        groups = group_ranks(_compiles_by_rank(conn, run), lambda n: plural(n, "compile")) + ". "
-    elif kind == "graph" and first["compile_id"]:
+    others = [f"[{h['compile_id']}]" for h in hits[1:] if h["compile_id"]]
+    more = (f" (also {', '.join(others)})" if others and len(hits) <= NAMED else
+            f" (and {plural(len(hits) - 1, 'more compile id')})" if len(hits) > 1 else "")
+    detail = first["detail"]
+    if kind == "graph" and first["compile_id"]:
         versions = _versions_by_rank(conn, run, first["compile_id"], str(detail).split(":", 1)[0])
         if len(set(versions.values())) > 1:
             detail = f"{detail} ({group_ranks(versions)})"
-    return [context.finding(len(hits), f"Ranks diverge in {what}: {groups}{where}{short(detail, 240)}{more}.",
-                            "rank_divergence")]
+    return [context.finding(len(hits), f"Ranks diverge in {what}: {where}{short(detail, 240)}{more}.",
+                            "rank_divergence", items=items)]
+
+
+def _only_on(hits: list[dict]) -> str:
+    """"Only on rank 1: [0/1], [4/1] (present on 1 of 4 ranks); only on rank 3: [6/0] (…)": every compile id when
+    there are few, else each group of ranks' first and how many more."""
+    by_ranks: dict[str, list[dict]] = {}
+    for hit in hits:
+        by_ranks.setdefault(str(hit["ranks"]), []).append(hit)
+    parts = []
+    for ranks_text, found in by_ranks.items():
+        ranks = [int(r) if r.strip().lstrip("-").isdigit() else r.strip() for r in ranks_text.split(",") if r.strip()]
+        shown = found if len(hits) <= NAMED else found[:1]
+        ids = ", ".join(f"[{h['compile_id']}]" for h in shown)
+        more = f" and {plural(len(found) - len(shown), 'more')}" if len(found) > len(shown) else ""
+        parts.append(f"only on {rank_list(ranks)}: {ids}{more} ({short(found[0]['detail'], 80)})")
+    text = "; ".join(parts)
+    return text[:1].upper() + text[1:]
 
 
 for order, (kind, (severity, what, explanation, next_steps)) in enumerate(DIVERGENCE.items(), 50):

@@ -17,10 +17,11 @@ from dataclasses import asdict, dataclass, field
 
 from tlindex.answers.findings.words import short
 
+# What the checks say, versioned: bump it whenever a check's sentence, count or kind changes, so findings stored
+# by an older version (tlindex.answers.findings.stored) are known stale and computed again.
+FINDINGS_VERSION = 2  # 2: graph-break groups, outliers named whole (items), texts cut at a word
+
 SEVERITIES = ("error", "warning", "info")
-# The version of what the checks say: a run's stored findings (tlindex.answers.findings.stored) computed by another
-# version are computed again. Add one whenever a check's sentence, count or severity changes.
-FINDINGS_VERSION = 1
 FAILED = "not_computed"  # the kind of the finding a check that raised becomes
 
 
@@ -35,6 +36,7 @@ class Finding:
     compile: int | None = None    # or the compile that shows it
     explanation: str = ""         # what this kind of finding means (its check's)
     next_steps: str = ""          # what to try next (its check's)
+    items: list = field(default_factory=list)  # every item the sentence counts, whole (--json): compile ids, …
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -118,12 +120,14 @@ class Context:
             raise error
         return value
 
-    def finding(self, count: int, text: str, query: str | None = None, compile: int | None = None) -> Finding:
-        """A finding of the running check: its kind, severity, explanation and next steps; a query runs on this run."""
+    def finding(self, count: int, text: str, query: str | None = None, compile: int | None = None,
+                items: list | None = None) -> Finding:
+        """A finding of the running check: its kind, severity, explanation and next steps; a query runs on this run;
+        `items`, every thing it counts (when its sentence names only some)."""
         made = self.check
         assert made is not None, "context.finding is for a check that findings() runs"
         return Finding(made.severity, made.kind, count, text, query, dict(self.params) if query else {}, compile,
-                       made.explanation, made.next_steps)
+                       made.explanation, made.next_steps, items or [])
 
 
 def findings(conn: sqlite3.Connection, run_id: int, divergence: bool = True) -> list[Finding]:

@@ -12,6 +12,7 @@ the connection may write (`refresh`). So what is stored never disagrees with wha
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 import threading
 import time
@@ -61,10 +62,10 @@ def stale(conn: sqlite3.Connection, run_ids: list[int] | None = None) -> list[in
 
 
 def _finding(run: int, row: tuple) -> Finding:
-    severity, kind, count, text, query, compile = row
+    severity, kind, count, text, query, compile, items = row
     made = NOT_COMPUTED if kind == FAILED else CHECKS.get(kind, NOT_COMPUTED)
     return Finding(severity, kind, count, text, query, {"run": str(run)} if query else {}, compile, made.explanation,
-                   made.next_steps)
+                   made.next_steps, json.loads(items) if items else [])
 
 
 def stored_findings(conn: sqlite3.Connection, run_ids: Iterable[int]) -> dict[int, list[Finding]]:
@@ -77,7 +78,7 @@ def stored_findings(conn: sqlite3.Connection, run_ids: Iterable[int]) -> dict[in
     fresh = [run for run in ids if run not in old]
     for start in range(0, len(fresh), 500):
         part = fresh[start:start + 500]
-        for run, *row in conn.execute(f"SELECT run_id, severity, kind, count, text, query, compile FROM {TABLE} "
+        for run, *row in conn.execute(f"SELECT run_id, severity, kind, count, text, query, compile, items FROM {TABLE} "
                                       f"WHERE run_id IN ({_marks(part)}) ORDER BY run_id, position", part):
             out[run].append(_finding(run, tuple(row)))
     for run in old:
@@ -146,9 +147,10 @@ def _write(conn: sqlite3.Connection, computed: list[tuple[int, list[Finding]]], 
     ids = [run for run, _ in computed]
     with immediate(conn):
         conn.execute(f"DELETE FROM {TABLE} WHERE run_id IN ({_marks(ids)})", ids)
-        conn.executemany(f"INSERT INTO {TABLE} (run_id, position, severity, kind, count, text, query, compile) "
-                         f"VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                         [(run, n, f.severity, f.kind, f.count, f.text, f.query, f.compile)
+        conn.executemany(f"INSERT INTO {TABLE} (run_id, position, severity, kind, count, text, query, compile, items) "
+                         f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                         [(run, n, f.severity, f.kind, f.count, f.text, f.query, f.compile,
+                           json.dumps(f.items) if f.items else None)
                           for run, found in computed for n, f in enumerate(found)])
         conn.executemany(f"INSERT OR REPLACE INTO {STAMPS} (run_id, stamp) VALUES (?, ?)",
                          [(run, now[run]) for run in ids])

@@ -8,8 +8,23 @@ def plural(n: int, word: str, plural: str | None = None) -> str:
 
 
 def short(text: str | None, limit: int = 140) -> str:
+    """The text on one line, cut at a word to at most `limit` characters and the cut marked "…"; a backtick or
+    quote left open by the cut is closed after the mark, so the sentence stays balanced."""
     text = " ".join((text or "").split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1]
+    space = cut.rfind(" ")
+    if space > limit // 2:
+        cut = cut[:space]
+    cut = cut.rstrip(" ,;:.") + "…"
+    closing = {"`": "`", "“": "”", "‘": "’"}
+    for opening, close in closing.items():
+        if opening == close and cut.count(opening) % 2:
+            cut += close
+        elif opening != close and cut.count(opening) > cut.count(close):
+            cut += close
+    return cut
 
 
 def reason_line(reason: str | None) -> str:

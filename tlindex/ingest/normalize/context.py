@@ -52,7 +52,7 @@ def compile_of(n: Normalizer, proc: Process, rec: Record, kind: str, data: dict)
         compile = proc.compiles[key] = Compile(n.next_id("compiles"), proc.source_id,
                                                proc.rank, proc.generation, key)
         proc.all_compiles.append(compile)
-        n.new_compiles += 1
+        n.new_compiles += key != (None, None, None)  # compiles as run_totals counts them: [-/-] is no compile
     if attempt and attempt > compile.max_attempt:
         compile.max_attempt = attempt
     compile.envelope_count += 1
