@@ -4,20 +4,17 @@
 -- parts of total (the dynamo span); aot, inductor and codegen are the spans of those names
 -- inside backend; backward is the separate, later backward compile. metrics_total_s is the
 -- compile's own entire_frame_compile_time_s.
--- :run  run id (empty: every run)
+-- Needs :run (the phases of every compile of a database of many runs would be summed from every chromium event).
+-- :run  run id
 -- :rank  rank (empty: every rank)
 -- :limit  rows (default 50)
 WITH chosen AS (
     SELECT id FROM compiles
-    WHERE run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = '')
+    WHERE run_id IN (SELECT id FROM runs WHERE id = :run)
       AND (coalesce(:rank, '') = '' OR rank = :rank)
-), spans AS (
-    -- one run's question reads that run's spans only; every run's reads them all in one pass
+), spans AS (  -- the run's spans only
     SELECT compile, name, ts_us, duration_us FROM chromium_events
-    WHERE ph = 'X' AND compile IN (SELECT id FROM chosen) AND coalesce(:run, '') != ''
-    UNION ALL
-    SELECT compile, name, ts_us, duration_us FROM chromium_events
-    WHERE ph = 'X' AND compile IS NOT NULL AND coalesce(:run, '') = ''
+    WHERE ph = 'X' AND compile IN (SELECT id FROM chosen)
 ), top AS (
     SELECT compile,
            sum(CASE WHEN name = 'dynamo' THEN duration_us END) / 1e6 AS total_s,

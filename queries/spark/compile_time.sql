@@ -1,19 +1,15 @@
 -- Compile time (Spark SQL over Parquet: see docs/scale.md)
 -- The same answer as queries/compile_time.sql, in Spark SQL (python -m tlindex.formats.dialects).
--- :run  run id (NULL: every run)
+-- :run  run id
 -- :rank  rank (NULL: every rank)
 -- :limit  rows (default 50)
 WITH chosen AS (
     SELECT id FROM compiles
-    WHERE run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE :run IS NULL)
+    WHERE run_id IN (SELECT id FROM runs WHERE id = :run)
       AND (:rank IS NULL OR rank = :rank)
-), spans AS (
-    -- one run's question reads that run's spans only; every run's reads them all in one pass
+), spans AS (  -- the run's spans only
     SELECT compile, name, ts_us, duration_us FROM chromium_events
-    WHERE ph = 'X' AND compile IN (SELECT id FROM chosen) AND coalesce(:run, '') != ''
-    UNION ALL
-    SELECT compile, name, ts_us, duration_us FROM chromium_events
-    WHERE ph = 'X' AND compile IS NOT NULL AND :run IS NULL
+    WHERE ph = 'X' AND compile IN (SELECT id FROM chosen)
 ), top AS (
     SELECT compile,
            sum(CASE WHEN name = 'dynamo' THEN duration_us END) / 1e6 AS total_s,
