@@ -19,11 +19,16 @@ def health(context: Context) -> dict:
 
 
 def break_reasons(context: Context) -> list[tuple]:
-    """The run's graph breaks by reason, most frequent first: (reason, count, first user location)."""
-    return context.shared("break_reasons", lambda: context.conn.execute("""
-        SELECT g.reason, count(*), min(g.user_file || ':' || g.user_line) FROM graph_break_events g
-        JOIN compiles c ON c.id = g.compile WHERE c.run_id = ? GROUP BY g.reason ORDER BY 2 DESC, 1""",
-                                                                        (context.run,)).fetchall())
+    """The run's graph breaks by reason, most frequent first: (reason, count, first user location). A reason is
+    grouped and read by its first REASON_CHARS characters and its length: a log's reason can be 64 MiB, and a
+    sort of many such would hold them all."""
+    return context.shared("break_reasons", lambda: context.conn.execute(f"""
+        SELECT substr(g.reason, 1, {REASON_CHARS}) AS head, count(*), min(substr(g.user_file, 1, 1000) || ':' || g.user_line)
+        FROM graph_break_events g JOIN compiles c ON c.id = g.compile WHERE c.run_id = ?
+        GROUP BY head, length(g.reason) ORDER BY 2 DESC, 1""", (context.run,)).fetchall())
+
+
+REASON_CHARS = 4096
 
 
 @check("failures", "error", 10, "Failed compiles",
