@@ -229,22 +229,26 @@ def query(name_or_sql: str, params: tuple[tuple[str, str], ...], db_path: str, *
     import sqlite3
 
     from tlindex.answers.queries import prepared, read_only, run_sql, sql_error_message
+    from tlindex.store.limits import cap_heap
 
     check_format(output)
     conn = read_db(db_path)
     try:
         sql, values = prepared(conn, name_or_sql, dict(params))
+        cap_heap(conn)
         read_only(conn)
         stop = interruptible(conn)
         try:
             cursor = run_sql(conn, sql, values)
             emit([d[0] for d in cursor.description or []], cursor, **output)
         except sqlite3.DatabaseError as error:
-            if stop.is_set():
-                click.echo("tlindex query: interrupted (Ctrl-C)", err=True)
-                sys.exit(130)
-            raise click.ClickException(f"SQL error: {sql_error_message(error)}")
+            if not stop.is_set():
+                raise click.ClickException(f"SQL error: {sql_error_message(error)}")
+        if stop.is_set():  # (also when the statement's last step ended after the Ctrl-C)
+            click.echo("tlindex query: interrupted (Ctrl-C)", err=True)
+            sys.exit(130)
     finally:
+        stop_interrupting()
         conn.close()
 
 
@@ -256,9 +260,30 @@ def interruptible(conn: sqlite3.Connection):
 
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
+        previous = signal.getsignal(signal.SIGINT)
+
+        def on_sigint(signum: int, frame) -> None:
+            if stop.is_set() and callable(previous):
+                previous(signum, frame)  # a second Ctrl-C: the command's own way of stopping (tlindex.stopping)
+            stop.set()
+            conn.interrupt()
+
+        signal.signal(signal.SIGINT, on_sigint)
+        _INTERRUPTING.append((signal.SIGINT, previous))
     conn.set_progress_handler(stop.is_set, 10_000)
     return stop
+
+
+_INTERRUPTING: list = []  # (signal, the handler interruptible replaced), to put back
+
+
+def stop_interrupting() -> None:
+    """Put back the handlers interruptible replaced (the command's own: tlindex.stopping)."""
+    import signal
+
+    while _INTERRUPTING:
+        signum, previous = _INTERRUPTING.pop()
+        signal.signal(signum, previous)
 
 
 @cli.command()

@@ -59,16 +59,24 @@ def prepare_connection(conn):
     (bounded: tlindex.store.compression), and no function that hands out native pointers, loads code or
     allocates by its argument (tlindex.answers.queries.DENIED_FUNCTIONS), whatever SQL a request sends;
     on the databases whose values all fit it, tlindex's limit on the length of a value (tlindex.store.limits);
-    on a database an older tlindex wrote, the views of this one (tlindex.store.db.current_views)."""
+    on every one, the string functions bounded in time (tlindex.store.costly) and SQLite's heap capped for the process;
+    on a database an older tlindex wrote, the views of this one (tlindex.store.db.current_views). The server's
+    stop interrupts the connection's statement (stopping.py)."""
     from tlindex.answers.queries import guard_functions
     from tlindex.store.compression import register
     from tlindex.store.db import current_views
-    from tlindex.store.limits import limit_connection
+    from tlindex.store.limits import bound_time, cap_heap, limit_connection
 
     if _fits_the_limit(conn):
         limit_connection(conn)
+    else:
+        bound_time(conn)  # no step of a statement runs longer than a time limit can stop, on any database
+    cap_heap(conn)
     guard_functions(register(conn))
     current_views(conn)
+    from .stopping import served
+
+    served(conn)
 
 
 def _fits_the_limit(conn) -> bool:
@@ -121,6 +129,9 @@ def startup(datasette):
     the migrations table through the config (get_metadata is gone there)."""
 
     async def inner():
+        from .stopping import interrupt_on_stop
+
+        interrupt_on_stop()
         if hasattr(datasette, "add_query") and isinstance(getattr(datasette, "config", None), dict):
             for name, entry in _hidden_tables(list(datasette.databases))["databases"].items():
                 tables = datasette.config.setdefault("databases", {}).setdefault(name, {}).setdefault("tables", {})
