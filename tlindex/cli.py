@@ -229,7 +229,7 @@ def query(name_or_sql: str, params: tuple[tuple[str, str], ...], db_path: str, *
     import sqlite3
 
     from tlindex.answers.queries import prepared, read_only, run_sql, sql_error_message
-    from tlindex.store.limits import cap_heap
+    from tlindex.store.limits import cap_heap, heap_message
 
     check_format(output)
     conn = read_db(db_path)
@@ -244,6 +244,8 @@ def query(name_or_sql: str, params: tuple[tuple[str, str], ...], db_path: str, *
         except sqlite3.DatabaseError as error:
             if not stop.is_set():
                 raise click.ClickException(f"SQL error: {sql_error_message(error)}")
+        except MemoryError:  # SQLite's heap limit (cap_heap) reached
+            raise click.ClickException(f"SQL error: out of memory: {heap_message()}") from None
         if stop.is_set():  # (also when the statement's last step ended after the Ctrl-C)
             click.echo("tlindex query: interrupted (Ctrl-C)", err=True)
             sys.exit(130)
@@ -725,12 +727,22 @@ def serve(ctx: click.Context, db: str | None, host: str | None, port: int | None
 
     from datasette.cli import serve as datasette_serve
 
-    from tlindex.serve import DEFAULT_HOST, Served, open_when_answering, passes_through, pick_port, scheme_of, write_marker
+    from tlindex.serve import (
+        DEFAULT_HOST,
+        Served,
+        interrupt_on_stop,
+        open_when_answering,
+        passes_through,
+        pick_port,
+        scheme_of,
+        write_marker,
+    )
     from tlindex.stopping import relay
     from tlindex.store.db import existing_database
 
     path = existing_database(db or os.environ.get("TLINDEX_DB", DEFAULT_DB))
     args = list(ctx.args)
+    interrupt_on_stop()
     if passes_through(args):  # no server on a port: nothing to pick, print or find
         given = [*(["-h", host] if host is not None else []), *(["-p", str(port)] if port is not None else []),
                  *(["--open"] if open_browser else [])]

@@ -60,8 +60,8 @@ def prepare_connection(conn):
     allocates by its argument (tlindex.answers.queries.DENIED_FUNCTIONS), whatever SQL a request sends;
     on the databases whose values all fit it, tlindex's limit on the length of a value (tlindex.store.limits);
     on every one, the string functions bounded in time (tlindex.store.costly) and SQLite's heap capped for the process;
-    on a database an older tlindex wrote, the views of this one (tlindex.store.db.current_views). The server's
-    stop interrupts the connection's statement (stopping.py)."""
+    on a database an older tlindex wrote, the views of this one (tlindex.store.db.current_views). When `tlindex
+    serve` stops, it interrupts the connection's statement (tlindex.serve.served)."""
     from tlindex.answers.queries import guard_functions
     from tlindex.store.compression import register
     from tlindex.store.db import current_views
@@ -74,7 +74,7 @@ def prepare_connection(conn):
     cap_heap(conn)
     guard_functions(register(conn))
     current_views(conn)
-    from .stopping import served
+    from tlindex.serve import served
 
     served(conn)
 
@@ -129,9 +129,6 @@ def startup(datasette):
     the migrations table through the config (get_metadata is gone there)."""
 
     async def inner():
-        from .stopping import interrupt_on_stop
-
-        interrupt_on_stop()
         if hasattr(datasette, "add_query") and isinstance(getattr(datasette, "config", None), dict):
             for name, entry in _hidden_tables(list(datasette.databases))["databases"].items():
                 tables = datasette.config.setdefault("databases", {}).setdefault(name, {}).setdefault("tables", {})

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
+from collections.abc import Callable
 from functools import lru_cache
 
 # Character comparisons one call may cost: SQLite's LIKE compares ~3e8 a second, GLOB ~2e8, trim ~1e9 (measured
@@ -43,9 +44,7 @@ def _refuse(name: str, a: int, b: int) -> TooCostly:
 
 def _sqlite(sql: str, *args: object) -> object:
     """SQLite's own function, on this thread's plain connection (limited in length as every connection is)."""
-    from tlindex.store.limits import side_connection
-
-    return side_connection().execute(sql, args).fetchone()[0]
+    return _side[0]().execute(sql, args).fetchone()[0]
 
 
 def _text(value: object) -> object:
@@ -72,14 +71,13 @@ def instr(haystack: object, needle: object) -> object:
 
 def replace(text: object, old: object, new: object) -> object:
     """SQLite's replace: every `old` in `text` replaced by `new` (an empty `old` replaces nothing)."""
-    text, old, new = _text(text), _text(old), _text(new)
+    given, text, old, new = text, _text(text), _text(old), _text(new)
     if isinstance(text, str) and isinstance(old, str) and isinstance(new, str):
         if not old:
-            return text
-        from tlindex.store.limits import MAX_VALUE_BYTES
-
-        if len(new) > len(old) and len(text) + text.count(old) * (len(new) - len(old)) > MAX_VALUE_BYTES:
-            _STATE.refused = why = f"replace() would build a text past {MAX_VALUE_BYTES >> 20} MiB, the longest allowed"
+            return given  # as SQLite answers: the first argument itself, of its own type
+        longest = _longest[0]
+        if len(new) > len(old) and len(text) + text.count(old) * (len(new) - len(old)) > longest:
+            _STATE.refused = why = f"replace() would build a text past {longest >> 20} MiB, the longest allowed"
             raise TooCostly(why)
         return text.replace(old, new)
     if text is None or old is None or new is None:
@@ -205,8 +203,15 @@ FUNCTIONS = {("instr", 2): instr, ("replace", 3): replace, ("like", 2): like, ("
              **{(name, 2): _trim(name) for name in ("trim", "ltrim", "rtrim")}}
 
 
-def register(conn: sqlite3.Connection) -> sqlite3.Connection:
-    """Put these in place of SQLite's own on a connection (a function of a built-in's name takes its place)."""
+# What tlindex.store.limits gives register: its connection of SQLite's own functions, and the longest value.
+_side: list = [None]
+_longest: list = [0]
+
+
+def register(conn: sqlite3.Connection, side: Callable[[], sqlite3.Connection], longest: int) -> sqlite3.Connection:
+    """Put these in place of SQLite's own on a connection (a function of a built-in's name takes its place); `side`
+    gives this thread's plain connection, where SQLite's own run, `longest` the longest value a statement builds."""
+    _side[0], _longest[0] = side, longest
     for (name, arity), function in FUNCTIONS.items():
         conn.create_function(name, arity, function, deterministic=True)
     return conn

@@ -21,6 +21,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from tlindex.store import costly
+
 # The value: every value tlindex stores comes from one record of a log, and the reader holds no record
 # past 64 MiB (tlindex.ingest.reader.MAX_RECORD_BYTES), so no payload text, envelope or other value
 # read verbatim from a log is longer; the staging writer cuts or drops the few a normalizer could widen
@@ -43,9 +45,7 @@ def limit_connection(conn: sqlite3.Connection) -> sqlite3.Connection:
 def bound_time(conn: sqlite3.Connection) -> sqlite3.Connection:
     """What one step of a statement may cost in time (tlindex.store.costly: the functions whose cost is the product
     of their arguments' lengths); it changes no answer, so Datasette sets it on every database it serves."""
-    from tlindex.store.costly import register
-
-    return register(conn)
+    return costly.register(conn, side_connection, MAX_VALUE_BYTES)
 
 
 # What SQLite may hold at once in a process that answers requests (the server, `tlindex query`): each value is
@@ -53,6 +53,12 @@ def bound_time(conn: sqlite3.Connection) -> sqlite3.Connection:
 # runs at 3.2 GB). Sixteen values of the limit: room for Datasette's three request threads at the four values a
 # call holds at most (tests/test_huge_values.py); past it, a statement fails with "out of memory", the server lives.
 HEAP_LIMIT_BYTES = 16 * MAX_VALUE_BYTES
+
+
+def heap_message() -> str:
+    """What the heap limit refused, in one line."""
+    return (f"the statement would hold more than {HEAP_LIMIT_BYTES >> 20} MiB at once, the most SQLite may hold here "
+            f"(many long values: keep fewer, or shorter ones)")
 
 
 def cap_heap(conn: sqlite3.Connection) -> None:
