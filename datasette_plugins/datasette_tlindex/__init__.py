@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+from pathlib import Path
 
 from markupsafe import Markup
 from pluggy import HookimplMarker
@@ -134,6 +135,8 @@ def startup(datasette):
                 tables = datasette.config.setdefault("databases", {}).setdefault(name, {}).setdefault("tables", {})
                 tables.setdefault(MIGRATIONS_TABLE, {}).setdefault("hidden", True)
         for name in list(datasette.databases):
+            if await is_tlindex(datasette, name):
+                _bring_up_to_date(datasette.get_database(name))
             if await is_tlindex(datasette, name) and hasattr(datasette, "add_query"):
                 try:
                     for query_name, query in _canned_queries().items():
@@ -144,6 +147,21 @@ def startup(datasette):
                     log.exception("tlindex: could not register canned queries")
 
     return inner
+
+
+def _bring_up_to_date(db) -> None:
+    """A database an older tlindex made, migrated before it is served (tlindex.store.db.bring_up_to_date); one that
+    cannot be is said in one line in the log (its pages then say what they cannot read)."""
+    from tlindex.errors import TlindexError
+    from tlindex.store.db import bring_up_to_date
+
+    if getattr(db, "path", None) and not getattr(db, "is_memory", False) and getattr(db, "is_mutable", True):
+        try:
+            applied = bring_up_to_date(Path(db.path))
+            if applied:
+                log.warning("tlindex: %s migrated (%s)", db.path, ", ".join(applied))
+        except TlindexError as error:
+            log.warning("tlindex: %s", error)
 
 
 def _without_facet_suggestions(datasette, scope: dict) -> dict:

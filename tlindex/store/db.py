@@ -228,7 +228,8 @@ def open_db(path: str | Path) -> sqlite3.Connection:
 
 
 def existing_database(db_path: str | Path) -> Path:
-    """The database a reading command opens: it exists and is a tlindex database, else DatabaseError saying why."""
+    """The database a reading command opens: it exists and is a tlindex database (an older tlindex's brought up to
+    date), else DatabaseError saying why."""
     path = Path(db_path)
     if not path.exists():
         raise DatabaseError(f"{path}: no such database (run `tlindex ingest` first)")
@@ -245,7 +246,29 @@ def existing_database(db_path: str | Path) -> Path:
         raise DatabaseError(f"{path}: cannot be read as a SQLite database ({error})") from None
     if not made_by_tlindex:
         raise DatabaseError(f"{path}: not a tlindex database (empty); run `tlindex ingest` to make one")
+    bring_up_to_date(path)
     return path
+
+
+def bring_up_to_date(path: Path) -> list[str]:
+    """Migrate a database an older tlindex made (its tables and columns, and the rows a later migration derives from
+    what it stores), so that every command and page reads it as one of this tlindex; the migrations applied. One
+    that cannot be written to is refused in one line, saying how to read it."""
+    conn = connect_read_only(path)
+    try:
+        missing = [stem for stem in (p.stem for p in schema_files()) if stem not in _applied(conn)]
+    finally:
+        conn.close()
+    if not missing:
+        return []
+    if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+        raise DatabaseError(f"{path}: made by an older tlindex (without schema migrations {', '.join(missing)}), and "
+                            f"read-only here, so it cannot be brought up to date: copy it where it can be written")
+    conn = open_db(path)  # (a newer tlindex's database: refused there, in one line)
+    try:
+        return missing
+    finally:
+        conn.close()
 
 
 def read_database(db_path: str | Path) -> sqlite3.Connection:
