@@ -558,3 +558,16 @@ def test_values_a_log_widens_past_the_limit_are_cut_or_left_out_and_the_rest_ing
     (note,) = conn.execute("select message from ingest_errors where kind = 'invalid_utf8'").fetchone()
     assert "cut to its first" in note
     conn.execute("select * from envelopes").fetchall()  # every row reads whole
+
+
+@pytest.mark.asyncio
+async def test_a_page_over_its_time_is_stopped_and_says_so(traces_db):
+    """A page's data is read within the plugin's `page_time_limit_s`: past it, its statement is interrupted (the
+    request's thread is free again) and the page answers 503 saying so; Datasette's own SQL has its time limit."""
+    datasette = Datasette([str(traces_db)], metadata={"plugins": {"tlindex": {"page_time_limit_s": 0}}})
+    await datasette.invoke_startup()
+    response = await datasette.client.get("/traces/-/tlindex/graph-breaks")  # (one statement over every run)
+    assert response.status_code == 503 and "took longer than 0 s" in response.text
+    fine = Datasette([str(traces_db)])
+    await fine.invoke_startup()
+    assert (await fine.client.get("/traces/-/tlindex/graph-breaks")).status_code == 200

@@ -58,16 +58,25 @@ async def read(opened, page: Page, request, args: Args) -> dict:
     limit = float((opened.db.ds.plugin_config("tlindex") or {}).get("page_time_limit_s", PAGE_TIME_LIMIT_S))
 
     def within_time(conn):
-        deadline = time.monotonic() + limit
-        conn.set_progress_handler(lambda: time.monotonic() > deadline, 10_000)
+        deadline, stopped = time.monotonic() + limit, []
+
+        def over() -> bool:
+            if time.monotonic() > deadline:
+                stopped.append(True)
+                return True
+            return False
+
+        conn.set_progress_handler(over, 1_000)
         try:
-            return page.read(conn, args, **values)
-        except sqlite3.OperationalError as error:
-            if str(error) == "interrupted" and time.monotonic() > deadline:
-                raise PageTimeout(f"this page took longer than {limit:g} s to read; it was stopped") from None
-            raise
+            data = page.read(conn, args, **values)
+        except sqlite3.OperationalError:
+            if not stopped:
+                raise
         finally:
             conn.set_progress_handler(None, 0)
+        if stopped:  # (also when a part of the page took the interruption for its own failure and went on)
+            raise PageTimeout(f"this page took longer than {limit:g} s to read; it was stopped")
+        return data
 
     return await opened.db.execute_fn(within_time)
 

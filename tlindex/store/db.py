@@ -256,10 +256,11 @@ def bring_up_to_date(path: Path) -> list[str]:
     that cannot be written to is refused in one line, saying how to read it."""
     conn = connect_read_only(path)
     try:
-        missing = [stem for stem in (p.stem for p in schema_files()) if stem not in _applied(conn)]
+        done, known = _applied(conn), [p.stem for p in schema_files()]
     finally:
         conn.close()
-    if not missing:
+    missing = [stem for stem in known if stem not in done]
+    if not missing or done - set(known):  # (a newer tlindex's: read as it is, never migrated by an older one)
         return []
     if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
         raise DatabaseError(f"{path}: made by an older tlindex (without schema migrations {', '.join(missing)}), and "
