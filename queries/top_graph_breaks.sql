@@ -5,16 +5,19 @@
 -- (the first and the last, in time order), the compile time thrown away by the analysis restarts it caused
 -- (dynamo_time_before_restart_s of the compiles it broke, shared among a compile's breaks) and torch's own
 -- Explanation (whole, with the lines saying which code) and Hints. The costliest first, then the most frequent.
+-- What is read of a reason is its first 16,384 characters after the header (a log's reason can be 64 MiB: no row,
+-- key or aggregate holds more).
 -- :run  run id (empty: every run)
 -- :limit  groups (default 50)
-WITH breaks AS (
-    SELECT g.reason, g.user_file, g.user_line, c.id AS compile, c.run_id, c.co_name, r.start_time,
+WITH breaks AS MATERIALIZED (  -- computed once: each later reference would read the whole reason again
+    SELECT substr(g.user_file, 1, 1000) AS user_file, g.user_line, c.id AS compile, c.run_id, c.co_name, r.start_time,
            CASE WHEN c.attempts > 1 AND c.graph_breaks > 0
                 THEN (SELECT sum(m.dynamo_time_before_restart_s) FROM metrics m
                       WHERE m.compile = c.id AND m.kind = 'compilation_metrics') / c.graph_breaks END AS restart_s,
            CASE WHEN g.reason LIKE 'Encountered graph break when attempting%'
-                     AND instr(g.reason, char(10) || char(10)) > 0
-                THEN substr(g.reason, instr(g.reason, char(10) || char(10)) + 2) ELSE g.reason END AS body,
+                     AND instr(substr(g.reason, 1, 16384), char(10) || char(10)) > 0
+                THEN substr(g.reason, instr(g.reason, char(10) || char(10)) + 2, 16384)
+                ELSE substr(g.reason, 1, 16384) END AS body,
            CASE WHEN instr(g.reason, '/gb/gb') > 0 THEN substr(g.reason, instr(g.reason, '/gb/gb') + 4, 6) END AS gb
     FROM graph_break_events g JOIN compiles c ON c.id = g.compile JOIN runs r ON r.id = c.run_id
     WHERE c.run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = '')
@@ -44,7 +47,7 @@ WITH breaks AS (
 )
 SELECT gb, title, user_file || ':' || user_line AS location, count(*) AS breaks, count(DISTINCT run_id) AS runs,
        min(first_run) AS first_run, min(last_run) AS last_run, round(coalesce(sum(restart_s), 0), 3) AS restart_s,
-       min(compile) AS compile, group_concat(DISTINCT co_name) AS functions,
+       min(compile) AS compile, group_concat(DISTINCT substr(co_name, 1, 200)) AS functions,
        min(explanation) AS explanation, min(hints) AS hints
 FROM placed
 GROUP BY key, gb, title, user_file, user_line

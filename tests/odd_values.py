@@ -75,3 +75,97 @@ def oddify(source: Path, target: Path, seed: int, share: float = 0.3, keep_conte
         out += [match.group(1) + json.dumps(odd).encode(), *payload]
         i = j
     target.write_bytes(b"\n".join(out))
+
+
+# --- long values and deep nesting (issue 46) --------------------------------------------------------------------------
+
+MB = 1 << 20
+DEEP = 200_000  # levels of `[`: valid JSON that Python's recursive parser cannot read
+
+
+def long_text(size: int) -> str:
+    """A line of `size` characters, words and spaces (so a cut at a word has words to cut at)."""
+    return ("word " * (size // 5 + 1))[:size]
+
+
+def deep_json() -> str:
+    return "[" * DEEP + "]" * DEEP
+
+
+def _stretch_value(value, text: str):
+    """The value with its longest text (at any depth) replaced by `text`; a value without one, `text` itself."""
+    best: list = [None, None, -1]  # container, key, length
+
+    def walk(container, key, item):
+        if isinstance(item, dict):
+            for k, v in item.items():
+                if k not in NEVER and k not in CONTEXT:
+                    walk(item, k, v)
+        elif isinstance(item, list):
+            for i, v in enumerate(item):
+                walk(item, i, v)
+        elif isinstance(item, str) and len(item) > best[2]:
+            best[:] = [container, key, len(item)]
+
+    walk(None, None, value)
+    if best[0] is None:
+        return text
+    best[0][best[1]] = text
+    return value
+
+
+def stretch(source: Path, target: Path, seed: int, sizes: tuple[int, ...] = (MB, 10 * MB)) -> None:
+    """Write `source` to `target` with, for the first record of each kind (and artifact name), one of: the longest
+    text of its envelope made a line of one of `sizes`, its JSON payload's longest text made one, its text payload
+    given such a line after its first, or its JSON payload replaced by `[` x DEEP then `]` x DEEP. The choice is seeded."""
+    rng = random.Random(f"stretch:{seed}:{source.name}")
+    out: list[bytes] = []
+    seen: set[str] = set()
+    lines = source.read_bytes().split(b"\n")
+    i = 0
+    while i < len(lines):
+        line, j = lines[i], i + 1
+        while j < len(lines) and lines[j].startswith(b"\t"):
+            j += 1
+        payload = lines[i + 1:j]
+        match = PREFIX_RE.match(line)
+        envelope = json.loads(match.group(2)) if match else None
+        key = _kind(envelope) if isinstance(envelope, dict) else None
+        if key is None or key in seen:
+            out += [line, *payload]
+            i = j
+            continue
+        seen.add(key)
+        text = long_text(rng.choice(sizes))
+        if payload and "has_payload" in envelope:
+            body = b"\n".join(p[1:] for p in payload).decode("utf-8", "replace")
+            body = _stretch_payload(body, text, rng)
+            envelope["has_payload"] = hashlib.md5(body.encode()).hexdigest()
+            payload = [b"\t" + part for part in body.encode().split(b"\n")]
+        else:
+            envelope = _stretch_value(envelope, text) if rng.random() < 0.5 else envelope
+        out += [match.group(1) + json.dumps(envelope).encode(), *payload]
+        i = j
+    target.write_bytes(b"\n".join(out))
+
+
+def _kind(envelope: dict) -> str:
+    """An envelope's kind as the handlers see it: its first key other than the context, and an artifact's name."""
+    kind = next((k for k in envelope if k not in CONTEXT and k not in NEVER), "")
+    if kind == "artifact" and isinstance(envelope[kind], dict):
+        return f"artifact/{envelope[kind].get('name')}"
+    return kind
+
+
+def _stretch_payload(body: str, text: str, rng: random.Random) -> str:
+    """A payload with a long text in it, or (JSON) nested DEEP levels."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        data = None
+    if isinstance(data, (dict, list)):
+        if rng.random() < 0.4:
+            return deep_json()
+        return json.dumps(_stretch_value(data, text))
+    first, _, rest = body.partition("\n")
+    return f"{first}\n{text}\n{rest}" if rest else f"{first}\n{text}"

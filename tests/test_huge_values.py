@@ -320,9 +320,9 @@ else:
 """
 
 
-def run_cases(surface: str, db: Path, cases: list[str]) -> list[dict]:
+def run_cases(surface: str, db: Path, cases: list[str], seconds_each: float = CLI_SECONDS) -> list[dict]:
     """Each case's outcome, seconds and peak, all run in one process of the surface (cli or datasette)."""
-    budget = 60 + len(cases) * CLI_SECONDS
+    budget = 60 + len(cases) * seconds_each
     with open(db.parent / f"{surface}.stderr", "wb+") as stderr:  # Datasette logs each error, a path of 65 MiB too
         proc = subprocess.run([sys.executable, "-c", DRIVER, surface, str(db)], input=json.dumps(cases),
                               stdout=subprocess.PIPE, stderr=stderr, text=True, timeout=budget)
@@ -347,6 +347,111 @@ def over_budget(surface: str, cases: list[tuple[str, str]], results: list[dict])
             found.append(f"{result['seconds']:.1f} s CPU ({result['wall']:.1f} s) +{added} MB "
                          f"{result['outcome'][:120]}: {sql[:200]}")
     return found
+
+
+# --- both arguments long: no call runs longer than a time limit can stop (issue 46) -----------------------------
+
+# A long text and a long one that almost matches it at every position: what makes a function that compares its
+# second argument at every position of its first (instr, replace, LIKE, GLOB, trim) cost their lengths multiplied
+# (instr of these took 20.7 s in one step before tlindex.store.costly). Each pattern form: plain, after a
+# wildcard, after a one-character wildcard (LIKE's and GLOB's), and a set of characters (trim's).
+LONG_TEXT = "printf('%.*c', 4000000, 'a')"
+LONG_PATTERNS = ("printf('%.*c', 100000, 'a') || 'b'", "'%' || printf('%.*c', 100000, 'a') || 'b'",
+                 "'*' || printf('%.*c', 100000, 'a') || 'b'", "'_%' || printf('%.*c', 40000, 'a') || 'b'",
+                 "'*?' || printf('%.*c', 40000, 'a') || 'b'", "printf('%.*c', 100000, 'a') || 'bcdefgh'")
+
+
+def both_long(functions: dict[str, list[tuple[str, int]]], fts: tuple[str, str]) -> list[tuple[str, str]]:
+    """(function, SQL): each function of two or more arguments with the long text and a long pattern in its first
+    two positions, both ways round (the operators LIKE and GLOB as written too)."""
+    cases = []
+    for name in sorted(set(functions) - set(SKIPPED) - set(IN_FULL_TEXT_QUERY)):
+        for kind, count in arities(name, functions[name]):
+            if count < 2:
+                continue
+            for pattern in LONG_PATTERNS:
+                for first, second in ((LONG_TEXT, pattern), (pattern, LONG_TEXT)):
+                    args = [first, second] + ["'x'"] * (count - 2)
+                    cases.append((name, call(name, kind, args, fts)))
+    for operator in ("like", "glob"):
+        cases += [(operator, f"select ({LONG_TEXT}) {operator} ({pattern})") for pattern in LONG_PATTERNS]
+    return cases
+
+
+def test_the_functions_of_costly_py_are_sqlites_own_answers():
+    """tlindex.store.costly's functions answer as SQLite's own on short values of every type (the sweep below
+    checks their time): random patterns of wildcards, escapes, case and non-ASCII letters, numbers, blobs, NULL."""
+    import random
+
+    from tlindex.store.limits import connect
+
+    ours, theirs = connect(":memory:"), sqlite3.connect(":memory:")
+    rng, differ = random.Random(46), []
+    forms = ("? like ?", "? like ? escape '\\'", "? glob ?", "instr(?, ?)", "replace(?, ?, 'xy')", "ltrim(?, ?)",
+             "rtrim(?, ?)", "trim(?, ?)")
+    values = [1, 1.5, -2, 1e20, 0.1, b"AB", None, True, 123456789012345678]
+    for _ in range(3000):
+        pattern = "".join(rng.choice("aAbB%_\\*?[]é") for _ in range(rng.randint(0, 6)))
+        text = "".join(rng.choice("aAbBé%_") for _ in range(rng.randint(0, 8)))
+        pair = (text, pattern) if rng.random() < 0.8 else (rng.choice(values), rng.choice(values + [pattern]))
+        for form in forms:
+            answers = []
+            for conn in (ours, theirs):
+                try:
+                    answers.append(conn.execute(f"select {form}", pair).fetchone())
+                except sqlite3.Error:
+                    answers.append("error")
+            if answers[0] != answers[1]:
+                differ.append((form, pair, answers))
+    assert differ == []
+
+
+COSTLY = ("instr", "replace", "like", "glob", "trim", "ltrim", "rtrim")
+
+
+@pytest.mark.asyncio
+async def test_no_call_with_two_long_arguments_outlasts_the_time_limit_sample(traces_db):
+    """Through an anonymous Datasette request and `tlindex query`: each call of the functions whose cost was the
+    product of their arguments' lengths, both arguments long, answers or is refused within the surface's time."""
+    from tlindex.store.costly import FUNCTIONS
+
+    assert {name for name, _ in FUNCTIONS} == set(COSTLY)
+    fts = full_text_table(traces_db)
+    for surface, functions in (("datasette", await datasette_functions(traces_db)), ("cli", cli_functions(traces_db))):
+        cases = both_long({name: functions[name] for name in COSTLY}, fts)
+        results = run_cases(surface, traces_db, [sql for _, sql in cases])
+        assert over_budget(surface, cases, results) == []
+        assert any(r["outcome"] == "answered" for r in results) and any("refused" in r["outcome"] for r in results)
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+async def test_every_reachable_function_with_two_long_arguments_through_datasette(traces_db):
+    functions = await datasette_functions(traces_db)
+    cases = both_long(functions, full_text_table(traces_db))
+    results = run_cases("datasette", traces_db, [sql for _, sql in cases])
+    assert over_budget("datasette", cases, results) == []
+
+
+# --- many values of the limit in one statement: memory bounded per request, not only per value (issue 46) --------
+
+MANY_VALUES = ("select count(*) from (select printf('%.*c', 60000000, 'a') x from envelopes limit 24) group by x",
+               "select count(distinct x) from (select printf('%.*c', 60000000, 'a') || id x from envelopes limit 24)")
+
+
+def test_many_values_of_the_limit_in_one_statement_stay_under_the_heap_limit(traces_db):
+    """`tlindex query` (no time limit) holds at most SQLite's heap limit and the few values a call adds: the GROUP
+    BY of fifty 60 MB values peaked at 3.24 GB; twenty-four now fail with "out of memory" in one line (or answer),
+    under 1.5 GB
+    (each value is built by printf in turn: ~1 s each here)."""
+    from tlindex.store.limits import HEAP_LIMIT_BYTES
+
+    results = run_cases("cli", traces_db, list(MANY_VALUES), seconds_each=60)
+    for sql, result in zip(MANY_VALUES, results):
+        added = result["peak_mb"] - result["base_mb"]
+        assert result["outcome"] == "answered" or result["outcome"].startswith(
+            "refused: SQL error: out of memory: the statement would hold"), result
+        assert added < (HEAP_LIMIT_BYTES >> 20) + MAX_COPIES * LIMIT_MB + SLACK_MB, (sql, result)
 
 
 SAMPLE = ("replace", "hex", "group_concat", "sqlar_uncompress", "json_each")
@@ -453,3 +558,16 @@ def test_values_a_log_widens_past_the_limit_are_cut_or_left_out_and_the_rest_ing
     (note,) = conn.execute("select message from ingest_errors where kind = 'invalid_utf8'").fetchone()
     assert "cut to its first" in note
     conn.execute("select * from envelopes").fetchall()  # every row reads whole
+
+
+@pytest.mark.asyncio
+async def test_a_page_over_its_time_is_stopped_and_says_so(traces_db):
+    """A page's data is read within the plugin's `page_time_limit_s`: past it, its statement is interrupted (the
+    request's thread is free again) and the page answers 503 saying so; Datasette's own SQL has its time limit."""
+    datasette = Datasette([str(traces_db)], metadata={"plugins": {"tlindex": {"page_time_limit_s": 0}}})
+    await datasette.invoke_startup()
+    response = await datasette.client.get("/traces/-/tlindex/graph-breaks")  # (one statement over every run)
+    assert response.status_code == 503 and "took longer than 0 s" in response.text
+    fine = Datasette([str(traces_db)])
+    await fine.invoke_startup()
+    assert (await fine.client.get("/traces/-/tlindex/graph-breaks")).status_code == 200

@@ -109,6 +109,85 @@ async def test_one_odd_compile_time_no_longer_takes_the_database_down(tmp_path, 
         assert "Traceback" not in result.output
 
 
+# --- what a log brings is bounded on every page (issue 46) ------------------------------------------------------------
+
+def hostile_log(folder: Path) -> Path:
+    """HAND-MADE: a real log (graph_breaks) with three records added to its first compile: a graph break whose
+    title, Explanation and Hint are 10 MB lines each, a JSON artifact nested 200,000 levels, and a JSON artifact of
+    60 MB."""
+    import hashlib
+
+    from odd_values import MB, deep_json, long_text
+
+    source = next((DATA / "graph_breaks").glob("*.log"))
+    prefix = "V1122 15:18:11.933000 12384 torch/_logging/_internal.py:1578] "
+
+    def artifact(name: str, encoding: str, payload: str) -> str:
+        meta = {"artifact": {"name": name, "encoding": encoding}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0,
+                "has_payload": hashlib.md5(payload.encode()).hexdigest()}
+        return prefix + json.dumps(meta) + "\n\t" + payload.replace("\n", "\n\t") + "\n"
+
+    big = long_text(10 * MB)
+    reason = (f"Encountered graph break when attempting to trace CALL: x\n\n{big}\n  Explanation: {big}\n"
+              f"  Hint: {big}\n\n For more details, https://x/gb/gb0059.html\n")
+    text = source.read_text()
+    cut = text.index("\nV", text.index('"dynamo_start"')) + 1  # after the first compile's first record
+    added = (artifact("dynamo_graph_break_reason", "string", reason) + artifact("deep_json", "json", deep_json())
+             + artifact("huge_json", "json", json.dumps({"k": long_text(60 * MB)})))
+    folder.mkdir(parents=True)
+    log = folder / source.name
+    log.write_text(text[:cut] + added + text[cut:])
+    return log
+
+
+@pytest.fixture(scope="module")
+def hostile_db(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("hostile")
+    db = tmp / "hostile.db"
+    assert not ingest(db, [str(hostile_log(tmp / "logs"))], jobs=1).problems
+    return db
+
+
+def test_the_graph_breaks_of_a_10_mb_explanation_are_shown_cut_and_said_in_one_line(hostile_db):
+    """`tlindex show graph_breaks` was a DataError traceback (string or blob too big) after 10 s at 3.7 GB."""
+    result = CliRunner().invoke(cli, ["show", "graph_breaks", "--db", str(hostile_db), "--json"])
+    assert result.exit_code == 0, result.output[-500:]
+    groups = json.loads(result.output)["groups"]
+    long_one = next(g for g in groups if g["title"].startswith("word"))
+    from tlindex.answers.clip import ELLIPSIS, PAGE_TEXT_CHARS
+
+    assert long_one["title"].endswith(ELLIPSIS) and len(long_one["title"]) <= PAGE_TEXT_CHARS + 1
+    assert len(result.output) < 100_000
+
+
+@pytest.mark.asyncio
+async def test_pages_of_long_and_deep_artifacts_answer_with_a_bounded_head(hostile_db):
+    """The deep artifact's page and its diff answered 500 (RecursionError); the 60 MB JSON payload's page wrote
+    540 MB of HTML; the graph-breaks page of the 10 MB reason took 1.5 GB. Each answers now, its size bounded,
+    the whole payload one click away (its raw download)."""
+    from datasette.app import Datasette
+
+    conn = sqlite3.connect(hostile_db)
+    ids = dict(conn.execute("SELECT name, id FROM artifacts WHERE name IN ('deep_json', 'huge_json')").fetchall())
+    compile_row = conn.execute("SELECT compile FROM artifacts WHERE name = 'deep_json'").fetchone()[0]
+    other = conn.execute("SELECT id FROM artifacts WHERE name NOT IN ('deep_json', 'huge_json') LIMIT 1").fetchone()[0]
+    conn.close()
+    ds = Datasette([str(hostile_db)])
+    await ds.invoke_startup()
+    base = "/hostile/-/tlindex"
+    sizes = {}
+    for path in [f"/artifact/{ids['deep_json']}", f"/artifact/{ids['deep_json']}.json",
+                 f"/artifact-diff?a={ids['deep_json']}&b={other}", f"/artifact-diff?a={ids['deep_json']}&b={ids['huge_json']}",
+                 f"/artifact/{ids['huge_json']}", "/graph-breaks", "/graph-breaks.json", f"/compile/{compile_row}"]:
+        response = await ds.client.get(base + path)
+        assert response.status_code == 200, (path, response.text[:300])
+        sizes[path] = len(response.content)
+    assert sizes[f"/artifact/{ids['huge_json']}"] < 3 * (1 << 20)  # its first MiB, escaped
+    assert "download>The whole payload</a>" in (await ds.client.get(f"{base}/artifact/{ids['huge_json']}")).text
+    assert sizes["/graph-breaks"] < 200_000 and sizes["/graph-breaks.json"] < 100_000
+    assert sizes[f"/compile/{compile_row}"] < 1 << 20  # the reason's first 20,000 characters, its row linked
+
+
 # --- every route -----------------------------------------------------------------------------------
 
 async def _crawl_all(db: Path, per_route: int | None):
@@ -243,6 +322,53 @@ NOT_RUN = {
 def test_every_command_has_a_recipe_or_a_reason():
     names = set(commands())
     assert names == set(RECIPES) | set(NOT_RUN), names ^ (set(RECIPES) | set(NOT_RUN))
+
+
+# --- long values and deep nesting in every text and JSON field (issue 46) --------------------------------------------
+
+STRETCHED = ("graph_breaks", "vllm_piecewise")
+
+
+def stretched_database(tmp: Path, scenarios: tuple[str, ...], seed: int) -> tuple[Path, Path]:
+    """The scenarios' logs with, in the first record of each kind, a 1 MB or 10 MB line in a text field or payload, or
+    a JSON payload nested 200,000 levels (tests/odd_values.py stretch, HAND-MADE variants), and their database."""
+    from odd_values import stretch
+
+    logs = tmp / "logs"
+    for scenario in scenarios:
+        for log in sorted((DATA / scenario).glob("*.log")):
+            (logs / scenario).mkdir(parents=True, exist_ok=True)
+            stretch(log, logs / scenario / log.name, seed)
+    db = tmp / "stretched.db"
+    summary = ingest(db, [str(logs)], jobs=2)
+    assert not summary.problems, summary.problems
+    return logs, db
+
+
+@pytest.fixture(scope="module")
+def stretched_sample(tmp_path_factory) -> tuple[Path, Path]:
+    return stretched_database(tmp_path_factory.mktemp("stretched"), STRETCHED, 1)
+
+
+@pytest.mark.asyncio
+async def test_every_route_answers_long_values_and_deep_nesting_without_a_500(stretched_sample):
+    _, db = stretched_sample
+    result = await _crawl_all(db, per_route=3)
+    assert not result.errors, result.errors[:5]
+    assert set(result.reached) >= set(routes.BY_NAME) - {"provenance"}  # (no provenance in these two scenarios)
+
+
+def test_every_command_runs_on_long_values_and_deep_nesting_without_a_traceback(stretched_sample, tmp_path):
+    test_every_command_runs_on_odd_values_without_a_traceback(stretched_sample, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.asyncio
+@pytest.mark.parametrize("seed", [2, 3])
+async def test_every_page_of_the_sample_answers_long_values_and_deep_nesting(tmp_path, seed):
+    _, db = stretched_database(tmp_path, SAMPLE, seed)
+    result = await _crawl_all(db, per_route=None)
+    assert not result.errors, result.errors[:5]
 
 
 def test_every_command_runs_on_odd_values_without_a_traceback(odd_sample, tmp_path):

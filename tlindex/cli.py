@@ -254,22 +254,28 @@ def query(name_or_sql: str, params: tuple[tuple[str, str], ...], db_path: str, *
     import sqlite3
 
     from tlindex.answers.queries import prepared, read_only, run_sql, sql_error_message
+    from tlindex.store.limits import cap_heap, heap_message
 
     check_format(output)
     conn = read_db(db_path)
     try:
         sql, values = prepared(conn, name_or_sql, dict(params))
+        cap_heap(conn)
         read_only(conn)
         stop = interruptible(conn)
         try:
             cursor = run_sql(conn, sql, values)
             emit([d[0] for d in cursor.description or []], cursor, **output)
         except sqlite3.DatabaseError as error:
-            if stop.is_set():
-                click.echo("tlindex query: interrupted (Ctrl-C)", err=True)
-                sys.exit(130)
-            raise click.ClickException(f"SQL error: {sql_error_message(error)}")
+            if not stop.is_set():
+                raise click.ClickException(f"SQL error: {sql_error_message(error)}")
+        except MemoryError:  # SQLite's heap limit (cap_heap) reached
+            raise click.ClickException(f"SQL error: out of memory: {heap_message()}") from None
+        if stop.is_set():  # (also when the statement's last step ended after the Ctrl-C)
+            click.echo("tlindex query: interrupted (Ctrl-C)", err=True)
+            sys.exit(130)
     finally:
+        stop_interrupting()
         conn.close()
 
 
@@ -281,9 +287,30 @@ def interruptible(conn: sqlite3.Connection):
 
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
+        previous = signal.getsignal(signal.SIGINT)
+
+        def on_sigint(signum: int, frame) -> None:
+            if stop.is_set() and callable(previous):
+                previous(signum, frame)  # a second Ctrl-C: the command's own way of stopping (tlindex.stopping)
+            stop.set()
+            conn.interrupt()
+
+        signal.signal(signal.SIGINT, on_sigint)
+        _INTERRUPTING.append((signal.SIGINT, previous))
     conn.set_progress_handler(stop.is_set, 10_000)
     return stop
+
+
+_INTERRUPTING: list = []  # (signal, the handler interruptible replaced), to put back
+
+
+def stop_interrupting() -> None:
+    """Put back the handlers interruptible replaced (the command's own: tlindex.stopping)."""
+    import signal
+
+    while _INTERRUPTING:
+        signum, previous = _INTERRUPTING.pop()
+        signal.signal(signum, previous)
 
 
 @cli.command()
@@ -763,12 +790,22 @@ def serve(ctx: click.Context, db: str | None, host: str | None, port: int | None
 
     from datasette.cli import serve as datasette_serve
 
-    from tlindex.serve import DEFAULT_HOST, Served, open_when_answering, passes_through, pick_port, scheme_of, write_marker
+    from tlindex.serve import (
+        DEFAULT_HOST,
+        Served,
+        interrupt_on_stop,
+        open_when_answering,
+        passes_through,
+        pick_port,
+        scheme_of,
+        write_marker,
+    )
     from tlindex.stopping import relay
     from tlindex.store.db import existing_database, up_to_date
 
     path = up_to_date(existing_database(db or os.environ.get("TLINDEX_DB", DEFAULT_DB)))
     args = list(ctx.args)
+    interrupt_on_stop()
     if passes_through(args):  # no server on a port: nothing to pick, print or find
         given = [*(["-h", host] if host is not None else []), *(["-p", str(port)] if port is not None else []),
                  *(["--open"] if open_browser else [])]

@@ -9,6 +9,10 @@ the URL and the server's pid) says where: `tlindex run` finds the server of its 
 whichever port it took. The marker is a temporary of the command (tlindex.owned), gone on every way
 out; a server killed with -9 leaves it, so a reader believes it only while that pid runs and the URL
 answers.
+
+When it is stopped (SIGTERM, SIGINT, SIGHUP relayed), the statements its request threads run are interrupted first:
+Uvicorn stops gracefully, waiting for the requests in flight, and Python waits for their threads at its exit, while a
+statement of SQLite runs on out of reach of any signal handler (issue 46: ~113 s).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import errno
 import json
 import os
 import socket
+import sqlite3
 import ssl
 import threading
 import time
@@ -263,3 +268,46 @@ def open_when_answering(url: str, say: Callable[[str], None], wait_s: float = OP
     thread = threading.Thread(target=run, name="tlindex-open", daemon=True)
     thread.start()
     return thread
+
+
+# --- a stop interrupts the statements of the requests in flight ----------------------------------------------------
+
+_SERVED: list[sqlite3.Connection] = []  # the server's connections (a connection cannot be referenced weakly)
+_WATCHING = threading.Event()  # set by interrupt_on_stop: a Datasette made in a test or a script remembers none
+_LOCK = threading.Lock()
+
+
+def served(conn: sqlite3.Connection) -> None:
+    """Remember a connection the server's requests use (the plugin's prepare_connection), under `tlindex serve` only."""
+    if _WATCHING.is_set():
+        with _LOCK:
+            _SERVED.append(conn)
+
+
+def interrupt_all() -> int:
+    """Interrupt the statement each remembered connection runs; how many connections there are."""
+    with _LOCK:
+        connections = list(_SERVED)
+    for conn in connections:
+        try:
+            conn.interrupt()
+        except sqlite3.ProgrammingError:  # closed meanwhile
+            pass
+    return len(connections)
+
+
+def interrupt_on_stop() -> None:
+    """Make the server's stop (Uvicorn's signal handler, `Server.handle_exit`) interrupt every statement first."""
+    from uvicorn.server import Server
+
+    _WATCHING.set()
+    handle_exit = Server.handle_exit
+    if getattr(handle_exit, "interrupts", False):
+        return
+
+    def interrupting(self, sig, frame) -> None:
+        interrupt_all()
+        handle_exit(self, sig, frame)
+
+    interrupting.interrupts = True  # type: ignore[attr-defined]
+    Server.handle_exit = interrupting  # type: ignore[method-assign]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+from pathlib import Path
 
 from markupsafe import Markup
 from pluggy import HookimplMarker
@@ -59,16 +60,24 @@ def prepare_connection(conn):
     (bounded: tlindex.store.compression), and no function that hands out native pointers, loads code or
     allocates by its argument (tlindex.answers.queries.DENIED_FUNCTIONS), whatever SQL a request sends;
     on the databases whose values all fit it, tlindex's limit on the length of a value (tlindex.store.limits);
-    on a database an older tlindex wrote, the views of this one (tlindex.store.db.current_views)."""
+    on every one, the string functions bounded in time (tlindex.store.costly) and SQLite's heap capped for the process;
+    on a database an older tlindex wrote, the views of this one (tlindex.store.db.current_views). When `tlindex
+    serve` stops, it interrupts the connection's statement (tlindex.serve.served)."""
     from tlindex.answers.queries import guard_functions
     from tlindex.store.compression import register
     from tlindex.store.db import current_views
-    from tlindex.store.limits import limit_connection
+    from tlindex.store.limits import bound_time, cap_heap, limit_connection
 
     if _fits_the_limit(conn):
         limit_connection(conn)
+    else:
+        bound_time(conn)  # no step of a statement runs longer than a time limit can stop, on any database
+    cap_heap(conn)
     guard_functions(register(conn))
     current_views(conn)
+    from tlindex.serve import served
+
+    served(conn)
 
 
 def _fits_the_limit(conn) -> bool:
@@ -127,6 +136,7 @@ def startup(datasette):
                 tables.setdefault(MIGRATIONS_TABLE, {}).setdefault("hidden", True)
         for name in list(datasette.databases):
             if await is_tlindex(datasette, name):
+                _bring_up_to_date(datasette.get_database(name))
                 _store_findings_meanwhile(datasette.get_database(name))
             if await is_tlindex(datasette, name) and hasattr(datasette, "add_query"):
                 try:
@@ -144,8 +154,6 @@ def _store_findings_meanwhile(database) -> None:
     """A database whose file is writable and holds runs whose findings are not stored (made by an older tlindex, or
     ingested since): they are stored in a thread of their own while the server answers (its pages compute the missing
     ones meanwhile, and store them so too), said on stderr."""
-    from pathlib import Path
-
     from tlindex.answers.findings.stored import BACKGROUND
 
     BACKGROUND.say = lambda text: log.warning("%s", text)
@@ -162,6 +170,21 @@ def _store_findings_meanwhile(database) -> None:
         finally:
             if conn is not None:
                 conn.close()
+
+
+def _bring_up_to_date(db) -> None:
+    """A database an older tlindex made, migrated before it is served (tlindex.store.db.bring_up_to_date); one that
+    cannot be is said in one line in the log (its pages then say what they cannot read)."""
+    from tlindex.errors import TlindexError
+    from tlindex.store.db import bring_up_to_date
+
+    if getattr(db, "path", None) and not getattr(db, "is_memory", False) and getattr(db, "is_mutable", True):
+        try:
+            applied = bring_up_to_date(Path(db.path))
+            if applied:
+                log.warning("tlindex: %s migrated (%s)", db.path, ", ".join(applied))
+        except TlindexError as error:
+            log.warning("tlindex: %s", error)
 
 
 def _without_facet_suggestions(datasette, scope: dict) -> dict:

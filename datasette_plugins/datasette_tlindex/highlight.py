@@ -10,12 +10,11 @@ ones, so its default style (in tlindex.css) colours them as before.
 
 from __future__ import annotations
 
-import json
 import re
 
 from markupsafe import Markup
 
-from tlindex.pages.languages import language  # noqa: F401 (the pages' highlighting is chosen by it)
+from tlindex.pages.languages import language, pretty_json  # noqa: F401 (the pages' highlighting is chosen by it)
 
 # Above this size a payload is shown as plain text: a browser lays out coloured spans slowly.
 HIGHLIGHT_LIMIT = 2_000_000
@@ -77,10 +76,8 @@ SCANNERS = {"python": PYTHON, "cpp": CPP, "json": JSON}
 def _shown(text: str, lang: str) -> tuple[str, str]:
     """The text as the page shows it (JSON pretty-printed) and its language."""
     if lang == "json":
-        try:
-            return json.dumps(json.loads(text), indent=2, ensure_ascii=False), lang
-        except ValueError:
-            return text, "text"
+        pretty = pretty_json(text)
+        return (text, "text") if pretty is None else (pretty, lang)
     return text, lang
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 import html
 import logging
+import sqlite3
+import time
 from pathlib import Path
 
 from datasette.utils.asgi import AsgiStream, BadRequest, Base400, NotFound, Response
@@ -40,10 +42,43 @@ def request_args(datasette, request, opened) -> Args:
                 db_file=Path(db_path).name if db_path else opened.name)
 
 
+# How long a page's data may take to read: past it, its statement is interrupted and the request thread is free
+# again (a 503 says so). Datasette's own sql_time_limit_ms (1 s) bounds the SQL a request sends; a page reads a run
+# of a 1 GB database in a second or two, so its limit is the plugin setting `page_time_limit_s`, or this.
+PAGE_TIME_LIMIT_S = 30.0
+
+
+class PageTimeout(Base400):
+    status = 503
+
+
 async def read(opened, page: Page, request, args: Args) -> dict:
-    """The page's data, read on the database's connection."""
+    """The page's data, read on the database's connection within the page time limit."""
     values = page.values({k: v for k, v in request.url_vars.items() if k != "database"})
-    return await opened.db.execute_fn(lambda conn: page.read(conn, args, **values))
+    limit = float((opened.db.ds.plugin_config("tlindex") or {}).get("page_time_limit_s", PAGE_TIME_LIMIT_S))
+
+    def within_time(conn):
+        deadline, stopped = time.monotonic() + limit, []
+
+        def over() -> bool:
+            if time.monotonic() > deadline:
+                stopped.append(True)
+                return True
+            return False
+
+        conn.set_progress_handler(over, 1_000)
+        try:
+            data = page.read(conn, args, **values)
+        except sqlite3.OperationalError:
+            if not stopped:
+                raise
+        finally:
+            conn.set_progress_handler(None, 0)
+        if stopped:  # (also when a part of the page took the interruption for its own failure and went on)
+            raise PageTimeout(f"this page took longer than {limit:g} s to read; it was stopped")
+        return data
+
+    return await opened.db.execute_fn(within_time)
 
 
 def handler(page: Page):

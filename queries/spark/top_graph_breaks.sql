@@ -6,11 +6,12 @@ WITH before_restart AS (
     SELECT compile, sum(dynamo_time_before_restart_s) AS s FROM metrics
     WHERE kind = 'compilation_metrics' GROUP BY compile
 ), breaks AS (
-    SELECT g.reason, g.user_file, g.user_line, c.id AS compile, c.run_id, c.co_name, r.start_time,
+    SELECT substr(g.user_file, 1, 1000) AS user_file, g.user_line, c.id AS compile, c.run_id, c.co_name, r.start_time,
            CASE WHEN c.attempts > 1 AND c.graph_breaks > 0 THEN b.s / c.graph_breaks END AS restart_s,
            CASE WHEN g.reason LIKE 'Encountered graph break when attempting%'
-                     AND instr(g.reason, chr(10) || chr(10)) > 0
-                THEN substr(g.reason, instr(g.reason, chr(10) || chr(10)) + 2) ELSE g.reason END AS body,
+                     AND instr(substr(g.reason, 1, 16384), chr(10) || chr(10)) > 0
+                THEN substr(g.reason, instr(g.reason, chr(10) || chr(10)) + 2, 16384)
+                ELSE substr(g.reason, 1, 16384) END AS body,
            CASE WHEN instr(g.reason, '/gb/gb') > 0 THEN substr(g.reason, instr(g.reason, '/gb/gb') + 4, 6) END AS gb
     FROM graph_break_events g JOIN compiles c ON c.id = g.compile JOIN runs r ON r.id = c.run_id
     LEFT JOIN before_restart b ON b.compile = c.id
@@ -43,7 +44,7 @@ WITH before_restart AS (
 SELECT gb, title, user_file || ':' || CAST(user_line AS STRING) AS location, count(*) AS breaks,
        count(DISTINCT run_id) AS runs, min(first_run) AS first_run, min(last_run) AS last_run,
        round(coalesce(sum(restart_s), 0), 3) AS restart_s, min(compile) AS compile,
-       nullif(array_join(array_sort(collect_set(CAST(co_name AS STRING))), ','), '') AS functions, min(explanation) AS explanation,
+       nullif(array_join(array_sort(collect_set(substr(CAST(co_name AS STRING), 1, 200))), ','), '') AS functions, min(explanation) AS explanation,
        min(hints) AS hints
 FROM placed
 GROUP BY key, gb, title, user_file, user_line

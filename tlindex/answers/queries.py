@@ -236,6 +236,11 @@ def sql_error_message(error: sqlite3.Error) -> str:
     if too_big_message(error):
         return too_big_message(error)
     if message == "user-defined function raised exception":
+        from tlindex.store.costly import refusal
+
+        why = refusal()
+        if why:
+            return why
         return message + " (sqlar_uncompress inflates at most the largest payload stored: its size argument was larger)"
     return message
 

@@ -2,7 +2,8 @@
 
 Graph breaks are grouped by type (torch's graph-break id and title, else the reason's first informative line)
 and user code location; each group says how often it broke, in which runs (the first and last, in time order),
-the compile time its restarts threw away and torch's own Explanation and Hints. The query is the definition:
+the compile time its restarts threw away and torch's own Explanation and Hints, each cut to what a page shows
+(tlindex.answers.clip: the whole reason is on the group's compile page). The query is the definition:
 `tlindex query top_graph_breaks`, Datasette, the findings and the pages to come read the same rows.
 """
 
@@ -11,7 +12,10 @@ from __future__ import annotations
 import re
 import sqlite3
 
+from tlindex.answers.clip import clip
 from tlindex.answers.queries import load_queries, run_sql
+
+HINTS_SHOWN = 20  # hints of a group, at most (torch logs 1-4)
 
 
 def top_graph_breaks(conn: sqlite3.Connection, run_id: int | None = None, limit: int | None = None) -> list[dict]:
@@ -22,7 +26,9 @@ def top_graph_breaks(conn: sqlite3.Connection, run_id: int | None = None, limit:
     groups = []
     for row in cursor:
         group = dict(zip(columns, row))
-        group["hints"] = [line.strip() for line in (group["hints"] or "").splitlines() if line.strip()]
+        group["hints"] = [clip(line.strip()) for line in (group["hints"] or "").splitlines() if line.strip()][:HINTS_SHOWN]
+        for key in ("title", "explanation", "location", "functions"):
+            group[key] = clip(group[key])
         groups.append(group)
     return groups
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from tlindex.answers.clip import bound_texts
 from tlindex.answers.search import Hit
 from tlindex.pages import artifact, bytecode, compile, diff, passes, provenance, run, runs, search, trend, trie, vllm
 from tlindex.pages.artifact_diff import artifact_diff_data
@@ -85,8 +86,12 @@ class Page:
                 for name, text in found.items() if name != "format"}
 
     def read(self, conn: sqlite3.Connection, args: Args | None = None, **values) -> dict:
-        """The page's data."""
-        return self.data(conn, args or Args(), **values)
+        """The page's data, no text in it longer than a page shows (tlindex.answers.clip.bound_texts; a raw payload,
+        which is its download, whole)."""
+        data = self.data(conn, args or Args(), **values)
+        if self.json_twin and isinstance(data, dict) and not data.get("raw"):
+            bound_texts(data)
+        return data
 
 
 def _trie_file(files: Files, values: dict, args: Args) -> str | None:

@@ -8,13 +8,12 @@ names and numbers torch takes from process-wide counters (tlindex.answers.counte
 
 from __future__ import annotations
 
-import json
 import sqlite3
 
 from tlindex.answers.counters import mask_counters
 from tlindex.errors import NotFound, UsageError
 from tlindex.pages.hunks import changed_lines, hunks
-from tlindex.pages.languages import language
+from tlindex.pages.languages import language, pretty_json
 from tlindex.pages.rows import Args, one
 
 DIFF_CHARS = 1_000_000  # of each payload
@@ -55,10 +54,11 @@ def compared_text(side: dict, mask: bool) -> str:
     if len(text) > DIFF_CHARS:
         text, side["cut"] = text[:DIFF_CHARS], f"the first {DIFF_CHARS:,} characters"
     elif side["lang"] == "json":
-        try:
-            text = json.dumps(json.loads(text), indent=2, ensure_ascii=False)
-        except ValueError:
+        pretty = pretty_json(text)
+        if pretty is None:
             side["lang"] = "text"
+        else:
+            text = pretty
     lines = text.split("\n")
     if len(lines) > DIFF_LINES:
         text, side["cut"] = "\n".join(lines[:DIFF_LINES]), f"the first {DIFF_LINES:,} lines"

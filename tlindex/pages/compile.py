@@ -7,6 +7,7 @@ import sqlite3
 from datetime import datetime, timezone
 from itertools import zip_longest
 
+from tlindex.answers.clip import clip
 from tlindex.answers.configs import compile_config
 from tlindex.answers.passes import snapshot_counts
 from tlindex.answers.provenance import MAPPINGS
@@ -14,6 +15,7 @@ from tlindex.answers.resume_functions import has_bytecode, resumes_created
 from tlindex.answers.top_breaks import site_url
 from tlindex.answers.trie import short_path
 from tlindex.errors import NotFound
+from tlindex.pages.languages import json_value
 from tlindex.pages.rows import Args, dicts, one
 
 TIME_FIRST = ("entire_frame_compile_time_s", "backend_compile_time_s", "inductor_compile_time_s",
@@ -74,14 +76,34 @@ def _why(conn: sqlite3.Connection, compile: dict) -> dict:
     for frame in stack:
         frame["short"] = short_path(frame["filename"])
     return {"stack": stack,
-            "restarts": json.loads(compile["restart_reasons"]) if compile["restart_reasons"] else [],
-            "recompile_reasons": dicts(conn.execute(
-                "SELECT position, previous_compile_id, reason FROM failed_guards WHERE compile = ? ORDER BY id", (row,))),
+            "restarts": _restarts(compile["restart_reasons"]),
+            "recompile_reasons": _clipped(dicts(conn.execute(
+                f"SELECT position, previous_compile_id, {_cut('reason')} FROM failed_guards WHERE compile = ? ORDER BY id",
+                (row,)))),
             "has_bytecode": has_bytecode(conn, row), "snapshots": snapshot_counts(conn, row),
             "pieces": conn.execute(  # the compiled ones: a piece of an abandoned attempt was cut short
                 "SELECT count(*) FROM piece_compile_spans WHERE compile = ? AND NOT abandoned", (row,)).fetchone()[0],
             "resumes": resumes_created(conn, compile) if compile["graph_breaks"] else [],
             "failure": folded(compile["fail_reason"])}
+
+
+def _cut(column: str) -> str:
+    """SQL for a column of a log's text as the page lists it: no more than _clipped cuts it to (the whole is on the
+    row's own page)."""
+    return f"substr({column}, 1, {EMBED_CHARS + 1}) AS {column}"
+
+
+def _clipped(rows: list[dict], column: str = "reason") -> list[dict]:
+    """Rows whose column (read with _cut) is cut at a word to EMBED_CHARS characters, with "…"."""
+    for row in rows:
+        row[column] = clip(row[column], EMBED_CHARS)
+    return rows
+
+
+def _restarts(stored: str | None) -> list[str]:
+    """The reasons of a compile's restarts (a JSON list of texts), each cut to EMBED_CHARS."""
+    reasons = json_value(stored) if stored else []
+    return [clip(str(r), EMBED_CHARS) for r in reasons] if isinstance(reasons, list) else [clip(str(stored), EMBED_CHARS)]
 
 
 def _metrics(conn: sqlite3.Connection, compile: int) -> dict:
@@ -96,10 +118,12 @@ def _records(conn: sqlite3.Connection, compile: int) -> dict:
     return {"guard_groups": _guard_groups(dicts(conn.execute(
                 "SELECT origin, depth, guard_type, text, source, user_code, symbol, value, reason FROM guards "
                 "WHERE compile = ? ORDER BY envelope_id, position", (compile,)))),
-            "graph_breaks_list": [dict(b, site=site_url(b["reason"] and _gb(b["reason"]))) for b in dicts(conn.execute(
-                "SELECT reason, user_file, user_line FROM graph_break_events WHERE compile = ? ORDER BY id", (compile,)))],
-            "cache_events": dicts(conn.execute(
-                "SELECT cache, result, key, reason FROM cache_events WHERE compile = ? ORDER BY id", (compile,))),
+            "graph_breaks_list": [dict(b, site=site_url(b["reason"] and _gb(b["reason"]))) for b in _clipped(dicts(
+                conn.execute(f"SELECT id, {_cut('reason')}, length(reason) > {EMBED_CHARS} AS cut, user_file, "
+                             "user_line FROM graph_break_events WHERE compile = ? ORDER BY id", (compile,))))],
+            "cache_events": _clipped(dicts(conn.execute(
+                f"SELECT cache, result, key, {_cut('reason')} FROM cache_events WHERE compile = ? ORDER BY id",
+                (compile,)))),
             "symbols": dicts(conn.execute(
                 "SELECT symbol, unbacked, value, value_range, source FROM symbols WHERE compile = ? "  # each once
                 "GROUP BY symbol, unbacked, value, value_range, source ORDER BY min(id)",
@@ -218,7 +242,7 @@ GUARD_HEADINGS = {"dynamo_cpp_guards_str": "Guard tree", "dynamo_guards": "Guard
 
 def metrics_summary(row: dict) -> dict:
     """The important fields of one compilation_metrics record, as tlparse shows them: durations, counts, lists."""
-    other = json.loads(row.get("other") or "{}")
+    other = _other(row.get("other"))
     fields = {**other, **row}  # a typed column wins: `other` keeps what the door refused (tlindex.ingest.typecheck)
     start = fields.get("start_time")
     started = (datetime.fromtimestamp(start, timezone.utc).isoformat(timespec="milliseconds")
@@ -231,10 +255,17 @@ def metrics_summary(row: dict) -> dict:
     return {"started": started, "times": times, "counts": counts, "lists": lists}
 
 
+def _other(stored: str | None) -> dict:
+    """A metrics row's `other` fields (JSON written at ingest), or none when they cannot be read back (nested
+    deeper than Python's parser goes: the envelope keeps them)."""
+    value = json_value(stored) if stored else {}
+    return value if isinstance(value, dict) else {}
+
+
 def _traceback(metrics_rows: list[dict]) -> str | None:
     """The Python traceback of a failure (compilation_metrics' exception_stack_trace), as lines."""
     for row in metrics_rows:
-        trace = json.loads(row.get("other") or "{}").get("exception_stack_trace")
+        trace = _other(row.get("other")).get("exception_stack_trace")
         if trace:
             return "".join(trace) if isinstance(trace, list) else str(trace)
     return None
@@ -250,7 +281,7 @@ def _guard_groups(guards: list[dict]) -> list[tuple[str, list[dict], bool]]:
 
 def _metrics_fields(row: dict) -> dict:
     """A metrics row as (key, value) pairs: times first, then the rest, then configs."""
-    other = json.loads(row.pop("other") or "{}")
+    other = _other(row.pop("other"))
     configs = {k: row.pop(k) for k in ("dynamo_config", "inductor_config", "functorch_config", "compiler_config")}
     kind = row["kind"]
     fields = {k: v for k, v in {**row, **other}.items()

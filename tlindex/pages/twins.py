@@ -66,9 +66,11 @@ TWINS: dict[str, tuple[tuple[str, str], ...]] = {
                    ("panes", "pre-grad graph, post-grad graph and generated code: each artifact and its lines"),
                    ("links", "line to lines, pane to pane")),
     "artifact": (("artifact", "the artifact: kind, name, size, compile, run"), ("text", "its payload text"),
-                 ("lang", "the language highlighted"), ("stack_traces", "kernel stack traces, when logged")),
+                 ("lang", "the language highlighted"), ("stack_traces", "kernel stack traces, when logged"),
+                 ("cut", "what the page leaves out of a long payload (its raw download has it whole), or null")),
     "payload": (("payload", "the payload: hash, size, text"), ("raw", "whether the text alone is asked for"),
-                ("lang", "the language highlighted")),
+                ("lang", "the language highlighted"),
+                ("cut", "what the page leaves out of a long payload (its raw text has it whole), or null")),
 }
 
 

@@ -244,7 +244,8 @@ def open_db(path: str | Path) -> sqlite3.Connection:
 
 
 def existing_database(db_path: str | Path) -> Path:
-    """The database a reading command opens: it exists and is a tlindex database, else DatabaseError saying why."""
+    """The database a reading command opens: it exists and is a tlindex database (an older tlindex's brought up to
+    date), else DatabaseError saying why."""
     path = Path(db_path)
     if not path.exists():
         raise DatabaseError(f"{path}: no such database (run `tlindex ingest` first)")
@@ -261,6 +262,7 @@ def existing_database(db_path: str | Path) -> Path:
         raise DatabaseError(f"{path}: cannot be read as a SQLite database ({error})") from None
     if not made_by_tlindex:
         raise DatabaseError(f"{path}: not a tlindex database (empty); run `tlindex ingest` to make one")
+    bring_up_to_date(path)
     return path
 
 
@@ -276,6 +278,31 @@ def up_to_date(path: Path) -> Path:
     return path
 
 
+def bring_up_to_date(path: Path) -> list[str]:
+    """Migrate a database an older tlindex made (its tables and columns, and the rows a later migration derives from
+    what it stores), so that every command and page reads it as one of this tlindex; the migrations applied. One that
+    lacks only views is read through this tlindex's (current_views), unchanged; one that lacks more and cannot be
+    written to is refused in one line, saying how to read it."""
+    conn = connect_read_only(path)
+    try:
+        done, known = _applied(conn), [p.stem for p in schema_files()]
+    finally:
+        conn.close()
+    missing = [stem for stem in known if stem not in done]
+    if not missing or done - set(known):  # (a newer tlindex's: read as it is, never migrated by an older one)
+        return []
+    if all(_views_only(stem) for stem in missing):  # read through this tlindex's views (current_views), unchanged
+        return []
+    if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+        raise DatabaseError(f"{path}: made by an older tlindex (without schema migrations {', '.join(missing)}), and "
+                            f"read-only here, so it cannot be brought up to date: copy it where it can be written")
+    conn = open_db(path)  # (a newer tlindex's database: refused there, in one line)
+    try:
+        return missing
+    finally:
+        conn.close()
+
+
 def read_database(db_path: str | Path) -> sqlite3.Connection:
     """A read-only connection to an existing tlindex database (existing_database says why not)."""
     return connect_read_only(existing_database(db_path))
@@ -286,6 +313,17 @@ def write_database(db_path: str | Path) -> sqlite3.Connection:
     conn = open_db(existing_database(db_path))
     conn.isolation_level = None
     return conn
+
+
+_VIEWS_ONLY_RE = re.compile(r"^(CREATE VIEW|DROP VIEW|CREATE INDEX|CREATE UNIQUE INDEX)\b")
+
+
+@cache
+def _views_only(stem: str) -> bool:
+    """Whether a migration only makes views (or indexes): a reader does without it (current_views), the file as is."""
+    path = next(p for p in schema_files() if p.stem == stem)
+    statements = [re.sub(r"^(\s*--[^\n]*\n)*\s*", "", statement) for statement in _statements(path.read_text())]
+    return all(_VIEWS_ONLY_RE.match(statement) or not statement.strip() for statement in statements)
 
 
 _VIEW_RE = re.compile(r"^CREATE VIEW (\w+) AS\n(.*?);$", re.S | re.M)

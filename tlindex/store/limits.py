@@ -1,4 +1,5 @@
-"""The one limit every connection tlindex opens or serves carries: how long a value a statement may build.
+"""The limits every connection tlindex opens or serves carries: how long a value a statement may build, and how long
+one step may run (tlindex.store.costly); and in a process that answers requests, how much SQLite may hold at once.
 
 SQLite checks SQLITE_LIMIT_LENGTH wherever a string or blob grows (printf, replace, hex, ||,
 group_concat, a function's result, a row written or read), so with it set no statement can build a
@@ -20,6 +21,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
+from tlindex.store import costly
+
 # The value: every value tlindex stores comes from one record of a log, and the reader holds no record
 # past 64 MiB (tlindex.ingest.reader.MAX_RECORD_BYTES), so no payload text, envelope or other value
 # read verbatim from a log is longer; the staging writer cuts or drops the few a normalizer could widen
@@ -36,7 +39,33 @@ def limit_connection(conn: sqlite3.Connection) -> sqlite3.Connection:
     conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
     for name in ("printf", "format"):  # an application's function of a built-in's name takes its place
         conn.create_function(name, -1, bounded_printf, deterministic=True)
-    return conn
+    return bound_time(conn)
+
+
+def bound_time(conn: sqlite3.Connection) -> sqlite3.Connection:
+    """What one step of a statement may cost in time (tlindex.store.costly: the functions whose cost is the product
+    of their arguments' lengths); it changes no answer, so Datasette sets it on every database it serves."""
+    return costly.register(conn, side_connection, MAX_VALUE_BYTES)
+
+
+# What SQLite may hold at once in a process that answers requests (the server, `tlindex query`): each value is
+# bounded by MAX_VALUE_BYTES, but a statement can hold many (a GROUP BY of fifty 60 MB values merged its sorted
+# runs at 3.2 GB). Sixteen values of the limit: room for Datasette's three request threads at the four values a
+# call holds at most (tests/test_huge_values.py); past it, a statement fails with "out of memory", the server lives.
+HEAP_LIMIT_BYTES = 16 * MAX_VALUE_BYTES
+
+
+def heap_message() -> str:
+    """What the heap limit refused, in one line."""
+    return (f"the statement would hold more than {HEAP_LIMIT_BYTES >> 20} MiB at once, the most SQLite may hold here "
+            f"(many long values: keep fewer, or shorter ones)")
+
+
+def cap_heap(conn: sqlite3.Connection) -> None:
+    """SQLite's hard heap limit for the whole process, set (or lowered) to HEAP_LIMIT_BYTES."""
+    current = conn.execute("PRAGMA hard_heap_limit").fetchone()[0]
+    if not current or current > HEAP_LIMIT_BYTES:
+        conn.execute(f"PRAGMA hard_heap_limit = {HEAP_LIMIT_BYTES}")
 
 
 # A conversion of SQLite's printf: %, flags, width (digits or *), precision (.digits or .*), its type.
@@ -79,12 +108,18 @@ def bounded_printf(fmt: object, *args: object) -> object:
                 if total > MAX_VALUE_BYTES:  # together past the limit: each would still count to its own
                     return None
             used += kind != "%"
+    marks = "".join(", ?" for _ in args)
+    return side_connection().execute(f"SELECT printf(?{marks})", (fmt, *args)).fetchone()[0]
+
+
+def side_connection() -> sqlite3.Connection:
+    """This thread's plain in-memory connection, limited in length: SQLite's own functions, where a function of the
+    same name takes their place on the connections tlindex opens (bounded_printf, tlindex.store.costly)."""
     side = getattr(_SIDE, "conn", None)
     if side is None:
         side = _SIDE.conn = sqlite3.connect(":memory:")
         side.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
-    marks = "".join(", ?" for _ in args)
-    return side.execute(f"SELECT printf(?{marks})", (fmt, *args)).fetchone()[0]
+    return side
 
 
 def connect(database: str | Path, **kwargs) -> sqlite3.Connection:
