@@ -18,5 +18,5 @@ CREATE TABLE run_findings (
 -- the run's processes (how many, their bytes, the newest). Another stamp now means they are stale: computed again.
 CREATE TABLE run_findings_stamps (
     run_id INTEGER PRIMARY KEY REFERENCES runs(id), -- the run
-    stamp TEXT NOT NULL                  -- version:migration:processes:bytes:newest process
+    stamp TEXT NOT NULL                  -- version:migrations:processes:bytes:newest process
 );

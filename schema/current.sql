@@ -445,7 +445,7 @@ CREATE TABLE run_findings (
 
 CREATE TABLE run_findings_stamps (
     run_id INTEGER PRIMARY KEY REFERENCES runs(id), -- the run
-    stamp TEXT NOT NULL                  -- version:migration:processes:bytes:newest process
+    stamp TEXT NOT NULL                  -- version:migrations:processes:bytes:newest process
 );
 
 CREATE INDEX envelopes_source_kind ON envelopes(source_id, kind, name);

@@ -3,7 +3,7 @@
 A run's findings depend on that run alone, so they are computed once (by `tlindex run`, which prints them; by the
 first list over runs that reads them: `tlindex runs`, `findings`, `serve`, or the server in the background) and
 kept with a stamp of what they were computed from: the registry's `FINDINGS_VERSION`,
-the database's last migration, and the run's processes (how many, their bytes, the newest). Reading
+the database's migrations (how many, the last), and the run's processes (how many, their bytes, the newest). Reading
 compares stamps, one query for any number of runs: a run whose stamp changed (more of its log ingested, a
 new tlindex, a migration) or that has none (a database made before) is computed again, and stored when
 the connection may write (`refresh`). So what is stored never disagrees with what the registry computes.
@@ -42,7 +42,7 @@ def registry_version() -> str:
 
 def stamps(conn: sqlite3.Connection, run_ids: list[int] | None = None) -> dict[int, str]:
     """What each run's findings would be computed from now (every run's when `run_ids` is None)."""
-    migration = conn.execute(f"SELECT max(name) FROM {MIGRATIONS_TABLE}").fetchone()[0]
+    migration = conn.execute(f"SELECT count(*) || '.' || max(name) FROM {MIGRATIONS_TABLE}").fetchone()[0]
     where, params = ("", []) if run_ids is None else (f"WHERE r.id IN ({_marks(run_ids)})", list(run_ids))
     version = registry_version()
     return {run: f"{version}:{migration}:{count}:{size}:{newest}" for run, count, size, newest in conn.execute(
