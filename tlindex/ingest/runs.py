@@ -77,7 +77,9 @@ class Attacher:
         conn.execute("UPDATE main.sources SET run_id = ? WHERE file_id = ? AND run_id IS NULL", (run_id, file_id))
         conn.execute("UPDATE main.compiles SET run_id = ? WHERE run_id IS NULL AND source_id IN "
                      "(SELECT id FROM main.sources WHERE file_id = ?)", (run_id, file_id))
-        _refresh_run(conn, run_id)
+        # Its counts only: its processes are named once every chunk of every file is merged (assign_runs), as a
+        # chunk's ranks are not yet the whole file's (a file whose rank claim changes past its first chunk).
+        _refresh_counts(conn, run_id)
 
 
 def _detach(conn: sqlite3.Connection, runs: str, params: tuple) -> None:
@@ -297,6 +299,11 @@ def ranks_text(world_size: int | None, processes: int, decisions: list[str]) -> 
 
 def _refresh_run(conn: sqlite3.Connection, run_id: int) -> None:
     resolve_processes(conn, run_id)
+    _refresh_counts(conn, run_id)
+
+
+def _refresh_counts(conn: sqlite3.Connection, run_id: int) -> None:
+    """A run's directory, torch, times, world size and process count, from its sources as they are now."""
     conn.execute("""
         UPDATE runs SET
             directory = (SELECT min(f.directory) FROM sources s JOIN files f ON f.id = s.file_id WHERE s.run_id = runs.id),
