@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from tlindex.store import redact
 from tlindex.store.compression import register
 from tlindex.store.db import _migrate
 from tlindex.store.limits import connect
@@ -27,6 +28,7 @@ def older_database(fresh: Path, target: Path, last: str) -> Path:
     """A database made by the migrations up to `last`, holding the fresh database's rows that its schema can hold."""
     files = schema_files()[:MIGRATIONS.index(last) + 1]
     conn = register(connect(str(target)))
+    redact.register(conn)  # the functions migration 016 redacts with (apply_schema registers them too)
     conn.isolation_level = None
     _migrate(conn, files, whole=False)
     conn.execute("ATTACH DATABASE ? AS fresh", (f"file:{fresh}?mode=ro",))
