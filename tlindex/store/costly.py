@@ -175,6 +175,8 @@ def like(pattern: object, text: object, escape: object = None) -> object:
     if (pattern is None or text is None) and not isinstance(pattern, bytes) and not isinstance(text, bytes):
         return None  # (NULL beside a blob: SQLite says 0)
     if isinstance(pattern, str) and isinstance(text, str) and (escape is None or isinstance(escape, str) and len(escape) == 1):
+        if 2 * len(text) < len(pattern) - pattern.count("%"):  # too short for the pattern: read neither (a 68 MB one)
+            return 0
         segments = _segments(_fold(pattern), "%", "_", escape and _fold(escape))
         if segments is not None:
             return int(_match(segments, _fold(text)))
@@ -191,6 +193,8 @@ def glob(pattern: object, text: object) -> object:
     if (pattern is None or text is None) and not isinstance(pattern, bytes) and not isinstance(text, bytes):
         return None  # (NULL beside a blob: SQLite says 0)
     if isinstance(pattern, str) and isinstance(text, str):
+        if "[" not in pattern and len(text) < len(pattern) - pattern.count("*"):  # too short: read neither
+            return 0
         segments = _segments(pattern, "*", "?", None)
         if segments is not None:
             return int(_match(segments, text))
