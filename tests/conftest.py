@@ -71,13 +71,18 @@ def corpus_db(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def traces_db(fixtures_db, tmp_path_factory) -> Path:
     """A copy of the fixtures database named traces.db (so Datasette serves it at /traces)."""
+
+    return copy_db(fixtures_db, tmp_path_factory.mktemp("served") / "traces.db")
+
+
+def copy_db(source: Path, path: Path) -> Path:
+    """A copy of a database whose writes may still sit in its WAL (checkpointed first)."""
     import shutil
 
-    path = tmp_path_factory.mktemp("served") / "traces.db"
-    source = sqlite3.connect(fixtures_db)
-    source.execute("PRAGMA wal_checkpoint(FULL)")
-    source.close()
-    shutil.copy(fixtures_db, path)
+    conn = sqlite3.connect(source)
+    conn.execute("PRAGMA wal_checkpoint(FULL)")
+    conn.close()
+    shutil.copy(source, path)
     return path
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 
 from click.testing import CliRunner
-from conftest import DATA
+from conftest import DATA, copy_db
 
 from tlindex.answers.findings import findings
 from tlindex.answers.findings.stored import STAMPS, TABLE, refresh, stale, store_findings, stored_findings
@@ -17,12 +16,7 @@ from tlindex.store.db import connect_read_only, write_database
 
 
 def copy_of(fixtures_db, tmp_path):
-    path = tmp_path / "traces.db"
-    source = sqlite3.connect(fixtures_db)
-    source.execute("PRAGMA wal_checkpoint(FULL)")
-    source.close()
-    shutil.copy(fixtures_db, path)
-    return path
+    return copy_db(fixtures_db, tmp_path / "traces.db")
 
 
 def test_stored_findings_are_what_the_registry_computes_on_every_fixture(fixtures_db, tmp_path):
