@@ -96,12 +96,19 @@ def engine_cases() -> list[tuple[str, dict]]:
     return cases
 
 
+def with_needed(conn, name: str, params: dict) -> dict:
+    """The parameters, with a run given to a query that needs one (compile_time, guards_diff): the first run with
+    recompiles (it cannot be asked of every run)."""
+    if not load_queries()[name].needs:
+        return params
+    return {**params, "run": conn.execute("SELECT min(run_id) FROM compiles WHERE frame_compile_id > 0").fetchone()[0]}
+
+
 @pytest.mark.parametrize("name,params", engine_cases())
 def test_duckdb_over_parquet_answers_like_sqlite(fixtures_db, export_dir, name, params):
     duckdb = pytest.importorskip("duckdb")
     conn = connect(fixtures_db)
-    if load_queries()[name].needs:  # guards_diff: a run with recompiles (it cannot be asked of every run)
-        params = {**params, "run": conn.execute("SELECT min(run_id) FROM compiles WHERE frame_compile_id > 0").fetchone()[0]}
+    params = with_needed(conn, name, params)
     cursor = run_sql(conn, load_queries()[name].sql, {k: v for k, v in params.items() if v is not None})
     columns = [d[0] for d in cursor.description]
     expected = normalize(cursor.fetchall(), columns)

@@ -66,7 +66,7 @@ from test_export import engine_cases  # noqa: E402
 
 @pytest.mark.parametrize("name,params", engine_cases())
 def test_spark_sql_over_parquet_answers_like_sqlite(fixtures_db, tmp_path_factory, spark, name, params):
-    from test_export import normalize
+    from test_export import normalize, with_needed
 
     from tlindex.answers.queries import load_queries, run_sql
     from tlindex.formats.spark import spark_views
@@ -75,6 +75,7 @@ def test_spark_sql_over_parquet_answers_like_sqlite(fixtures_db, tmp_path_factor
     if not out.exists():
         export_parquet(fixtures_db, out)
     conn = sqlite3.connect(fixtures_db)
+    params = with_needed(conn, name, params)
     cursor = run_sql(conn, load_queries()[name].sql, {k: v for k, v in params.items() if v is not None})
     columns = [d[0] for d in cursor.description]
     expected = normalize(cursor.fetchall(), columns)

@@ -29,8 +29,7 @@ WITH before_restart AS (
 ), typed AS (
     SELECT *, coalesce(gb, '') || '|' || title || '|' || coalesce(user_file, '') || ':'
               || coalesce(CAST(user_line AS STRING), '') AS key,
-           trim(substr(explained_only, 1, instr(explained_only || chr(10) || '  Hint: ', chr(10) || '  Hint: ') - 1),
-                ' ' || chr(10)) AS explanation,
+           trim(BOTH ' ' || chr(10) FROM substr(explained_only, 1, instr(explained_only || chr(10) || '  Hint: ', chr(10) || '  Hint: ') - 1)) AS explanation,
            replace(replace(substr(hinted, 1, instr(hinted || chr(10) || chr(10), chr(10) || chr(10)) - 1),
                            'Hint: ', ''), chr(10) || '  ', chr(10)) AS hints
     FROM explaining

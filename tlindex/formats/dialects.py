@@ -134,7 +134,22 @@ def duckdb_to_spark(sql: str) -> str:
     while (match := re.search(r"string_agg\(", sql)):
         end = _balanced(sql, match.end())
         sql = sql[:match.start()] + _string_agg(sql[match.end():end - 1]) + sql[end:]
-    return sql
+    return _trim_from(sql)
+
+
+def _trim_from(sql: str) -> str:
+    """Two-argument trim(text, characters) as Spark's trim(BOTH characters FROM text): Spark's own two-argument form
+    takes the characters first."""
+    out, at = [], 0
+    for match in re.finditer(r"\btrim\(", sql):
+        if match.start() < at:
+            continue
+        end = _balanced(sql, match.end())
+        args = _split_top_level(sql[match.end():end - 1])
+        if len(args) == 2:
+            out += [sql[at:match.start()], f"trim(BOTH {args[1].strip()} FROM {_trim_from(args[0])})"]
+            at = end
+    return "".join(out) + sql[at:]
 
 
 def main() -> None:

@@ -93,7 +93,7 @@ def _trim(name: str):
         if text is None or characters is None:
             return None
         if isinstance(text, str) and isinstance(characters, str):
-            characters = "".join(dict.fromkeys(characters))  # each character once: the cost is per distinct one
+            characters = _distinct(characters)  # each character once: the cost is per distinct one
         if _size(text) * max(_size(characters), 1) > STEP_BUDGET:
             if not (isinstance(text, str) and isinstance(characters, str)):
                 raise _refuse(name, _size(text), _size(characters))
@@ -102,6 +102,16 @@ def _trim(name: str):
     trim.__name__ = name
     trim.__doc__ = f"SQLite's {name}(X, Y): the characters of Y removed from X's ends."
     return trim
+
+
+def _distinct(characters: str, passes: int = 64) -> str:
+    """Each character of the text once, in order of first appearance: a few passes of str.replace (at memchr speed)
+    while few distinct ones remain, else a set (a 65 MiB text of one character: 0.05 s, where a set takes 0.8 s)."""
+    found = []
+    while characters and len(found) < passes:
+        found.append(characters[0])
+        characters = characters.replace(characters[0], "")
+    return "".join(found) + "".join(dict.fromkeys(characters))
 
 
 def _python_trim(name: str, text: str, characters: str) -> str:
