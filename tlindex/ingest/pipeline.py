@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from tlindex.ingest.chunks import SplitFile, chunk_size, split_points
+from tlindex.ingest.chunks import SplitFile, chunk_size, shrinking, split_points
 from tlindex.ingest.continuation import restore_state
 from tlindex.ingest.discover import discover
 from tlindex.ingest.merge import delete_file_rows, merge
@@ -236,13 +236,14 @@ def record_move(conn, summary: IngestSummary, path: str, earlier: tuple[int, str
     summary.moved.append((path, earlier[1]))
 
 
-def split_big_files(planned: list[Planned], chunk_bytes: int) -> list[Planned]:
-    """Replace each fresh plain file bigger than chunk_bytes by tasks for its chunks."""
+def split_big_files(planned: list[Planned], chunk_bytes: int, lengths: Callable[[int], int] | None = None) -> list[Planned]:
+    """Replace each fresh plain file bigger than chunk_bytes by tasks for its chunks (of `lengths(bytes left)`
+    each, or chunk_bytes)."""
     result = []
     for item in planned:
         task = item.task
         if task.resume is None and not task.path.endswith(".gz") and item.size > chunk_bytes:
-            points = split_points(task.path, item.size, chunk_bytes)
+            points = split_points(task.path, item.size, lengths or chunk_bytes)
             if len(points) > 1:
                 split = SplitFile(task.path, points, task.staging.removesuffix(".db"), item.replace_file,
                                   task.main_db)
@@ -260,8 +261,9 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
     """Ingest the logs named by `paths` into the database at `db_path`.
 
     `progress(done_bytes, total_bytes)` is called as work advances. With more
-    than one job, files bigger than `chunk_bytes` (by default about a quarter
-    of the input per worker pair, at least 64 MB) are parsed in chunks. Without
+    than one job, files bigger than `chunk_bytes` are parsed in chunks of that
+    size (by default: files bigger than a quarter of the input per worker pair, at
+    least 8 MB, in chunks that shrink towards the file's end). Without
     `search_index` the full-text indexes are not brought up to date (for a
     database thrown away after one use, such as a report's).
     """
@@ -288,7 +290,8 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
                        None if replace else str(Path(db_path).resolve()))
         workers = max(1, jobs or os.cpu_count() or 1)
         if workers > 1:
-            planned = split_big_files(planned, chunk_bytes or chunk_size(sum(p.size for p in planned), workers))
+            planned = split_big_files(planned, chunk_bytes or chunk_size(sum(p.size for p in planned), workers),
+                                      None if chunk_bytes else shrinking(workers))
         total = sum(p.size for p in planned)
         merger = Merger(conn, summary, planned, Attacher(run_label, staging_dir.name))
         runner = run_serially if max(1, min(workers, len(planned))) == 1 else run_in_parallel
