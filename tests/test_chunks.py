@@ -17,6 +17,7 @@ from conftest import DATA, SHARED_CORPUS, canonical, sqlite_tables
 
 from tlindex.ingest.chunks import split_points
 from tlindex.ingest.pipeline import ingest
+from tlindex.ingest.text_index import FTS_COLUMNS
 
 SCENARIOS = ["train_step", "recompiles", "compile_errors", "graph_breaks", "dynamic", "cache", "ddp_2ranks",
              "compiled_autograd", "export", "ddp_4ranks_diverge", "collectives_3ranks", "draft_export", "provenance"]
@@ -38,6 +39,13 @@ def test_chunked_ingest_equals_one_pass(tmp_path, whole, chunk_bytes):
     for table in whole:
         assert got[table] == whole[table], table
     assert summary.files == sum(len(list((DATA / name).iterdir())) for name in SCENARIOS)
+    # Indexed between merges (text_index.APPEND_ONLY) and after the last: every index holds exactly its table's rows.
+    conn = sqlite3.connect(db)
+    for table in FTS_COLUMNS:
+        conn.execute(f"INSERT INTO [{table}_fts] ([{table}_fts], rank) VALUES ('integrity-check', 1)")
+        assert conn.execute(f"SELECT count(*) FROM [{table}_fts_docsize]").fetchone() == \
+            conn.execute(f"SELECT count(*) FROM [{table}]").fetchone(), table
+    conn.close()
 
 
 @pytest.mark.slow

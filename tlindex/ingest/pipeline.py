@@ -24,7 +24,7 @@ from tlindex.ingest.discover import discover
 from tlindex.ingest.merge import delete_file_rows, merge
 from tlindex.ingest.runs import Attacher, assign_runs, check_label, rank_decisions, regroup_stopped
 from tlindex.ingest.task import Resume, Task, TaskResult, init_worker, run_in_worker, run_task
-from tlindex.ingest.text_index import refresh_fts
+from tlindex.ingest.text_index import APPEND_ONLY, refresh_fts
 from tlindex.owned import discard, owns, temporary_dir
 from tlindex.stopping import can_fork
 from tlindex.store.db import immediate, open_db
@@ -293,7 +293,8 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
             planned = split_big_files(planned, chunk_bytes or chunk_size(sum(p.size for p in planned), workers),
                                       None if chunk_bytes else shrinking(workers))
         total = sum(p.size for p in planned)
-        merger = Merger(conn, summary, planned, Attacher(run_label, staging_dir.name))
+        merger = Merger(conn, summary, planned, Attacher(run_label, staging_dir.name),
+                        index_early=search_index and not replace)
         runner = run_serially if max(1, min(workers, len(planned))) == 1 else run_in_parallel
         runner(planned, min(workers, len(planned)), merger, summary,
                (lambda done: progress(done, total)) if progress else None)
@@ -320,10 +321,19 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
 class Merger:
     """Each task's staging database merged into the main one as it finishes, and counted in the summary."""
 
-    def __init__(self, conn, summary: IngestSummary, planned: list[Planned], attach: Attacher):
+    def __init__(self, conn, summary: IngestSummary, planned: list[Planned], attach: Attacher,
+                 index_early: bool = False):
         self.conn, self.summary, self.attach = conn, summary, attach
         self.by_staging = {p.task.staging: p for p in planned}
         self.continued_files: list[int] = []   # grown logs continued: their runs change
+        self.index_early = index_early
+
+    def between(self) -> None:
+        """While workers still parse: the full-text indexes of the tables no later merge rewrites brought up
+        to date (guards and artifacts are most of their rows), instead of all of it after the last merge,
+        on one core. An ingest that ends by rebuilding them (a grown log continued) has done this for nothing."""
+        if self.index_early:
+            refresh_fts(self.conn, tables=APPEND_ONLY)
 
     def __call__(self, result: TaskResult) -> None:
         item = self.by_staging[result.staging]
@@ -430,3 +440,5 @@ def run_in_parallel(planned: list[Planned], jobs: int, merge_result: Merger, sum
                     summary.problems.append(f"{futures[future].task.path}: {error}")
                     continue
                 merge_result(result)
+            if finished and pending:
+                merge_result.between()
