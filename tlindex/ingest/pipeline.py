@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from tlindex.ingest.chunks import SplitFile, chunk_size, shrinking, split_points
+from tlindex.ingest.chunks import TAIL_CHUNK, SplitFile, chunk_size, shrinking, split_points
 from tlindex.ingest.continuation import restore_state
 from tlindex.ingest.discover import discover
 from tlindex.ingest.merge import delete_file_rows, merge
@@ -236,13 +236,16 @@ def record_move(conn, summary: IngestSummary, path: str, earlier: tuple[int, str
     summary.moved.append((path, earlier[1]))
 
 
-def split_big_files(planned: list[Planned], chunk_bytes: int, lengths: Callable[[int], int] | None = None) -> list[Planned]:
+def split_big_files(planned: list[Planned], chunk_bytes: int, lengths: Callable[[int], int] | None = None,
+                    last: int = 0) -> list[Planned]:
     """Replace each fresh plain file bigger than chunk_bytes by tasks for its chunks (of `lengths(bytes left)`
-    each, or chunk_bytes)."""
+    each, or chunk_bytes); with `lengths`, also the `last` files parsed (the workers' last tasks) bigger than two
+    shrinking chunks: what is left to merge once every worker is done is then one small chunk, not whole files."""
     result = []
-    for item in planned:
+    for number, item in enumerate(planned):
         task = item.task
-        if task.resume is None and not task.path.endswith(".gz") and item.size > chunk_bytes:
+        tail = lengths is not None and number >= len(planned) - last and item.size >= 2 * TAIL_CHUNK
+        if task.resume is None and not task.path.endswith(".gz") and (item.size > chunk_bytes or tail):
             points = split_points(task.path, item.size, lengths or chunk_bytes)
             if len(points) > 1:
                 split = SplitFile(task.path, points, task.staging.removesuffix(".db"), item.replace_file,
@@ -263,7 +266,8 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
     `progress(done_bytes, total_bytes)` is called as work advances. With more
     than one job, files bigger than `chunk_bytes` are parsed in chunks of that
     size (by default: files bigger than a quarter of the input per worker pair, at
-    least 8 MB, in chunks that shrink towards the file's end). Without
+    least 8 MB, and the last file of each worker, in chunks that shrink towards
+    the file's end). Without
     `search_index` the full-text indexes are not brought up to date (for a
     database thrown away after one use, such as a report's).
     """
@@ -291,7 +295,7 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
         workers = max(1, jobs or os.cpu_count() or 1)
         if workers > 1:
             planned = split_big_files(planned, chunk_bytes or chunk_size(sum(p.size for p in planned), workers),
-                                      None if chunk_bytes else shrinking(workers))
+                                      None if chunk_bytes else shrinking(workers), last=workers)
         total = sum(p.size for p in planned)
         merger = Merger(conn, summary, planned, Attacher(run_label, staging_dir.name),
                         index_early=search_index and not replace)
