@@ -263,13 +263,10 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
            chunk_bytes: int | None = None, search_index: bool = True) -> IngestSummary:
     """Ingest the logs named by `paths` into the database at `db_path`.
 
-    `progress(done_bytes, total_bytes)` is called as work advances. With more
-    than one job, files bigger than `chunk_bytes` are parsed in chunks of that
-    size (by default: files bigger than a quarter of the input per worker pair, at
-    least 8 MB, and the last file of each worker, in chunks that shrink towards
-    the file's end). Without
-    `search_index` the full-text indexes are not brought up to date (for a
-    database thrown away after one use, such as a report's).
+    `progress(done_bytes, total_bytes)` is called as work advances. With more than one job, files bigger
+    than `chunk_bytes` are parsed in chunks of that size (by default: files bigger than a quarter of the
+    input per worker pair, at least 8 MB, and each worker's last, in chunks shrinking to the end). Without
+    `search_index` the full-text indexes are not brought up to date (a database used once: a report's).
     """
     started = time.perf_counter()
     if run_label is not None:
@@ -295,10 +292,9 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
         workers = max(1, jobs or os.cpu_count() or 1)
         if workers > 1:
             planned = split_big_files(planned, chunk_bytes or chunk_size(sum(p.size for p in planned), workers),
-                                      None if chunk_bytes else shrinking(workers), last=workers)
+                                      *((None, 0) if chunk_bytes else (shrinking(workers), workers)))
         total = sum(p.size for p in planned)
-        merger = Merger(conn, summary, planned, Attacher(run_label, staging_dir.name),
-                        index_early=search_index and not replace)
+        merger = Merger(conn, summary, planned, Attacher(run_label, staging_dir.name), search_index and not replace)
         runner = run_serially if max(1, min(workers, len(planned))) == 1 else run_in_parallel
         runner(planned, min(workers, len(planned)), merger, summary,
                (lambda done: progress(done, total)) if progress else None)
