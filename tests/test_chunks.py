@@ -15,8 +15,11 @@ import sqlite3
 import pytest
 from conftest import DATA, SHARED_CORPUS, canonical, sqlite_tables
 
-from tlindex.ingest.chunks import split_points
+import tlindex.ingest.chunks
+import tlindex.ingest.pipeline
+from tlindex.ingest.chunks import shrinking, split_points
 from tlindex.ingest.pipeline import ingest
+from tlindex.ingest.text_index import FTS_COLUMNS
 
 SCENARIOS = ["train_step", "recompiles", "compile_errors", "graph_breaks", "dynamic", "cache", "ddp_2ranks",
              "compiled_autograd", "export", "ddp_4ranks_diverge", "collectives_3ranks", "draft_export", "provenance"]
@@ -29,15 +32,26 @@ def whole(tmp_path_factory):
     return canonical(sqlite_tables(db))
 
 
-@pytest.mark.parametrize("chunk_bytes", [pytest.param(4096, marks=pytest.mark.slow), 50_000])
-def test_chunked_ingest_equals_one_pass(tmp_path, whole, chunk_bytes):
+@pytest.mark.parametrize("chunk_bytes", [pytest.param(4096, marks=pytest.mark.slow), 50_000, None])
+def test_chunked_ingest_equals_one_pass(tmp_path, whole, chunk_bytes, monkeypatch):
     db = tmp_path / "t.db"
+    if chunk_bytes is None:  # the default: big files and each worker's last ones in shrinking chunks, made small here
+        monkeypatch.setattr(tlindex.ingest.chunks, "MIN_CHUNK", 200_000)
+        monkeypatch.setattr(tlindex.ingest.chunks, "TAIL_CHUNK", 20_000)
+        monkeypatch.setattr(tlindex.ingest.pipeline, "TAIL_CHUNK", 20_000)
     summary = ingest(db, [str(DATA / name) for name in SCENARIOS], jobs=2, chunk_bytes=chunk_bytes)
     got = canonical(sqlite_tables(db))
     assert set(got) == set(whole)
     for table in whole:
         assert got[table] == whole[table], table
     assert summary.files == sum(len(list((DATA / name).iterdir())) for name in SCENARIOS)
+    # Indexed between merges (text_index.APPEND_ONLY) and after the last: every index holds exactly its table's rows.
+    conn = sqlite3.connect(db)
+    for table in FTS_COLUMNS:
+        conn.execute(f"INSERT INTO [{table}_fts] ([{table}_fts], rank) VALUES ('integrity-check', 1)")
+        assert conn.execute(f"SELECT count(*) FROM [{table}_fts_docsize]").fetchone() == \
+            conn.execute(f"SELECT count(*) FROM [{table}]").fetchone(), table
+    conn.close()
 
 
 @pytest.mark.slow
@@ -63,6 +77,18 @@ def test_split_points_fall_on_envelope_lines():
     assert len(points) > 10 and points[0] == 0
     for point in points[1:]:
         assert content[point - 1:point] == b"\n" and content[point:point + 1] in b"VIWEC"
+
+
+def test_shrinking_chunks_fall_on_envelope_lines_and_shrink():
+    log = sorted((DATA / "train_step").iterdir())[0]
+    content = log.read_bytes()
+    points = split_points(str(log), len(content), lambda left: max(5_000, left // 3))
+    lengths = [end - start for start, end in zip(points, points[1:] + [len(content)])]
+    assert len(points) > 5 and points[0] == 0
+    assert lengths[0] > lengths[len(lengths) // 2] > 4_000 and lengths[-1] >= 2_500  # no last sliver: it joins
+    for point in points[1:]:
+        assert content[point - 1:point] == b"\n" and content[point:point + 1] in b"VIWEC"
+    assert shrinking(2)(300 << 20) == 100 << 20 and shrinking(2)(1 << 20) == tlindex.ingest.chunks.TAIL_CHUNK
 
 
 def _merged_in_turns(monkeypatch):

@@ -20,7 +20,7 @@ import json
 import os
 import sqlite3
 from dataclasses import dataclass, field
-from typing import BinaryIO
+from typing import BinaryIO, Callable
 
 import orjson
 
@@ -34,13 +34,22 @@ STATE_RECORDS = (b'] {"dynamo_start"', b'] {"compilation_metrics"')  # envelopes
 
 MIN_CHUNK = 8 << 20      # smaller chunks cost more in fitting than parallel parsing saves (with forked workers:
 # a 27 MB log in 8 MB chunks, 1.06 -> 0.83 s wall for +22 % CPU; with spawned ones 64 MB was the least)
+TAIL_CHUNK = 16 << 20  # the least a shrinking chunk holds: each chunk costs a merge and a worker's start
 WINDOW = 1 << 20         # bytes read at a time while looking for a record start
 MARGIN = 4096            # an envelope line's prefix is decided within this many bytes
 
 
 def chunk_size(total_bytes: int, jobs: int) -> int:
-    """How big a chunk to aim for: about two per worker over the whole ingest."""
+    """How big a file must be to be split: about two chunks' worth per worker over the whole ingest."""
     return max(MIN_CHUNK, -(-total_bytes // (2 * jobs)))
+
+
+def shrinking(jobs: int) -> Callable[[int], int]:
+    """Chunk lengths for a split file, each a share of what is left (`remaining // (jobs + 1)`, at least
+    TAIL_CHUNK): the chunks shrink towards the file's end, so the main process merges the first ones while
+    the workers parse the later ones, and what is left to merge once every worker is done is a small last
+    chunk (equal chunks left two whole chunks to merge on one core at the end: at 1 GB, 2 of 4 chunks of 256 MB)."""
+    return lambda remaining: max(TAIL_CHUNK, remaining // (jobs + 1))
 
 
 def _is_record_start(window: bytes, at: int) -> bool:
@@ -68,17 +77,21 @@ def next_record_start(file: BinaryIO, position: int, size: int) -> int | None:
     return None
 
 
-def split_points(path: str, size: int, chunk_bytes: int) -> list[int]:
-    """Start offsets of the chunks of a file (the first is 0), about `chunk_bytes` apart."""
+def split_points(path: str, size: int, chunk_bytes: int | Callable[[int], int]) -> list[int]:
+    """Start offsets of the chunks of a file (the first is 0), about `chunk_bytes` apart, or each the length
+    `chunk_bytes(bytes left)` after the one before (`shrinking`); a last piece under half a chunk joins the one before."""
+    length = chunk_bytes if callable(chunk_bytes) else (lambda remaining: chunk_bytes)
     points = [0]
     with open(path, "rb") as file:
-        target = chunk_bytes
-        while target < size:
+        step = length(size)
+        target = step
+        while target < size and (not callable(chunk_bytes) or size - target >= step // 2):
             start = next_record_start(file, target - 1, size)  # the line that starts at `target` counts
             if start is None:
                 break
             points.append(start)
-            target = start + chunk_bytes
+            step = length(size - start)
+            target = start + step
     return points
 
 

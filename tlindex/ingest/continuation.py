@@ -61,18 +61,24 @@ def restore_state(conn, file_id: int, current_only: bool = False) -> dict[int, P
 
 
 
-def _remap(conn: sqlite3.Connection, target: str, mapping: dict[int, int]) -> None:
-    """Point every staging reference to `target` ids in mapping at their new ids."""
-    if not mapping:
-        return
-    conn.execute("CREATE TEMP TABLE IF NOT EXISTS remap (old INTEGER PRIMARY KEY, new INTEGER NOT NULL)")
-    conn.execute("DELETE FROM temp.remap")
-    conn.executemany("INSERT INTO temp.remap VALUES (?, ?)", mapping.items())
+def _remap(conn: sqlite3.Connection, mappings: dict[str, dict[int, int]], shifted: dict[str, dict[str, str]]) -> None:
+    """Point every staging reference to the ids of each target table in `mappings` at their new ids, and set the
+    `shifted` columns ({table: {column: SQL expression}}): one UPDATE per staging table, so that a table is
+    rewritten once (the envelopes of a chunk were rewritten three times: lines, processes, compiles)."""
+    for target, mapping in mappings.items():
+        conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS remap_{target} (old INTEGER PRIMARY KEY, new INTEGER NOT NULL)")
+        conn.execute(f"DELETE FROM temp.remap_{target}")
+        conn.executemany(f"INSERT INTO temp.remap_{target} VALUES (?, ?)", mapping.items())
     for table, links in foreign_keys(conn).items():
-        for column, referenced in links.items():
-            if referenced == target:
-                conn.execute(f"UPDATE staging.{table} SET {column} = (SELECT new FROM temp.remap "
-                             f"WHERE old = {column}) WHERE {column} IN (SELECT old FROM temp.remap)")
+        sets = dict(shifted.get(table, {}))
+        remapped = [(column, referenced) for column, referenced in links.items() if mappings.get(referenced)]
+        for column, referenced in remapped:
+            sets[column] = f"coalesce((SELECT new FROM temp.remap_{referenced} WHERE old = {column}), {column})"
+        if not sets:
+            continue
+        where = "" if table in shifted else " WHERE " + " OR ".join(
+            f"{column} IN (SELECT old FROM temp.remap_{referenced})" for column, referenced in remapped)
+        conn.execute(f"UPDATE staging.{table} SET {', '.join(f'{c} = {e}' for c, e in sets.items())}{where}")
 
 
 def fit_chunk(conn: sqlite3.Connection, local: dict[int, Process], file_id: int, lines_before: int,
@@ -93,14 +99,15 @@ def fit_chunk(conn: sqlite3.Connection, local: dict[int, Process], file_id: int,
                          if c.generation == 0 and c.key in known.compiles}
             plans.append((mine, known, continued))
 
-    conn.execute("UPDATE staging.envelopes SET line = line + ?", (lines_before,))
-    conn.execute("UPDATE staging.ingest_errors SET line = line + ? WHERE line > 0", (lines_before,))
     conn.execute("UPDATE staging.files SET id = ?, lines_ingested = lines_ingested + ?, sha256 = ?",
                  (-file_id, lines_before, sha256))
-    _remap(conn, "files", {1: -file_id})
-    _remap(conn, "sources", {mine.source_id: known.source_id for mine, known, _ in plans})
-    _remap(conn, "compiles", {local_id: earlier.id for *_, continued in plans
-                              for local_id, (_, earlier) in continued.items()})
+    lines = int(lines_before)
+    _remap(conn, {"files": {1: -file_id},
+                  "sources": {mine.source_id: known.source_id for mine, known, _ in plans},
+                  "compiles": {local_id: earlier.id for *_, continued in plans
+                               for local_id, (_, earlier) in continued.items()}},
+           {"envelopes": {"line": f"line + {lines}"},
+            "ingest_errors": {"line": f"CASE WHEN line > 0 THEN line + {lines} ELSE line END"}})
 
     for mine, known, continued in plans:
         fill_string_references_of_chunk(conn, known)  # before the chunk's own strings join the table

@@ -18,13 +18,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from tlindex.ingest.chunks import SplitFile, chunk_size, split_points
+from tlindex.ingest.chunks import TAIL_CHUNK, SplitFile, chunk_size, shrinking, split_points
 from tlindex.ingest.continuation import restore_state
 from tlindex.ingest.discover import discover
 from tlindex.ingest.merge import delete_file_rows, merge
 from tlindex.ingest.runs import Attacher, assign_runs, check_label, rank_decisions, regroup_stopped
 from tlindex.ingest.task import Resume, Task, TaskResult, init_worker, run_in_worker, run_task
-from tlindex.ingest.text_index import refresh_fts
+from tlindex.ingest.text_index import APPEND_ONLY, refresh_fts
 from tlindex.owned import discard, owns, temporary_dir
 from tlindex.stopping import can_fork
 from tlindex.store.db import immediate, open_db
@@ -236,13 +236,17 @@ def record_move(conn, summary: IngestSummary, path: str, earlier: tuple[int, str
     summary.moved.append((path, earlier[1]))
 
 
-def split_big_files(planned: list[Planned], chunk_bytes: int) -> list[Planned]:
-    """Replace each fresh plain file bigger than chunk_bytes by tasks for its chunks."""
+def split_big_files(planned: list[Planned], chunk_bytes: int, lengths: Callable[[int], int] | None = None,
+                    last: int = 0) -> list[Planned]:
+    """Replace each fresh plain file bigger than chunk_bytes by tasks for its chunks (of `lengths(bytes left)`
+    each, or chunk_bytes); with `lengths`, also the `last` files parsed (the workers' last tasks) bigger than two
+    shrinking chunks: what is left to merge once every worker is done is then one small chunk, not whole files."""
     result = []
-    for item in planned:
+    for number, item in enumerate(planned):
         task = item.task
-        if task.resume is None and not task.path.endswith(".gz") and item.size > chunk_bytes:
-            points = split_points(task.path, item.size, chunk_bytes)
+        tail = lengths is not None and number >= len(planned) - last and item.size >= 2 * TAIL_CHUNK
+        if task.resume is None and not task.path.endswith(".gz") and (item.size > chunk_bytes or tail):
+            points = split_points(task.path, item.size, lengths or chunk_bytes)
             if len(points) > 1:
                 split = SplitFile(task.path, points, task.staging.removesuffix(".db"), item.replace_file,
                                   task.main_db)
@@ -259,11 +263,10 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
            chunk_bytes: int | None = None, search_index: bool = True) -> IngestSummary:
     """Ingest the logs named by `paths` into the database at `db_path`.
 
-    `progress(done_bytes, total_bytes)` is called as work advances. With more
-    than one job, files bigger than `chunk_bytes` (by default about a quarter
-    of the input per worker pair, at least 64 MB) are parsed in chunks. Without
-    `search_index` the full-text indexes are not brought up to date (for a
-    database thrown away after one use, such as a report's).
+    `progress(done_bytes, total_bytes)` is called as work advances. With more than one job, files bigger
+    than `chunk_bytes` are parsed in chunks of that size (by default: files bigger than a quarter of the
+    input per worker pair, at least 8 MB, and each worker's last, in chunks shrinking to the end). Without
+    `search_index` the full-text indexes are not brought up to date (a database used once: a report's).
     """
     started = time.perf_counter()
     if run_label is not None:
@@ -288,9 +291,10 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
                        None if replace else str(Path(db_path).resolve()))
         workers = max(1, jobs or os.cpu_count() or 1)
         if workers > 1:
-            planned = split_big_files(planned, chunk_bytes or chunk_size(sum(p.size for p in planned), workers))
+            planned = split_big_files(planned, chunk_bytes or chunk_size(sum(p.size for p in planned), workers),
+                                      *((None, 0) if chunk_bytes else (shrinking(workers), workers)))
         total = sum(p.size for p in planned)
-        merger = Merger(conn, summary, planned, Attacher(run_label, staging_dir.name))
+        merger = Merger(conn, summary, planned, Attacher(run_label, staging_dir.name), search_index and not replace)
         runner = run_serially if max(1, min(workers, len(planned))) == 1 else run_in_parallel
         runner(planned, min(workers, len(planned)), merger, summary,
                (lambda done: progress(done, total)) if progress else None)
@@ -317,10 +321,19 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
 class Merger:
     """Each task's staging database merged into the main one as it finishes, and counted in the summary."""
 
-    def __init__(self, conn, summary: IngestSummary, planned: list[Planned], attach: Attacher):
+    def __init__(self, conn, summary: IngestSummary, planned: list[Planned], attach: Attacher,
+                 index_early: bool = False):
         self.conn, self.summary, self.attach = conn, summary, attach
         self.by_staging = {p.task.staging: p for p in planned}
         self.continued_files: list[int] = []   # grown logs continued: their runs change
+        self.index_early = index_early
+
+    def between(self) -> None:
+        """While workers still parse: the full-text indexes of the tables no later merge rewrites brought up
+        to date (guards and artifacts are most of their rows), instead of all of it after the last merge,
+        on one core. An ingest that ends by rebuilding them (a grown log continued) has done this for nothing."""
+        if self.index_early:
+            refresh_fts(self.conn, tables=APPEND_ONLY)
 
     def __call__(self, result: TaskResult) -> None:
         item = self.by_staging[result.staging]
@@ -427,3 +440,5 @@ def run_in_parallel(planned: list[Planned], jobs: int, merge_result: Merger, sum
                     summary.problems.append(f"{futures[future].task.path}: {error}")
                     continue
                 merge_result(result)
+            if finished and pending:
+                merge_result.between()

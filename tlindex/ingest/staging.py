@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from pathlib import Path
+from typing import Collection
 
 from tlindex.ingest.reader import MAX_RECORD_BYTES
 from tlindex.store.compression import pack, register
@@ -66,8 +67,12 @@ def within_record(row: tuple) -> tuple:
 class StagingWriter:
     """Buffer rows per table and write them with executemany in one transaction."""
 
-    def __init__(self, path: str | Path, main_db: str | Path | None = None):
+    def __init__(self, path: str | Path, main_db: str | Path | None = None, staged_before: Collection[str] = ()):
+        """`staged_before`: payloads that earlier chunks of the same file staged (merged before this one is), with
+        `main_db` (then payloads may be left to the main database): not staged again."""
         self.path = Path(path)
+        self.staged_before = staged_before if main_db else ()
+        self.staged: list[str] = []  # the payloads this writer staged
         # Payloads the main database holds already (other ranks' graphs, an earlier
         # run's code) are not written again: a read-only look-up is far cheaper.
         self.main = connect(f"file:{main_db}?mode=ro", uri=True) if main_db else None
@@ -108,11 +113,15 @@ class StagingWriter:
         """The queued payloads the main database lacks (one look-up per batch), compressed, as rows."""
         queued, self.payloads = self.payloads, []
         self.buffered_bytes = 0
+        before = self.staged_before
+        if before:
+            queued = [payload for payload in queued if payload[0] not in before]
         known = self._known([digest for digest, _, _ in queued]) if self.main is not None else ()
         rows = self.buffers["payload_data"]
         for digest, text, size in queued:
             if digest in known:
                 continue
+            self.staged.append(digest)
             text_size, data = pack(text)
             if text_size > MAX_RECORD_BYTES:  # only a text widened past its record (U+FFFD for invalid UTF-8 bytes)
                 text_size, data = pack(cut_text(text))

@@ -172,8 +172,36 @@ def prefix_sha256(path: str, size: int) -> str:
         return digest.hexdigest()
 
 
-def run_task(task: Task, report: Callable[[int], None] = lambda n: None) -> TaskResult:
-    """Parse one log (or a chunk of one) into task.staging; `report(n)` is told of n more bytes read."""
+STAGED_KEPT = 50_000  # the most payload hashes a worker remembers from the chunks it parsed before (~5 MB)
+
+
+@dataclass
+class StagedBefore:
+    """The payloads a worker staged for the chunks of one split file it parsed (at most STAGED_KEPT): the file's
+    chunks are merged in order, so by the time a later chunk is merged they are in the main database."""
+
+    key: tuple = ()
+    start: int = -1                  # where the last of those chunks started
+    digests: set[str] = field(default_factory=set)
+
+    def before(self, task: Task) -> set[str]:
+        """What earlier chunks of this task's file staged (nothing for a whole file, or another file)."""
+        same = self.key == (task.path, task.main_db) and task.start > self.start
+        return self.digests if same and task.is_chunk and task.main_db else set()
+
+    def keep(self, task: Task, staged: list[str]) -> None:
+        if not task.is_chunk or not task.main_db:
+            return
+        if self.key != (task.path, task.main_db) or task.start <= self.start:
+            self.key, self.digests = (task.path, task.main_db), set()
+        self.start = task.start
+        self.digests.update(staged[:max(0, STAGED_KEPT - len(self.digests))])
+
+
+def run_task(task: Task, report: Callable[[int], None] = lambda n: None,
+             staged: StagedBefore | None = None) -> TaskResult:
+    """Parse one log (or a chunk of one) into task.staging; `report(n)` is told of n more bytes read; `staged`: what
+    this worker staged for earlier chunks of the same file, not staged again (and this chunk's added to it)."""
     path = task.path
     resume = task.resume
     main_db = task.main_db
@@ -183,9 +211,12 @@ def run_task(task: Task, report: Callable[[int], None] = lambda n: None) -> Task
         resume, main_db = None, None
     stat = os.stat(path)
     start = resume.offset if resume else task.start
-    staging = StagingWriter(task.staging, main_db)
+    staging = StagingWriter(task.staging, main_db, staged.before(task) if staged and main_db else ())
     try:
-        return _parse(task, resume, stat, start, staging, report)
+        result = _parse(task, resume, stat, start, staging, report)
+        if staged is not None:
+            staged.keep(task, staging.staged)
+        return result
     finally:
         staging.discard()  # closes its connections if parsing raised (a no-op after close())
 
@@ -280,12 +311,14 @@ class LimitedReader(io.RawIOBase):
 
 # Worker processes import only this module's dependencies (not click).
 _progress = None  # a multiprocessing.Value shared with the main process
+_staged = StagedBefore()  # payloads this worker staged for the chunks of a split file
 
 
 def init_worker(counter) -> None:
     """A worker's set-up (it runs in a stopping.WorkerPool: it dies with the ingest that started it)."""
-    global _progress
+    global _progress, _staged
     _progress = counter
+    _staged = StagedBefore()
 
 
 def _report(n: int) -> None:
@@ -295,7 +328,7 @@ def _report(n: int) -> None:
 
 def run_in_worker(task: Task) -> TaskResult:
     """run_task in a worker process, reporting progress through the shared counter."""
-    return run_task(task, _report)
+    return run_task(task, _report, _staged)
 
 
 def _ends_mid_line(path: str, offset: int) -> bool:

@@ -30,6 +30,9 @@ FTS_COLUMNS: dict[str, list[str]] = {
 
 
 PAYLOAD_INDEX = "payloads_fts"
+# Tables whose rows no later step of the same ingest rewrites (compiles are replaced as a split log's chunks are
+# fitted, ingest_errors by a grown log's merge): their indexes can be brought up to date between merges.
+APPEND_ONLY = ("guards", "artifacts", "failed_guards", "graph_break_events")
 
 
 def has_payload_index(conn) -> bool:
@@ -62,8 +65,9 @@ def _refresh_payload_index(conn, rebuild: bool) -> None:
                          f"WHERE id > (SELECT coalesce(max(id), 0) FROM {PAYLOAD_INDEX}_docsize)")
 
 
-def refresh_fts(conn: sqlite3.Connection, rebuild: bool = False) -> None:
-    """Create the FTS indexes if missing and index the rows added since (all rows with rebuild).
+def refresh_fts(conn: sqlite3.Connection, rebuild: bool = False, tables: tuple[str, ...] | None = None) -> None:
+    """Create the FTS indexes if missing and index the rows added since (all rows with rebuild); only those of
+    `tables` when given (then not the payload index).
 
     Each table's index is created and filled under a write lock taken first, so ingests
     running at once wait for each other instead of failing on a lock upgrade. The index is
@@ -71,6 +75,8 @@ def refresh_fts(conn: sqlite3.Connection, rebuild: bool = False) -> None:
     Datasette's search box see it.
     """
     for table, columns in FTS_COLUMNS.items():
+        if tables is not None and table not in tables:
+            continue
         names = ", ".join(f"[{c}]" for c in columns)
         with immediate(conn):
             exists = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (f"{table}_fts",)).fetchone()
@@ -83,4 +89,5 @@ def refresh_fts(conn: sqlite3.Connection, rebuild: bool = False) -> None:
                 # its _docsize shadow table holds one row per document actually indexed.
                 conn.execute(f"INSERT INTO [{table}_fts] (rowid, {names}) SELECT rowid, {names} FROM [{table}] "
                              f"WHERE rowid > (SELECT coalesce(max(id), 0) FROM [{table}_fts_docsize])")
-    _refresh_payload_index(conn, rebuild)
+    if tables is None:
+        _refresh_payload_index(conn, rebuild)

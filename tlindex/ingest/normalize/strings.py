@@ -40,7 +40,7 @@ def fill_string_references_of_chunk(conn: sqlite3.Connection, proc: Process) -> 
                  f"s.source_id = -:source AND s.string_id = frames.filename_id) WHERE filename IS NULL "
                  f"AND filename_id IS NOT NULL AND envelope_id IN ({envelopes})", {"source": proc.source_id})
     for guard_id, user_code in conn.execute(
-            f"SELECT id, user_code FROM staging.guards WHERE user_code LIKE '<string %' "
+            f"SELECT id, user_code FROM staging.guards WHERE substr(user_code, 1, 8) = '<string ' "
             f"AND envelope_id IN ({envelopes})", {"source": proc.source_id}).fetchall():
         match = STRING_REF_RE.match(user_code)
         value = proc.strings.get(int(match.group(1))) if match else None
