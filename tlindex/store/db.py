@@ -34,6 +34,24 @@ def disk_full(error: BaseException) -> bool:
     return isinstance(error, sqlite3.OperationalError) and "disk is full" in str(error)
 
 
+def disk_trouble(error: BaseException) -> bool:
+    """Whether an error is the disk's or the file system's (said in one line), not a bug (a traceback)."""
+    if isinstance(error, sqlite3.OperationalError):  # SQLITE_FULL, SQLITE_IOERR, SQLITE_CANTOPEN, SQLITE_READONLY
+        return (getattr(error, "sqlite_errorcode", 0) & 0xFF) in (13, 10, 14, 8)
+    return isinstance(error, OSError) and error.errno != errno.EPIPE  # a closed pipe is click's own to handle
+
+
+def disk_message(error: BaseException, what_stays: str = "what was written before stays whole, and what this "
+                 "command was writing was removed; free some space and run it again", intact: bool = False) -> str:
+    """The one line a command says of the disk's error: what it said, and, when it is full (or whatever it is, when
+    the command knows its database `intact`), that nothing was lost and `what_stays`."""
+    filename = getattr(error, "filename", None)
+    said = f"{filename}: {error.strerror}" if filename and getattr(error, "strerror", None) else str(error)
+    if disk_full(error):
+        return f"the disk is full ({said}); nothing was lost: {what_stays}"
+    return f"cannot write ({said}); nothing was lost: {what_stays}" if intact else said
+
+
 @contextmanager
 def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """A write transaction that takes the write lock first (waiting for other writers), so that
