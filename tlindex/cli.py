@@ -751,9 +751,9 @@ def serve(ctx: click.Context, db: str | None, host: str | None, port: int | None
         write_marker,
     )
     from tlindex.stopping import relay
-    from tlindex.store.db import existing_database, up_to_date
+    from tlindex.store.db import existing_database
 
-    path = up_to_date(existing_database(db or os.environ.get("TLINDEX_DB", DEFAULT_DB)))
+    path = existing_database(db or os.environ.get("TLINDEX_DB", DEFAULT_DB), served=True)
     args = list(ctx.args)
     interrupt_on_stop()
     if passes_through(args):  # no server on a port: nothing to pick, print or find
