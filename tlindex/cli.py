@@ -650,7 +650,7 @@ def label_command(run: str, new_label: str, db_path: str) -> None:
 @db_option
 @click.option("--label", callback=label_value, help="The run's label (default: the command line)")
 @click.option("--trace-dir", type=click.Path(file_okay=False), help="Where the run's own trace folder is made, named "
-              "by time and command; TORCH_TRACE points at it [default: <db>.traces]")
+              "by time and command; TORCH_TRACE points at it [default: <stem>.traces beside the database]")
 @click.option("--keep-trace/--no-keep-trace", default=True, show_default=True,
               help="Keep the run's trace folder once it is ingested")
 @click.option("--no-command", "program_only", is_flag=True, envvar="TLINDEX_NO_COMMAND",

@@ -48,7 +48,7 @@ def stored_command(command: list[str], program_only: bool = False) -> list[str]:
 
 
 def trace_base(db_path: Path) -> Path:
-    """Where the runs' trace folders go by default: beside the database, <db>.traces."""
+    """Where the runs' trace folders go by default: beside the database, named by its stem (traces.db: traces.traces)."""
     return db_path.resolve().parent / f"{db_path.stem}.traces"
 
 

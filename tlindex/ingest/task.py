@@ -283,7 +283,7 @@ _progress = None  # a multiprocessing.Value shared with the main process
 
 
 def init_worker(counter) -> None:
-    """A worker's set-up (it runs in a stopping.WorkerPool: it dies with the ingest that started it)."""
+    """A worker's set-up (it runs in a worker_pool.WorkerPool: it dies with the ingest that started it)."""
     global _progress
     _progress = counter
 
