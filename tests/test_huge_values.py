@@ -117,7 +117,8 @@ def test_no_connection_is_opened_around_the_limit():
 
 
 def test_every_opener_gives_a_limited_connection(traces_db, tmp_path):
-    from tlindex.answers.queries import _schema, tables_read
+    from schema_reads import schema_copy, tables_read
+
     from tlindex.ingest.staging import StagingWriter
     from tlindex.store.db import connect_read_only, open_db
 
@@ -125,7 +126,7 @@ def test_every_opener_gives_a_limited_connection(traces_db, tmp_path):
     staging = StagingWriter(tmp_path / "staging.db", main_db=traces_db)
     opened = {"connect_read_only (the report's, the CLI's)": connect_read_only(traces_db),
               "open_db": open_db(tmp_path / "new.db"), "staging": staging.conn, "staging's look-up": staging.main,
-              "tables_read": _schema().conn}
+              "tables_read": schema_copy().conn}
     try:
         limits = {name: limit_of(conn) for name, conn in opened.items()}
         assert limits.pop("tables_read") <= MAX_VALUE_BYTES  # an empty schema copy: a smaller limit of its own

@@ -119,7 +119,9 @@ def ds_plain(traces_db):
 
 
 def _reads() -> dict[str, list[str]]:
-    from tlindex.answers.queries import load_queries, tables_read
+    from schema_reads import tables_read
+
+    from tlindex.answers.queries import load_queries
 
     return {name: sorted(tables_read(query.sql)) for name, query in sorted(load_queries().items())}
 

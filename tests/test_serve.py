@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from conftest import DATA, connect
+from waiting import until_busy
 
 from tlindex.cli import cli
 from tlindex.pages import database_path
@@ -270,7 +271,7 @@ def test_sigterm_stops_the_server_while_a_statement_runs(db):
                 answered.put(repr(error))
 
         threading.Thread(target=ask, daemon=True).start()
-        time.sleep(1.5)  # the statement is running
+        until_busy(server.process.pid, 0.5)  # the statement is running
         assert answered.empty()
         started = time.monotonic()
         server.process.terminate()

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from datasette.app import Datasette
+from waiting import until_busy
 
 from tlindex.cli import cli
 
@@ -106,7 +107,7 @@ def test_ctrl_c_stops_a_runaway_query(traces_db):
     proc = subprocess.Popen([sys.executable, "-m", "tlindex", "query",
                              "with recursive c(x) as (select 1 union all select x + 1 from c) select count(*) from c",
                              "--db", str(traces_db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(2)
+    until_busy(proc.pid, 1.5)  # past its start-up (under 1 s of CPU): in the statement
     assert proc.poll() is None
     proc.send_signal(signal.SIGINT)
     try:

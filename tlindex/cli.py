@@ -6,7 +6,6 @@ It imports what a command needs when the command runs (the library, sqlite3, pat
 
 from __future__ import annotations
 
-import errno
 import os
 import shlex
 import sys
@@ -22,6 +21,8 @@ from tlindex.output import check_format, emit, gate_options, output_options, ter
 if TYPE_CHECKING:
     import sqlite3
     from pathlib import Path
+
+    from tlindex.store.database import Database
 
 DEFAULT_DB = "traces.db"
 
@@ -55,11 +56,12 @@ def say(text: str, **kwargs) -> None:
     click.echo(terminal_line(text), **kwargs)
 
 
-def read_db(db_path: str | Path) -> sqlite3.Connection:
-    """A read-only connection to an existing tlindex database (DatabaseError, said in one line, if not)."""
-    from tlindex.store.db import read_database
+def database(db_path: str | Path, write: bool = False) -> Database:
+    """The command's one handle on an existing tlindex database (DatabaseError, said in one line, if there is none),
+    read only unless `write`: opened once, passed down, closed on the way out (`with database(...) as db`)."""
+    from tlindex.store.database import Database
 
-    return read_database(db_path)
+    return Database(db_path, write=write)
 
 
 def run_id_of(conn: sqlite3.Connection, name: str) -> int:
@@ -141,10 +143,10 @@ class Commands(click.Group):
                 failed.exit_code = error.exit_code
                 raise failed from None
             except BaseException as error:
-                import sqlite3
+                from tlindex.store.db import disk_message, disk_trouble
 
-                if stop.signum is None and isinstance(error, (OSError, sqlite3.OperationalError)) and _disk_error(error):
-                    raise click.ClickException(terminal_line(_disk_message(error))) from error  # one line
+                if stop.signum is None and disk_trouble(error):
+                    raise click.ClickException(terminal_line(disk_message(error))) from error  # one line
                 if stop.signum is None:
                     raise  # an error, or an exit: after the cleanup below
             finally:
@@ -165,27 +167,6 @@ def _say_what_is_left(words: str, stop, left: list[str]) -> None:
         say(f"warning: tlindex {words} left behind: {', '.join(left)}", err=True)
 
 
-def _disk_error(error: OSError | sqlite3.OperationalError) -> bool:
-    """Whether an error is the disk's or the file system's (said in one line), not a bug (a traceback)."""
-    import sqlite3
-
-    if isinstance(error, sqlite3.OperationalError):  # SQLITE_FULL, SQLITE_IOERR, SQLITE_CANTOPEN, SQLITE_READONLY
-        return (getattr(error, "sqlite_errorcode", 0) & 0xFF) in (13, 10, 14, 8)
-    return error.errno != errno.EPIPE  # a closed pipe is click's own to handle
-
-
-def _disk_message(error: OSError | sqlite3.OperationalError) -> str:
-    """What the disk said, and, when it is full, that nothing was lost."""
-    from tlindex.store.db import disk_full
-
-    filename = getattr(error, "filename", None)
-    said = f"{filename}: {error.strerror}" if filename and getattr(error, "strerror", None) else str(error)
-    if disk_full(error):
-        return (f"the disk is full ({said}); nothing was lost: what was written before stays whole, and what "
-                f"this command was writing was removed; free some space and run it again")
-    return said
-
-
 @click.group(cls=Commands)
 @click.version_option(__version__, prog_name="tlindex")
 def cli() -> None:
@@ -204,18 +185,18 @@ def ingest(paths: tuple[str, ...], db_path: str, run_label: str | None, replace:
     """Ingest log files, TORCH_TRACE directories, globs and .gz files into the database."""
     import sqlite3
 
+    from tlindex.errors import DatabaseError
     from tlindex.ingest.pipeline import ingest as run_ingest
-    from tlindex.store.db import disk_full
+    from tlindex.store.db import disk_message
 
     bar = ProgressBar(enabled=not silent and sys.stderr.isatty())
     try:
         summary = run_ingest(db_path, list(paths), run_label=run_label, replace=replace, jobs=jobs,
                              progress=bar.update)
     except (sqlite3.OperationalError, OSError) as error:  # a full disk, a read-only folder: the database is intact
-        what = "the disk is full" if disk_full(error) else "cannot write"
-        raise click.ClickException(f"{db_path}: {what} ({error}); nothing was lost: every file merged before "
-                                   f"stays whole, the rest is not ingested (run the same command again once it is "
-                                   f"fixed)")
+        raise DatabaseError(f"{db_path}: " + disk_message(error, "every file merged before stays whole, the rest is "
+                                                          "not ingested (run the same command again once it is "
+                                                          "fixed)", intact=True)) from None
     finally:
         bar.close()
     for problem in summary.problems:
@@ -254,29 +235,28 @@ def query(name_or_sql: str, params: tuple[tuple[str, str], ...], db_path: str, *
     import sqlite3
 
     from tlindex.answers.queries import prepared, read_only, run_sql, sql_error_message
+    from tlindex.errors import QueryError
     from tlindex.store.limits import cap_heap, heap_message
 
     check_format(output)
-    conn = read_db(db_path)
-    try:
-        sql, values = prepared(conn, name_or_sql, dict(params))
-        cap_heap(conn)
-        read_only(conn)
-        stop = interruptible(conn)
+    with database(db_path) as db:
+        sql, values = prepared(db.conn, name_or_sql, dict(params))
+        cap_heap(db.conn)
+        read_only(db.conn)
+        stop = interruptible(db.conn)
         try:
-            cursor = run_sql(conn, sql, values)
+            cursor = run_sql(db.conn, sql, values)
             emit([d[0] for d in cursor.description or []], cursor, **output)
         except sqlite3.DatabaseError as error:
             if not stop.is_set():
-                raise click.ClickException(f"SQL error: {sql_error_message(error)}")
+                raise QueryError(f"SQL error: {sql_error_message(error)}") from None
         except MemoryError:  # SQLite's heap limit (cap_heap) reached
-            raise click.ClickException(f"SQL error: out of memory: {heap_message()}") from None
+            raise QueryError(f"SQL error: out of memory: {heap_message()}") from None
+        finally:
+            stop_interrupting()
         if stop.is_set():  # (also when the statement's last step ended after the Ctrl-C)
             click.echo("tlindex query: interrupted (Ctrl-C)", err=True)
             sys.exit(130)
-    finally:
-        stop_interrupting()
-        conn.close()
 
 
 def interruptible(conn: sqlite3.Connection):
@@ -330,29 +310,23 @@ def findings(run: str | None, db_path: str, as_json: bool, last: int | None, sin
 
     from tlindex.answers.findings import problems
     from tlindex.answers.findings.stored import store_findings, stored_findings
-    from tlindex.answers.glossary import plain
-    from tlindex.store.db import existing_database
+    from tlindex.answers.glossary import findings_lines
+    from tlindex.answers.names import run_labels
 
-    if run is None:  # a list over runs: a database made before findings were stored gets them, once
-        store_findings(existing_database(db_path), lambda text: say(text, err=True))
-    conn = read_db(db_path)
-    try:
-        ids = chosen_runs(conn, last, since, all_runs) if run is None else [run_id_of(conn, run)]
-        found = stored_findings(conn, ids)
-        labels = dict(conn.execute(f"SELECT id, label FROM runs WHERE id IN ({','.join('?' * len(ids))})", ids))
+    with database(db_path) as db:
+        if run is None:  # a list over runs: a database made before findings were stored gets them, once
+            store_findings(db.path, lambda text: say(text, err=True))
+        ids = chosen_runs(db.conn, last, since, all_runs) if run is None else [run_id_of(db.conn, run)]
+        found = stored_findings(db.conn, ids)
+        labels = run_labels(db.conn, ids)
         report = [(run_id, labels[run_id], found[run_id]) for run_id in ids]
-    finally:
-        conn.close()
     if as_json:
         click.echo(json.dumps([{"run": run_id, "label": label, "findings": [f.as_dict() for f in found]}
                                for run_id, label, found in report], indent=2))
     else:
         for run_id, label, found in report:
-            say(f"run {run_id} {label}: " + ("nothing to report" if not problems(found) else
-                                                    f"{len(problems(found))} problem(s)"))
-            for finding in found:
-                say(f"  {finding.severity}: {finding.text}")
-                say(f"      next: {plain(finding.next_steps)}")
+            for line in findings_lines(run_id, label, found):
+                say(line)
     if any(problems(found) for _, _, found in report):
         sys.exit(1)
 
@@ -375,26 +349,22 @@ def search(term: str, db_path: str, run_name: str | None, as_json: bool, limit: 
     """
     import json
 
+    from tlindex.answers.names import run_labels
     from tlindex.answers.search import search as run_search
     from tlindex.ingest.text_index import ensure_payload_index
     from tlindex.pages import hit_path
-    from tlindex.store.db import write_database
 
-    conn = write_database(db_path)  # the first search builds the payload index
-    try:
-        run_id = run_id_of(conn, run_name) if run_name is not None else None
+    with database(db_path, write=True) as db:  # the first search builds the payload index
+        run_id = run_id_of(db.conn, run_name) if run_name is not None else None
         started = time.perf_counter()
-        if ensure_payload_index(conn) and not as_json:
+        if ensure_payload_index(db.conn) and not as_json:
             click.echo(f"(indexed the payload text for search in {time.perf_counter() - started:.1f} s, once)",
                        err=True)
         more: list[int] = []
-        found = run_search(conn, term, run_id, limit, more=more)
+        found = run_search(db.conn, term, run_id, limit, more=more)
         hits, left = found[:limit], len(found) - min(len(found), limit) + more[0]
         shown_runs = sorted({hit.run for hit in hits if hit.run is not None})
-        labels = dict(conn.execute(f"SELECT id, label FROM runs WHERE id IN ({','.join('?' * len(shown_runs))})",
-                                   shown_runs).fetchall())
-    finally:
-        conn.close()
+        labels = run_labels(db.conn, shown_runs)
     prefix = _serve_prefix(db_path, base_url)
 
     def url(hit) -> str:
@@ -447,11 +417,8 @@ def diff_command(run_a: str, run_b: str, db_path: str, as_json: bool, graphs: bo
 
     from tlindex.answers.diff import as_text, diff
 
-    conn = read_db(db_path)
-    try:
-        result = diff(conn, str(run_id_of(conn, run_a)), str(run_id_of(conn, run_b)), graphs=graphs)
-    finally:
-        conn.close()
+    with database(db_path) as db:
+        result = diff(db.conn, str(run_id_of(db.conn, run_a)), str(run_id_of(db.conn, run_b)), graphs=graphs)
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
@@ -584,18 +551,15 @@ def chromium(out: str, db_path: str, run_name: str, replace: bool) -> None:
     from tlindex.formats.chromium import HEAD, trace_chunks
     from tlindex.owned import check_file, write_whole
 
-    conn = read_db(db_path)
-    try:
-        run_id = run_id_of(conn, run_name)
+    with database(db_path) as db:
+        run_id = run_id_of(db.conn, run_name)
         if out == "-":
-            for chunk in trace_chunks(conn, run_id):
+            for chunk in trace_chunks(db.conn, run_id):
                 sys.stdout.buffer.write(chunk)
         else:  # written beside OUT, moved in when whole: stopped or failing midway, OUT is as it was
             check = lambda: check_file(Path(out), HEAD, "chromium trace", replace)  # noqa: E731
             check()  # before the work, and again before OUT is replaced
-            write_whole(Path(out), trace_chunks(conn, run_id), head=HEAD, check=check)
-    finally:
-        conn.close()
+            write_whole(Path(out), trace_chunks(db.conn, run_id), head=HEAD, check=check)
 
 
 @cli.command(name="spark-ingest")
@@ -610,7 +574,7 @@ def spark_ingest(paths: tuple[str, ...], out_dir: str, master: str, run_label: s
     import importlib.util
 
     if importlib.util.find_spec("pyspark") is None:
-        raise click.ClickException("spark-ingest needs pyspark: pip install 'tlindex[spark]'")
+        raise TlindexError("spark-ingest needs pyspark: pip install 'tlindex[spark]'")
     from tlindex.formats.spark import spark_ingest as run_spark_ingest
 
     manifest = run_spark_ingest(list(paths), out_dir, master=master, replace=replace, run_label=run_label)
@@ -631,14 +595,10 @@ def runs_command(db_path: str, as_json: bool, last: int | None, since: str | Non
 
     from tlindex.answers.findings.stored import store_findings
     from tlindex.pages.runs import runs_listing
-    from tlindex.store.db import existing_database
 
-    store_findings(existing_database(db_path), lambda text: say(text, err=True))
-    conn = read_db(db_path)
-    try:
-        listed = runs_listing(conn, chosen_runs(conn, last, since, all_runs))
-    finally:
-        conn.close()
+    with database(db_path) as db:
+        store_findings(db.path, lambda text: say(text, err=True))
+        listed = runs_listing(db.conn, chosen_runs(db.conn, last, since, all_runs))
     if as_json:
         click.echo(json.dumps(listed, indent=2))
         return
@@ -653,10 +613,6 @@ def runs_command(db_path: str, as_json: bool, last: int | None, since: str | Non
             say(f"      $ {ran['line']}  ({ran['ended']} after {ran['duration_s']} s; {where})")
 
 
-def _writable(db_path: str) -> sqlite3.Connection:
-    from tlindex.store.db import write_database
-
-    return write_database(db_path)
 
 
 @cli.command(name="rm")
@@ -669,12 +625,9 @@ def rm_command(runs: tuple[str, ...], db_path: str) -> None:
     from tlindex.answers.names import resolve_run
     from tlindex.ingest.runs import remove_runs
 
-    db = _writable(db_path)
-    try:
-        named = {run["id"]: run["label"] for run in (resolve_run(db, name) for name in runs)}
-        removed = remove_runs(db, list(named))
-    finally:
-        db.close()
+    with database(db_path, write=True) as db:
+        named = {run["id"]: run["label"] for run in (resolve_run(db.conn, name) for name in runs)}
+        removed = remove_runs(db.conn, list(named))
     for run_id, label in sorted(named.items()):
         say(f"removed run {run_id} {label}", err=True)
     say(f"removed {removed['runs']} run{'s' * (removed['runs'] != 1)}: {removed['sources']} processes, "
@@ -689,18 +642,15 @@ def label_command(run: str, new_label: str, db_path: str) -> None:
     """Rename a run (an id, label or unique label prefix) to NEW_LABEL."""
     from tlindex.ingest.runs import rename_run
 
-    db = _writable(db_path)
-    try:
-        rename_run(db, run_id_of(db, run), new_label)
-    finally:
-        db.close()
+    with database(db_path, write=True) as db:
+        rename_run(db.conn, run_id_of(db.conn, run), new_label)
 
 
 @cli.command(name="run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @db_option
 @click.option("--label", callback=label_value, help="The run's label (default: the command line)")
 @click.option("--trace-dir", type=click.Path(file_okay=False), help="Where the run's own trace folder is made, named "
-              "by time and command; TORCH_TRACE points at it [default: <db>.traces]")
+              "by time and command; TORCH_TRACE points at it [default: <stem>.traces beside the database]")
 @click.option("--keep-trace/--no-keep-trace", default=True, show_default=True,
               help="Keep the run's trace folder once it is ingested")
 @click.option("--no-command", "program_only", is_flag=True, envvar="TLINDEX_NO_COMMAND",
@@ -750,12 +700,12 @@ def show(page: str, names: tuple[str, ...], db_path: str, args: tuple[str, ...],
     pairs = [arg.split("=", 1) for arg in args]
     if any(len(pair) != 2 for pair in pairs):
         raise UsageError(f"--arg takes KEY=VALUE, not {next(a for a in args if '=' not in a)!r}")
-    conn = read_db(db_path) if getattr(BY_NAME.get(page), "database", True) else None  # the glossary needs none
-    try:
-        data = as_data(read_named(conn, page, list(names), Args([tuple(pair) for pair in pairs])))
-    finally:
-        if conn is not None:
-            conn.close()
+    given = Args([tuple(pair) for pair in pairs])
+    if getattr(BY_NAME.get(page), "database", True):
+        with database(db_path) as db:
+            data = as_data(read_named(db.conn, page, list(names), given))
+    else:  # the glossary needs none
+        data = as_data(read_named(None, page, list(names), given))
     if as_json:
         click.echo(json.dumps(data, indent=2, default=str))
         return
@@ -801,9 +751,9 @@ def serve(ctx: click.Context, db: str | None, host: str | None, port: int | None
         write_marker,
     )
     from tlindex.stopping import relay
-    from tlindex.store.db import existing_database, up_to_date
+    from tlindex.store.db import existing_database
 
-    path = up_to_date(existing_database(db or os.environ.get("TLINDEX_DB", DEFAULT_DB)))
+    path = existing_database(db or os.environ.get("TLINDEX_DB", DEFAULT_DB), served=True)
     args = list(ctx.args)
     interrupt_on_stop()
     if passes_through(args):  # no server on a port: nothing to pick, print or find
@@ -854,17 +804,15 @@ def trend_command(runs: tuple[str, ...], db_path: str, label_prefix: str | None,
     from tlindex.answers.gate import lines as gate_lines
     from tlindex.answers.health import count_runs, table
     from tlindex.answers.trend import against_baseline, trend
+    from tlindex.errors import NotFound
     from tlindex.output import table_lines
 
-    conn = read_db(db_path)
-    try:
+    with database(db_path) as db:
         kept = None if runs or all_runs else (last or 100)
-        result = trend(conn, runs, label_prefix, baseline, fail_on, judged, allow_unjudged, last=kept)
-        matching = len(result.rows) if kept is None else count_runs(conn, label_prefix)
-    finally:
-        conn.close()
+        result = trend(db.conn, runs, label_prefix, baseline, fail_on, judged, allow_unjudged, last=kept)
+        matching = len(result.rows) if kept is None else count_runs(db.conn, label_prefix)
     if fail_on and not result.rows:
-        raise click.ClickException("no run to judge: no run matches" + (f" --label {label_prefix!r}" if label_prefix else ""))
+        raise NotFound("no run to judge: no run matches" + (f" --label {label_prefix!r}" if label_prefix else ""))
     if len(result.rows) < matching:
         say(f"(the last {len(result.rows):,} of {matching:,} runs: --last N or --all for more)", err=True)
     if as_json:

@@ -44,6 +44,10 @@ class ExportError(TlindexError):
     """An export that cannot be written: the message names the folder and why."""
 
 
+class QueryError(TlindexError):
+    """A statement SQLite refused, or could not finish within its limits; the message says why."""
+
+
 class SearchError(TlindexError):
     """A term that cannot be searched; the message says why."""
 

@@ -48,7 +48,7 @@ def stored_command(command: list[str], program_only: bool = False) -> list[str]:
 
 
 def trace_base(db_path: Path) -> Path:
-    """Where the runs' trace folders go by default: beside the database, <db>.traces."""
+    """Where the runs' trace folders go by default: beside the database, named by its stem (traces.db: traces.traces)."""
     return db_path.resolve().parent / f"{db_path.stem}.traces"
 
 
@@ -292,9 +292,8 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
 
 def _say_findings(db_path: Path, run_id: int, echo: Callable[[str], None]) -> dict:
     """The new run's findings, computed once and stored, said as `tlindex findings` says them; the run's row."""
-    from tlindex.answers.findings import problems
     from tlindex.answers.findings.stored import store_findings, stored_findings
-    from tlindex.answers.glossary import plain
+    from tlindex.answers.glossary import findings_lines
     from tlindex.answers.names import resolve_run
     from tlindex.store.db import connect_read_only
 
@@ -305,11 +304,8 @@ def _say_findings(db_path: Path, run_id: int, echo: Callable[[str], None]) -> di
         found = stored_findings(conn, [run["id"]])[run["id"]]
     finally:
         conn.close()
-    echo(f"run {run['id']} {run['label']}: " + ("nothing to report" if not problems(found) else
-                                                  f"{len(problems(found))} problem(s)"))
-    for finding in found:
-        echo(f"  {finding.severity}: {finding.text}")
-        echo(f"      next: {plain(finding.next_steps)}")
+    for line in findings_lines(run["id"], run["label"], found):
+        echo(line)
     return run
 
 

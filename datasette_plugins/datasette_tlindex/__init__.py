@@ -180,7 +180,7 @@ def _bring_up_to_date(db) -> None:
 
     if getattr(db, "path", None) and not getattr(db, "is_memory", False) and getattr(db, "is_mutable", True):
         try:
-            applied = bring_up_to_date(Path(db.path))
+            applied = bring_up_to_date(Path(db.path), served=True)
             if applied:
                 log.warning("tlindex: %s migrated (%s)", db.path, ", ".join(applied))
         except TlindexError as error:

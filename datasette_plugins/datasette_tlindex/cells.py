@@ -6,9 +6,11 @@ import re
 
 from markupsafe import Markup
 
+from tlindex.store.tables import METRICS_CONFIGS
+
 from .urls import Urls
 
-HASH_COLUMNS = {"payload", "dynamo_config", "inductor_config", "functorch_config", "compiler_config"}
+HASH_COLUMNS = {"payload", *METRICS_CONFIGS}
 HASH_RE = re.compile(r"^[0-9a-f]{32}$")
 
 

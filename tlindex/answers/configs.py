@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import sqlite3
 
-CONFIGS = {"dynamo": "dynamo_config", "inductor": "inductor_config", "functorch": "functorch_config",
-           "compiler": "compiler_config"}  # name -> metrics column
+from tlindex.store.tables import METRICS_CONFIGS
+
+CONFIGS = {column.removesuffix("_config"): column for column in METRICS_CONFIGS}  # name -> metrics column
 MAX_CONFIG_BYTES = 4_000_000  # a config larger than this is not parsed (torch 2.13's largest, Inductor's: 25 KB)
 
 

@@ -165,6 +165,18 @@ def plain(text: str) -> str:
     return text.replace("`", "")
 
 
+def findings_lines(run_id: int, label: str, found: list) -> list[str]:
+    """A run's findings as `tlindex findings` and `tlindex run` say them: a line for the run, then each finding and
+    what to try next (its words plain)."""
+    from tlindex.answers.findings import problems
+
+    wrong = problems(found)
+    out = [f"run {run_id} {label}: " + (f"{len(wrong)} problem(s)" if wrong else "nothing to report")]
+    for finding in found:
+        out += [f"  {finding.severity}: {finding.text}", f"      next: {plain(finding.next_steps)}"]
+    return out
+
+
 def lines(width: int = 100) -> list[str]:
     """The glossary as text for a terminal (`tlindex show glossary`): each section, each word and what it means."""
     import textwrap

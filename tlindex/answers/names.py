@@ -95,6 +95,11 @@ def resolve_run(conn: sqlite3.Connection, name: str) -> dict:
     return {"id": run, "label": labels[run]}
 
 
+def run_labels(conn: sqlite3.Connection, ids: list[int]) -> dict[int, str]:
+    """The labels of these runs, by id."""
+    return dict(conn.execute(f"SELECT id, label FROM runs WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall())
+
+
 def run_id(conn: sqlite3.Connection, name: str | int | None) -> int | None:
     """A run's id by any of its names; None stays None (every run)."""
     if name is None or name == "":

@@ -18,7 +18,6 @@ import sys
 from dataclasses import dataclass, field
 
 from tlindex.errors import UsageError
-from tlindex.store.reads import SchemaCopy, schema_rows
 from tlindex.store.resources import resource_dir
 
 PARAM_RE = re.compile(r"^--\s*:(\w+)\s+(.*)$")
@@ -144,34 +143,12 @@ def guard_functions(conn: sqlite3.Connection) -> sqlite3.Connection:
     return conn
 
 
-@functools.lru_cache(maxsize=1)  # the migrations do not change under a running process
-def _schema() -> SchemaCopy:
-    """An empty database of the migrations' schema, made once."""
-    from tlindex.store.compression import register
-    from tlindex.store.db import apply_schema
-    from tlindex.store.limits import connect
-
-    conn = connect(":memory:")
-    apply_schema(conn)
-    return SchemaCopy(schema_rows(conn), prepare=register)
-
-
-def tables_read(sql: str) -> frozenset[str]:
-    """The tables and views a query reads, as SQLite says preparing it on an empty database of the schema
-    (tlindex.store.reads: a query of `payloads` reads `payload_data`)."""
-    found = _schema().reads(sql)
-    if found is None:
-        raise ValueError("SQLite cannot prepare this query on the schema")
-    return found
-
-
 def run_sql(conn: sqlite3.Connection, sql: str, params: dict[str, str] | None = None) -> sqlite3.Cursor:
     """Run a canned query's SQL (or any SQL) with named parameters."""
     return conn.execute(sql, _Params(params or {}))
 
 
 INTEGER_PARAMS = {"rank", "limit"}  # counts and ranks; empty means "all"
-NAMED_PARAMS = {"run", "compile"}  # named as everywhere (tlindex.answers.names): ids, labels, 0/1, ...
 
 
 def param_choices(help_text: str) -> list[str] | None:

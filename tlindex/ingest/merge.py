@@ -14,7 +14,7 @@ from typing import Callable
 
 from tlindex.ingest.fingerprints import write_prints
 from tlindex.store.db import immediate
-from tlindex.store.tables import COLUMNS
+from tlindex.store.tables import COLUMNS, METRICS_CONFIGS
 
 # Tables without an id of their own (keyed by content or by other columns): nothing to offset.
 NATURAL_KEYS = {"payload_data", "strings", "volume"}
@@ -60,7 +60,7 @@ def merge_statements(conn: sqlite3.Connection) -> tuple[list[str], dict[str, int
 # The payloads no record refers to any more (envelopes, and the config payloads of metrics).
 UNUSED_PAYLOADS = ("SELECT rowid FROM main.payload_data WHERE hash NOT IN (SELECT payload FROM main.envelopes "
                    "WHERE payload IS NOT NULL) AND hash NOT IN (SELECT value FROM main.metrics, json_each("
-                   "json_array(dynamo_config, inductor_config, functorch_config, compiler_config)) "
+                   f"json_array({', '.join(METRICS_CONFIGS)})) "
                    "WHERE value IS NOT NULL)")
 
 

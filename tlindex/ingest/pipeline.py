@@ -157,20 +157,56 @@ def claim_paths(db_path: Path, files: list[Path]) -> list:
         import fcntl
     except ImportError:
         return []
-    folder = db_path.resolve().parent / f".{db_path.name}.claims"
-    folder.mkdir(exist_ok=True)
+    folder = claims_folder(db_path)
     names = sorted({hashlib.sha1(os.fsencode(str(path))).hexdigest()[:2] for path in files})
     handles = []
     try:
         for name in names:
-            handle = open(folder / f"{name}.lock", "a")
-            handles.append(handle)
-            fcntl.flock(handle, fcntl.LOCK_EX)
+            handles.append(_claim(folder / f"{name}.lock", fcntl))
     except BaseException:
         for handle in handles:
             handle.close()
         raise
     return handles
+
+
+def claims_folder(db_path: Path) -> Path:
+    """Where an ingest's claims are, while it holds any: beside the database."""
+    return db_path.resolve().parent / f".{db_path.name}.claims"
+
+
+def _claim(path: Path, fcntl):
+    """The lock file `path`, held: a file a releasing ingest removed (while holding it) is not held, so the
+    lock is taken again on the file now at that path (made anew, or another ingest's)."""
+    while True:
+        path.parent.mkdir(exist_ok=True)
+        try:
+            handle = open(path, "a")
+        except FileNotFoundError:  # the folder, removed by an ingest that let go of its last claim: made again
+            continue
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            if os.fstat(handle.fileno()).st_ino == os.stat(path).st_ino:
+                return handle
+        except FileNotFoundError:
+            pass
+        handle.close()
+
+
+def release_claims(db_path: Path, claims: list) -> None:
+    """Let go of an ingest's claims, leaving nothing behind: each lock file removed while it is held (an ingest
+    waiting on it then takes a new one: _claim), then the folder when no other ingest has a claim in it."""
+    for claim in claims:
+        try:
+            os.unlink(claim.name)
+        except OSError:
+            pass
+        claim.close()
+    if claims:
+        try:
+            claims_folder(db_path).rmdir()
+        except OSError:  # another ingest's claims are in it (or it is gone)
+            pass
 
 
 def remove_stale_staging(db_path: Path, keep: Path) -> None:
@@ -311,8 +347,7 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
         discard(staging_dir)
         if lock is not None:
             lock.close()
-        for claim in claims:
-            claim.close()
+        release_claims(Path(db_path), claims)
         conn.close()
     summary.seconds = time.perf_counter() - started
     return summary

@@ -315,7 +315,7 @@ _staged = StagedBefore()  # payloads this worker staged for the chunks of a spli
 
 
 def init_worker(counter) -> None:
-    """A worker's set-up (it runs in a stopping.WorkerPool: it dies with the ingest that started it)."""
+    """A worker's set-up (it runs in a worker_pool.WorkerPool: it dies with the ingest that started it)."""
     global _progress, _staged
     _progress = counter
     _staged = StagedBefore()

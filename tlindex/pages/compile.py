@@ -17,6 +17,7 @@ from tlindex.answers.trie import short_path
 from tlindex.errors import NotFound
 from tlindex.pages.languages import json_value
 from tlindex.pages.rows import Args, dicts, one
+from tlindex.store.tables import METRICS_CONFIGS
 
 TIME_FIRST = ("entire_frame_compile_time_s", "backend_compile_time_s", "inductor_compile_time_s",
               "code_gen_time_s", "dynamo_time_before_restart_s", "duration_us", "start_time")
@@ -282,7 +283,7 @@ def _guard_groups(guards: list[dict]) -> list[tuple[str, list[dict], bool]]:
 def _metrics_fields(row: dict) -> dict:
     """A metrics row as (key, value) pairs: times first, then the rest, then configs."""
     other = _other(row.pop("other"))
-    configs = {k: row.pop(k) for k in ("dynamo_config", "inductor_config", "functorch_config", "compiler_config")}
+    configs = {k: row.pop(k) for k in METRICS_CONFIGS}
     kind = row["kind"]
     fields = {k: v for k, v in {**row, **other}.items()
               if k not in ("id", "envelope_id", "compile", "kind") and k not in SHOWN_ABOVE and v is not None}

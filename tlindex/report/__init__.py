@@ -165,11 +165,11 @@ def make_report(out: Path, paths: list[str], db_path: str | None, run_names: lis
     their report written to `out`. `say` is told how much it will write before it starts."""
     from tlindex.ingest.pipeline import ingest
     from tlindex.owned import scratch
-    from tlindex.store.db import existing_database, up_to_date
+    from tlindex.store.db import existing_database
 
     check_out_dir(out, overwrite)  # before any work
     if not paths:
-        db = up_to_date(existing_database(db_path or "traces.db"))
+        db = existing_database(db_path or "traces.db", served=True)
         runs = runs_by_name(db, run_names, last)
         if say is not None:
             say(size_of_report(db, runs))

@@ -25,6 +25,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from tlindex import pages
 from tlindex.pages.rows import Args
+from tlindex.store.tables import METRICS_CONFIGS
 
 STATIC_PREFIXES = ("/-/static/", "/-/static-plugins/tlindex/")
 TARGETS_KEPT = 50_000  # URLs whose file is remembered (a bound: a 1 GB log's report links ~100,000)
@@ -54,7 +55,7 @@ class ReportFiles:
                 self.provenance.append(artifact)
         # the compile pages also link the configs of their metrics (payloads, not artifacts)
         configs = {digest for row in conn.execute(f"""
-                SELECT m.dynamo_config, m.inductor_config, m.functorch_config, m.compiler_config
+                SELECT {', '.join(f"m.{column}" for column in METRICS_CONFIGS)}
                 FROM metrics m JOIN compiles c ON c.id = m.compile WHERE c.run_id IN ({marks})""", self.runs)
                    for digest in row if digest}
         self.payload_pages = {digest for digest in self.artifact_payloads.values() if digest} | configs

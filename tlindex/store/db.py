@@ -34,6 +34,24 @@ def disk_full(error: BaseException) -> bool:
     return isinstance(error, sqlite3.OperationalError) and "disk is full" in str(error)
 
 
+def disk_trouble(error: BaseException) -> bool:
+    """Whether an error is the disk's or the file system's (said in one line), not a bug (a traceback)."""
+    if isinstance(error, sqlite3.OperationalError):  # SQLITE_FULL, SQLITE_IOERR, SQLITE_CANTOPEN, SQLITE_READONLY
+        return (getattr(error, "sqlite_errorcode", 0) & 0xFF) in (13, 10, 14, 8)
+    return isinstance(error, OSError) and error.errno != errno.EPIPE  # a closed pipe is click's own to handle
+
+
+def disk_message(error: BaseException, what_stays: str = "what was written before stays whole, and what this "
+                 "command was writing was removed; free some space and run it again", intact: bool = False) -> str:
+    """The one line a command says of the disk's error: what it said, and, when it is full (or whatever it is, when
+    the command knows its database `intact`), that nothing was lost and `what_stays`."""
+    filename = getattr(error, "filename", None)
+    said = f"{filename}: {error.strerror}" if filename and getattr(error, "strerror", None) else str(error)
+    if disk_full(error):
+        return f"the disk is full ({said}); nothing was lost: {what_stays}"
+    return f"cannot write ({said}); nothing was lost: {what_stays}" if intact else said
+
+
 @contextmanager
 def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """A write transaction that takes the write lock first (waiting for other writers), so that
@@ -243,9 +261,9 @@ def open_db(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
-def existing_database(db_path: str | Path) -> Path:
+def existing_database(db_path: str | Path, served: bool = False) -> Path:
     """The database a reading command opens: it exists and is a tlindex database (an older tlindex's brought up to
-    date), else DatabaseError saying why."""
+    date: bring_up_to_date, `served` passed on), else DatabaseError saying why."""
     path = Path(db_path)
     if not path.exists():
         raise DatabaseError(f"{path}: no such database (run `tlindex ingest` first)")
@@ -262,27 +280,16 @@ def existing_database(db_path: str | Path) -> Path:
         raise DatabaseError(f"{path}: cannot be read as a SQLite database ({error})") from None
     if not made_by_tlindex:
         raise DatabaseError(f"{path}: not a tlindex database (empty); run `tlindex ingest` to make one")
-    bring_up_to_date(path)
+    bring_up_to_date(path, served)
     return path
 
 
-def up_to_date(path: Path) -> Path:
-    """A database about to be served or written into a report, migrated first when it can be written (as the next
-    command that writes to it would), so that nothing a migration removes (016: secrets in stored commands and
-    labels) is shown from an older one; a database it cannot write is read as it is."""
-    if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
-        try:
-            open_db(path).close()
-        except (DatabaseError, sqlite3.Error, OSError):
-            pass
-    return path
-
-
-def bring_up_to_date(path: Path) -> list[str]:
+def bring_up_to_date(path: Path, served: bool = False) -> list[str]:
     """Migrate a database an older tlindex made (its tables and columns, and the rows a later migration derives from
     what it stores), so that every command and page reads it as one of this tlindex; the migrations applied. One that
-    lacks only views is read through this tlindex's (current_views), unchanged; one that lacks more and cannot be
-    written to is refused in one line, saying how to read it."""
+    lacks only views is read through this tlindex's (current_views), unchanged, unless it is `served` (by Datasette,
+    or written into a report, which read the file's own views): then its views are written too when it can be
+    written. One that lacks more and cannot be written to is refused in one line, saying how to read it."""
     conn = connect_read_only(path)
     try:
         done, known = _applied(conn), [p.stem for p in schema_files()]
@@ -291,16 +298,14 @@ def bring_up_to_date(path: Path) -> list[str]:
     missing = [stem for stem in known if stem not in done]
     if not missing or done - set(known):  # (a newer tlindex's: read as it is, never migrated by an older one)
         return []
-    if all(_views_only(stem) for stem in missing):  # read through this tlindex's views (current_views), unchanged
-        return []
-    if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+    writable = os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+    if all(_views_only(stem) for stem in missing) and not (served and writable):
+        return []  # read through this tlindex's views (current_views), unchanged
+    if not writable:
         raise DatabaseError(f"{path}: made by an older tlindex (without schema migrations {', '.join(missing)}), and "
                             f"read-only here, so it cannot be brought up to date: copy it where it can be written")
-    conn = open_db(path)  # (a newer tlindex's database: refused there, in one line)
-    try:
-        return missing
-    finally:
-        conn.close()
+    open_db(path).close()  # (a newer tlindex's database: refused there, in one line)
+    return missing
 
 
 def read_database(db_path: str | Path) -> sqlite3.Connection:
