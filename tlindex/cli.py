@@ -143,10 +143,13 @@ class Commands(click.Group):
                 failed.exit_code = error.exit_code
                 raise failed from None
             except BaseException as error:
-                from tlindex.store.db import disk_message, disk_trouble
+                import sqlite3
 
-                if stop.signum is None and disk_trouble(error):
-                    raise click.ClickException(terminal_line(disk_message(error))) from error  # one line
+                if stop.signum is None and isinstance(error, (OSError, sqlite3.OperationalError)):
+                    from tlindex.store.db import disk_message, disk_trouble
+
+                    if disk_trouble(error):
+                        raise click.ClickException(terminal_line(disk_message(error))) from error  # one line
                 if stop.signum is None:
                     raise  # an error, or an exit: after the cleanup below
             finally:
