@@ -136,6 +136,19 @@ def test_an_older_database_that_cannot_be_written_is_refused_in_one_line(fresh, 
     assert len(result.output.strip().splitlines()) == 1
 
 
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to a read-only file")
+def test_a_read_only_database_that_lacks_only_derived_rows_is_read_as_it_is(fresh, tmp_path):
+    """Migration 021 adds no table or column: a database without it that cannot be written is read, not refused."""
+    db = old(fresh, tmp_path, "020_restarts_from_attempts")
+    db.chmod(0o444)
+    tmp_path.chmod(0o555)
+    try:
+        result = CliRunner().invoke(cli, ["runs", "--db", str(db)])
+    finally:
+        tmp_path.chmod(0o755)
+    assert result.exit_code == 0 and "older tlindex" not in result.output
+
+
 @pytest.mark.slow
 @pytest.mark.asyncio
 @pytest.mark.parametrize("last", EARLIER)

@@ -310,6 +310,8 @@ def bring_up_to_date(path: Path) -> list[str]:
     if all(_views_only(stem) for stem in missing):  # read through this tlindex's views (current_views), unchanged
         return []
     if not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+        if all(_views_only(stem) or stem.partition("_")[2] in STEPS for stem in missing):
+            return []  # what only a step derives is left underived: its tables are there, read as they are
         raise DatabaseError(f"{path}: made by an older tlindex (without schema migrations {', '.join(missing)}), and "
                             f"read-only here, so it cannot be brought up to date: copy it where it can be written")
     conn = open_db(path)  # (a newer tlindex's database: refused there, in one line)
