@@ -99,11 +99,18 @@ def decompressed(path: Path) -> bytes:
     decompressor = zlib.decompressobj(16 + zlib.MAX_WBITS)
     out = []
     data = path.read_bytes()
-    for at in range(len(data)):
+    for start in range(0, len(data), 4096):  # 4 KB at a time; the block zlib stops in, byte by byte
+        before = decompressor.copy()
         try:
-            out.append(decompressor.decompress(data[at:at + 1]))
+            out.append(decompressor.decompress(data[start:start + 4096]))
+            continue
         except zlib.error:
-            break
+            decompressor = before
+        for at in range(start, min(start + 4096, len(data))):
+            try:
+                out.append(decompressor.decompress(data[at:at + 1]))
+            except zlib.error:
+                return b"".join(out)
     return b"".join(out)
 
 

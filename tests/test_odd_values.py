@@ -358,6 +358,7 @@ async def test_every_route_answers_long_values_and_deep_nesting_without_a_500(st
     assert set(result.reached) >= set(routes.BY_NAME) - {"provenance"}  # (no provenance in these two scenarios)
 
 
+@pytest.mark.slow  # a sweep: every command of the registry over 10 MB lines (~45 s); the crawl above runs by default
 def test_every_command_runs_on_long_values_and_deep_nesting_without_a_traceback(stretched_sample, tmp_path):
     test_every_command_runs_on_odd_values_without_a_traceback(stretched_sample, tmp_path)
 

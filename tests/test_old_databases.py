@@ -1,9 +1,11 @@
 """Every database opens, or says why not in one line (issue 46): a database an earlier tlindex made, with each
 earlier schema (the migrations up to N, for every N before the last: tests/old_schemas.py, the rows of a fresh ingest
 of real logs copied in), is brought up to date by the first command or server that opens it, and then every command
-and every page answers on it: no traceback, no 500. What a later migration derives from what is stored is derived
-(migration 018: vLLM's piece compiles, which migration 010 added empty). A sample of schemas runs by default; every
-one, with every command of the click registry and every page, with `-m slow`.
+and every page answers on it: no traceback, no 500. What a later migration derives from what is stored is derived, so
+that every table holds what a fresh ingest of the same logs holds (migration 018: vLLM's piece compiles, which 010
+added empty; 021: collective ops, op estimates and graph executions, which 002 added empty, guard identities and
+compile prints, which 005 and 006 added NULL). A sample of schemas runs by default; every one, with every command of
+the click registry and every page, with `-m slow`.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA
+from conftest import DATA, sqlite_tables
 from crawl import crawl
 from old_schemas import EARLIER, older_database
 
@@ -23,7 +25,7 @@ from tlindex import pages as routes
 from tlindex.cli import cli
 from tlindex.ingest.pipeline import ingest
 
-SCENARIOS = ("vllm_piecewise", "graph_breaks", "ddp_2ranks")
+SCENARIOS = ("vllm_piecewise", "graph_breaks", "ddp_2ranks", "collectives_3ranks")
 SAMPLE = ("001_initial", "004_compressed_payloads", "009_shared_views", "012_piece_attempts")
 # The commands a reader runs first; -m slow runs every command of the registry (tests/test_odd_values.py RECIPES).
 READING = (["runs"], ["runs", "--json"], ["show", "run", "1"], ["show", "compile", "1"], ["diff", "1", "2"],
@@ -74,11 +76,30 @@ def test_a_reading_command_brings_an_older_database_up_to_date_and_every_reader_
     from old_schemas import MIGRATIONS
 
     assert applied == set(MIGRATIONS)
-    now, expected = counts(db), counts(fresh)
-    # every table holds what a fresh ingest holds: copied (it existed then) or derived since (piece_compiles)
-    derived_or_kept = {"piece_compiles", *(t for t in counts(older_database(fresh, tmp_path / "again.db", last)))}
-    assert {t: now[t] for t in derived_or_kept if t in expected} == {t: expected[t] for t in derived_or_kept if t in expected}
-    assert now["piece_compiles"] == expected["piece_compiles"] > 0
+    assert sqlite_tables(db) == sqlite_tables(fresh)  # every row: copied (it existed then) or derived since
+    assert counts(db)["piece_compiles"] > 0
+
+
+def test_rows_the_normalizers_make_are_derived_for_a_database_made_before_their_tables(fresh, tmp_path):
+    """Migrations 002, 005 and 006 came after 001: a database made by it holds none of their rows; the first command
+    derives them from its stored records (said once on stderr) as a fresh ingest makes them, row for row."""
+    db = old(fresh, tmp_path, "001_initial")
+    expected = sqlite_tables(fresh)
+    derived = ("collective_ops", "op_estimates", "graph_executions")
+    assert all(expected[table] for table in derived)
+    conn = sqlite3.connect(db)
+    assert [t for (t,) in conn.execute("SELECT name FROM sqlite_master") if t in derived] == []  # (002 makes them)
+    assert not {"identity"} & {row[1] for row in conn.execute("PRAGMA table_info(guards)")}  # (005 adds it)
+    conn.close()
+    first = CliRunner().invoke(cli, ["show", "run", "1", "--db", str(db)])
+    assert first.exit_code == 0, first.output
+    said = [line for line in first.stderr.splitlines() if "derived" in line]
+    assert len(said) == 1 and "28 collective ops, 27 op estimates, 13 graph executions" in said[0], first.stderr
+    after = sqlite_tables(db)
+    assert {table: after[table] for table in derived} == {table: expected[table] for table in derived}
+    assert after["guards"] == expected["guards"] and after["compiles"] == expected["compiles"]
+    again = CliRunner().invoke(cli, ["runs", "--db", str(db)])
+    assert again.exit_code == 0 and "derived" not in again.stderr
 
 
 async def crawl_database(db: Path, per_route: int | None):
@@ -113,6 +134,19 @@ def test_an_older_database_that_cannot_be_written_is_refused_in_one_line(fresh, 
         tmp_path.chmod(0o755)
     assert result.exit_code == 1 and "made by an older tlindex" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to a read-only file")
+def test_a_read_only_database_that_lacks_only_derived_rows_is_read_as_it_is(fresh, tmp_path):
+    """Migration 021 adds no table or column: a database without it that cannot be written is read, not refused."""
+    db = old(fresh, tmp_path, "020_restarts_from_attempts")
+    db.chmod(0o444)
+    tmp_path.chmod(0o555)
+    try:
+        result = CliRunner().invoke(cli, ["runs", "--db", str(db)])
+    finally:
+        tmp_path.chmod(0o755)
+    assert result.exit_code == 0 and "older tlindex" not in result.output
 
 
 @pytest.mark.slow

@@ -11,7 +11,7 @@ import time
 from contextlib import contextmanager
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from tlindex.errors import DatabaseError
 from tlindex.store import redact
@@ -25,6 +25,11 @@ BUSY_TIMEOUT_S = 600  # concurrent ingests wait for each other's merges (each on
 # What a migration (by its name without its number) says once, on stderr, from the rows each of its statements
 # changed (None: nothing to say).
 NOTICES = {"redacted_secrets": redact.migration_notice}
+# What a migration (by its name without its number) derives beyond SQL, in its transaction, from what a database
+# stores: a step of the layer whose code it runs, registered there (tlindex.ingest.rederive, loaded with
+# tlindex.ingest); it returns what to say once on stderr (None: nothing).
+AFTER_MIGRATIONS: dict[str, Callable[[sqlite3.Connection], str | None]] = {}
+STEPS = ("derived_by_normalizers",)  # the migrations that have such a step
 
 
 def disk_full(error: BaseException) -> bool:
@@ -138,13 +143,24 @@ def _migrate(conn: sqlite3.Connection, files: list[Path], whole: bool) -> list[s
             _record(conn, [path.stem])
             applied.append(path.stem)
             notice = NOTICES.get(path.stem.partition("_")[2])
-            said = notice(changes) if notice else None
+            said = notice(changes) if notice else _step(conn, path.stem)
             notices += [said] if said else []
     if notices:  # said once: the migrations are recorded as applied in the transaction just committed
         where = next((file for _, name, file in conn.execute("PRAGMA database_list") if name == "main"), "")
         for said in notices:
             sys.stderr.write(f"tlindex: {where or 'database'}: {said}\n")
     return applied
+
+
+def _step(conn: sqlite3.Connection, stem: str) -> str | None:
+    """A migration's step beyond SQL (AFTER_MIGRATIONS), run; refused when it is not loaded and there is data."""
+    name = stem.partition("_")[2]
+    if name not in STEPS:
+        return None
+    step = AFTER_MIGRATIONS.get(name)
+    if step is None and conn.execute("SELECT 1 FROM envelopes LIMIT 1").fetchone():
+        raise DatabaseError(f"schema migration {stem} derives rows with tlindex.ingest, which is not loaded")
+    return step(conn) if step else None
 
 
 def _empty(conn: sqlite3.Connection) -> bool:
@@ -302,6 +318,8 @@ def bring_up_to_date(path: Path, served: bool = False) -> list[str]:
     if all(_views_only(stem) for stem in missing) and not (served and writable):
         return []  # read through this tlindex's views (current_views), unchanged
     if not writable:
+        if all(_views_only(stem) or stem.partition("_")[2] in STEPS for stem in missing):
+            return []  # what only a step derives is left underived: its tables are there, read as they are
         raise DatabaseError(f"{path}: made by an older tlindex (without schema migrations {', '.join(missing)}), and "
                             f"read-only here, so it cannot be brought up to date: copy it where it can be written")
     open_db(path).close()  # (a newer tlindex's database: refused there, in one line)
@@ -326,6 +344,8 @@ _VIEWS_ONLY_RE = re.compile(r"^(CREATE VIEW|DROP VIEW|CREATE INDEX|CREATE UNIQUE
 @cache
 def _views_only(stem: str) -> bool:
     """Whether a migration only makes views (or indexes): a reader does without it (current_views), the file as is."""
+    if stem.partition("_")[2] in STEPS:
+        return False
     path = next(p for p in schema_files() if p.stem == stem)
     statements = [re.sub(r"^(\s*--[^\n]*\n)*\s*", "", statement) for statement in _statements(path.read_text())]
     return all(_VIEWS_ONLY_RE.match(statement) or not statement.strip() for statement in statements)

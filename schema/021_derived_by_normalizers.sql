@@ -1,0 +1,6 @@
+-- tlindex schema, migration 021: the rows the normalizers make from records that every database keeps, made for the
+-- records an older tlindex stored without them. Migrations 002 (collective_ops, op_estimates, graph_executions), 005
+-- (guards.identity, compiles.guards_print) and 006 (compiles.stack_print, compiles.content_print) added them empty or
+-- NULL to a database ingested before them. No SQL: the step is Python (tlindex.ingest.rederive, run by
+-- tlindex.store.db in this migration's transaction): the normalizers' own handlers read each stored record that has
+-- no rows, in batches, and the identities and prints are computed as the normalizer and the merge compute them.
