@@ -91,9 +91,9 @@ def _fits_the_limit(conn) -> bool:
 
 @hookimpl
 def register_routes():
-    from .pages import ROUTES
+    from .pages import routes
 
-    return ROUTES
+    return routes()
 
 
 @hookimpl

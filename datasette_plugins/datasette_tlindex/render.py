@@ -100,7 +100,7 @@ def _payload(data: dict, urls, args: Args) -> dict:
 def trie_html(data: dict, urls, args: Args) -> dict:
     run, rank = data["run"]["id"], data["rank"]
     budget = args.integer("max_nodes", TRIE_BUDGET)
-    renderer = TrieRenderer(urls.compile, lambda node: urls.trie_node(run, rank, node), budget,
+    renderer = TrieRenderer(urls.compile, lambda node: urls.trie_node(run, node, rank=rank), budget,
                             open_all=data["nodes"] <= 200, bytecode_url=_bytecode_urls(urls, data["with_bytecode"]))
     return {"trie": renderer.render(data["trie"])}
 
@@ -108,7 +108,7 @@ def trie_html(data: dict, urls, args: Args) -> dict:
 def trie_children(data: dict, urls, args: Args) -> Markup:
     """The children of one trie node, as an HTML fragment (loaded when a lazy node opens)."""
     run, rank = data["run"], data["rank"]
-    renderer = TrieRenderer(urls.compile, lambda n: urls.trie_node(run, rank, n), TRIE_BUDGET,
+    renderer = TrieRenderer(urls.compile, lambda n: urls.trie_node(run, n, rank=rank), TRIE_BUDGET,
                             open_all=False, bytecode_url=_bytecode_urls(urls, data["with_bytecode"]))
     return renderer.children(data["node"])
 

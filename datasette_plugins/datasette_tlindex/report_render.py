@@ -82,7 +82,7 @@ class PayloadPages:
         title = f"payload {p['hash'][:10]}"
         body = (f'<h1>Payload <code>{html.escape(p["hash"])}</code>{self.term}</h1>\n'
                 f'<p class="facts-line">{p["size"] or 0:,} bytes · <span class="payload-lines">{lines}</span> lines · '
-                f'{html.escape(lang)} · <a href="{self.href(self.urls.payload(p["hash"], raw=True))}" download>'
+                f'{html.escape(lang)} · <a href="{self.href(self.urls.payload(p["hash"], ".txt"))}" download>'
                 f'download raw</a></p>\n{self.carriers(p["artifacts"])}{self.cut(data.get("cut"), p["hash"])}'
                 f'<div class="payload" data-lang="{html.escape(lang)}">{CODE_START}{escape_text(text)}{CODE_END}</div>')
         return "".join((self.head, title, self.middle, title, self.crumb, body, self.tail))
@@ -91,7 +91,7 @@ class PayloadPages:
         """What the page leaves out of a long payload, and the link to the whole (as payload.html says it)."""
         if not cut:
             return ""
-        return (f'<p class="help">Shown here: {html.escape(cut)}. <a href="{self.href(self.urls.payload(hash, raw=True))}"'
+        return (f'<p class="help">Shown here: {html.escape(cut)}. <a href="{self.href(self.urls.payload(hash, ".txt"))}"'
                 f' download>The whole payload</a> (raw).</p>\n')
 
     def carriers(self, artifacts: list[dict]) -> str:
