@@ -125,7 +125,7 @@ def test_every_placeholder_has_a_type_and_a_sample(traces_db):
     import sqlite3
 
     conn = sqlite3.connect(traces_db)
-    used = {name for page in pages.PAGES for name in page.placeholders}
+    used = {name for page in (*pages.PAGES, pages.QUERY) for name in page.placeholders}
     assert used == set(pages.PLACEHOLDERS)
     for name, kind in pages.PLACEHOLDERS.items():
         rows = conn.execute(kind.sample).fetchmany(3)
@@ -240,6 +240,20 @@ def test_the_crawl_counts_only_pages_that_answered():
 
     conn = sqlite3.connect(":memory:")
     conn.executescript("CREATE TABLE runs (id); CREATE TABLE compiles (id); CREATE TABLE piece_compiles (id);"
-                       "CREATE TABLE artifacts (id); CREATE TABLE payload_data (hash);")
+                       "CREATE TABLE artifacts (id, name, payload); CREATE TABLE payload_data (hash);")
     result = asyncio.run(crawl(Client(), conn, "traces"))
     assert set(result.reached) == {"glossary"} and result.refused["runs"] >= 1 and result.errors == []
+
+
+def test_the_report_names_no_file_itself():
+    """Every file name of a report comes from the page declarations (a payload's page and text, a compile's page, a
+    query's table, the index): no `.html` (or `.txt`, `chromium.json`) in the code of tlindex/report/ (docstrings and
+    comments may say where files go)."""
+    found = []
+    for path in sorted((ROOT / "tlindex" / "report").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+        found += [f"{path.name}:{node.lineno}" for node in ast.walk(tree) if isinstance(node, ast.Constant)
+                  and isinstance(node.value, str) and id(node) not in docstrings
+                  and any(name in node.value for name in (".html", ".txt", "chromium.json"))]
+    assert found == []

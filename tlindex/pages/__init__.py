@@ -19,12 +19,13 @@ from collections.abc import Iterator, Mapping
 from tlindex.answers.search import Hit
 from tlindex.pages import artifact, bytecode, compile, diff, passes, provenance, run, runs, search, trend, trie, vllm
 from tlindex.pages.artifact_diff import artifact_diff_data
-from tlindex.pages.declare import PLACEHOLDERS, Arg, Files, Page
+from tlindex.pages.declare import PAGE_SUFFIX, PLACEHOLDERS, RAW_TEXT, Arg, Files, Page
 from tlindex.pages.glossary import glossary_data
 from tlindex.pages.rows import Args
 from tlindex.pages.tree import tree_data
 
-__all__ = ["PAGES", "BY_NAME", "PLACEHOLDERS", "Arg", "Page", "path", "link", "match", "hit_path", "read_named"]
+__all__ = ["PAGES", "BY_NAME", "PLACEHOLDERS", "QUERY", "RAW_TEXT", "Arg", "Page", "path", "link", "match", "hit_path",
+           "read_named"]
 
 
 def _trie_file(files: Files, values: dict, args: Args) -> str | None:
@@ -40,7 +41,7 @@ def _artifact_file(files: Files, values: dict, args: Args) -> str | None:
 
 RUNS = Arg("run", many=True)  # ?run=1&run=2: the runs a page over runs shows (every run: none)
 PAGES: tuple[Page, ...] = (
-    Page("runs", "/-/tlindex", runs.runs_data, "runs.html", lambda f, v, a: f.top("index.html")),
+    Page("runs", "/-/tlindex", runs.runs_data, "runs.html", lambda f, v, a: f.top("index.html"), args=(RUNS,)),
     Page("search", "/-/tlindex/search", search.search_data, "search.html", None, "a search runs on the server",
          args=(Arg("q", "text"), Arg("run"))),
     Page("diff_pick", "/-/tlindex/diff", diff.diff_pick, None, None, "a form picks the two runs", kind="redirect"),
@@ -68,11 +69,11 @@ PAGES: tuple[Page, ...] = (
     Page("compile", "/-/tlindex/compile/{compile}", compile.compile_data, "compile.html",
          lambda f, v, a: f.of_compile(v["compile"], f"compiles/{v['compile']}.html")),
     Page("bytecode", "/-/tlindex/compile/{compile}/bytecode", bytecode.bytecode_data, "bytecode.html",
-         lambda f, v, a: f.of_compile(v["compile"], f"compiles/{v['compile']}-bytecode.html")),
+         lambda f, v, a: f.of_compile(v["compile"], f"compiles/{v['compile']}-bytecode.html"), within="compile"),
     Page("passes", "/-/tlindex/compile/{compile}/passes", passes.passes_data, "passes.html",
-         lambda f, v, a: f.of_compile(v["compile"], f"compiles/{v['compile']}-passes.html")),
+         lambda f, v, a: f.of_compile(v["compile"], f"compiles/{v['compile']}-passes.html"), within="compile"),
     Page("piece_passes", "/-/tlindex/piece/{piece}/passes", passes.piece_passes_data, "passes.html",
-         lambda f, v, a: f.of_piece(v["piece"], "compiles/{compile}-piece-{piece}-passes.html")),
+         lambda f, v, a: f.of_piece(v["piece"], "compiles/{compile}-piece-{piece}-passes.html"), within="compile"),
     Page("vllm", "/-/tlindex/run/{run}/vllm", vllm.vllm_data, "vllm.html",
          lambda f, v, a: f.of_run(v["run"], "vllm.html")),
     Page("provenance", "/-/tlindex/provenance/{artifact}", provenance.provenance_page_data, "provenance.html",
@@ -83,6 +84,22 @@ PAGES: tuple[Page, ...] = (
     Page("payload", "/-/tlindex/payload/{hash}{ext}", artifact.payload_data, "payload.html",
          lambda f, v, a: f.top(f"payloads/{v['hash']}{v.get('ext') or '.html'}")),
 )
+
+
+
+def _query_file(files: Files, values: dict, args: Args) -> str | None:
+    """A canned query of one run (`?run=N&…`) as a table of the report; the failures list as tlparse names it."""
+    params = dict(args.pairs)
+    run = params.pop("run", None)
+    if values["query"] == "failures" and not params:
+        return files.of_query("failures", run, "failures_and_restarts" + PAGE_SUFFIX)
+    extra = "".join(f"--{key}-{re.sub(r'[^A-Za-z0-9_.]', '_', value)}" for key, value in sorted(params.items()))
+    return files.of_query(values["query"], run, f"queries/{values['query']}{extra}{PAGE_SUFFIX}")
+
+
+# A canned query's page: Datasette serves it (so it is no route of the plugin's); the report writes the table of one
+# run's (tlindex.report.pages), named here.
+QUERY = Page("query", "/{query}", lambda conn, args, query: {}, "report_query.html", _query_file, kind="query")
 
 
 class _Table:

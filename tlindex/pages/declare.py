@@ -21,6 +21,7 @@ from tlindex.answers.clip import bound_texts
 from tlindex.pages.rows import Args, row_id
 
 ID = r"-?\d+"
+RAW_TEXT = ".txt"  # a payload's raw text: its page's path and this (its download)
 PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")
 
 
@@ -76,9 +77,11 @@ PLACEHOLDERS: dict[str, Placeholder] = {
     "piece": Placeholder(_ids("piece_compiles")),
     "artifact": Placeholder(_ids("artifacts")),
     "hash": Placeholder("SELECT hash FROM payload_data ORDER BY hash", r"[0-9a-f]{32}", text=True),
-    "ext": Placeholder("SELECT '' UNION ALL SELECT '.txt'", r"(?:\.txt)?", text=True, shown=False),
+    "ext": Placeholder(f"SELECT '' UNION ALL SELECT '{RAW_TEXT}'", f"(?:{re.escape(RAW_TEXT)})?", text=True, shown=False),
+    "query": Placeholder("SELECT 'failures'", r"[^/]+", text=True),  # a canned query (Datasette's page)
 }
 FORMAT = r"(?:\.json)?"  # a page's JSON twin: its path and `.json`
+PAGE_SUFFIX = ".html"  # what a page's file in a report ends with (its file rule names it; the report counts them)
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,7 @@ class Files(Protocol):
     def payload_page(self, artifact: int) -> str | None: ...
     def top(self, name: str) -> str | None: ...
     def of_runs(self, args: Args, name: str) -> str | None: ...
+    def of_query(self, query: str, run: str | None, name: str) -> str | None: ...
 
 
 FileRule = Callable[[Files, dict, Args], "str | None"]
@@ -128,6 +132,7 @@ class Page:
     args: tuple[Arg, ...] = ()  # the query arguments its links carry, in their order in a URL
     without: str | None = None  # the page linked instead when a value of the path is None (a run's: the runs page)
     samples: tuple[tuple[str, str], ...] = ()  # a placeholder's sample for this page, where its type's has no data
+    within: str | None = None  # the page whose values it shares, which the report renders it with (a compile's)
 
     def __post_init__(self):
         unknown = [name for name in self.placeholders if name not in PLACEHOLDERS]
