@@ -179,9 +179,9 @@ def stage_times(path: Path, work: Path, settle_seconds: float = 0) -> dict:
 
     from contextlib import closing
 
-    from datasette_tlindex import highlight, render, report_site
-
     from tlindex import pages as page_table
+    from tlindex.render import highlight, site
+    from tlindex.render import page as render
     from tlindex.report import build, output, renderer, runs_by_name
     from tlindex.report import pages as report_pages
     from tlindex.store.db import connect_read_only
@@ -193,7 +193,7 @@ def stage_times(path: Path, work: Path, settle_seconds: float = 0) -> dict:
     stages.wrap(report_pages.PageWriter, "write_chromium", "Perfetto trace")
     stages.wrap(build, "write_tlparse_files", "tlparse's files (compile_directory, raw.jsonl)")  # as build calls it
     stages.wrap(page_table.Page, "read", "data (SQL and the library)")  # each page's data
-    stages.wrap(report_site.ReportSite, "render_template", "templates")
+    stages.wrap(site.ReportSite, "render_template", "templates")
     for module in (render, highlight):
         for name in ("render_payload", "highlighted_lines", "highlighted"):
             if hasattr(module, name):

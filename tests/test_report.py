@@ -291,7 +291,7 @@ def test_a_report_is_the_same_whatever_the_process_rendered_before(fixtures_db, 
 def test_a_payload_page_holds_its_text_escaped_once_and_the_script_that_colours_it(fixtures_db, tmp_path):
     """Each distinct payload's page is its text, escaped, in the pages' layout: payload.js (an asset of the report:
     nothing is fetched) colours and numbers it in the browser, so the report highlights nothing itself."""
-    from datasette_tlindex.highlight import CODE_END, CODE_START, escape_text
+    from tlindex.render.highlight import CODE_END, CODE_START, escape_text
 
     conn = connect(fixtures_db)
     (run,) = scenario_run(conn, "graph_breaks")

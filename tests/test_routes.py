@@ -11,13 +11,13 @@ from pathlib import Path
 
 from click.testing import CliRunner
 from datasette_tlindex.pages import routes
-from datasette_tlindex.render import PRESENTERS
 
 from tlindex import pages
 from tlindex.cli import cli
+from tlindex.render.page import PRESENTERS
 
 ROOT = Path(__file__).resolve().parents[1]
-TEMPLATES = ROOT / "datasette_plugins" / "datasette_tlindex" / "templates" / "tlindex"
+TEMPLATES = ROOT / "tlindex" / "render" / "templates" / "tlindex"
 
 
 def test_every_page_is_written_by_the_report_or_says_why_not():
@@ -66,11 +66,11 @@ def sql_in(path: Path) -> list[str]:
     return found
 
 
-def test_no_sql_in_the_plugin():
-    """The plugin only renders: every page's data, and every fact, comes from the library (read from the AST: a
-    statement split over lines, or run through a variable, is found as well)."""
-    modules = sorted((ROOT / "datasette_plugins").rglob("*.py"))
-    assert len(modules) > 5
+def test_no_sql_in_the_plugin_or_the_renderer():
+    """The plugin and the renderer (tlindex/render/) only render: every page's data, and every fact, comes from the
+    library (read from the AST: a statement split over lines, or run through a variable, is found as well)."""
+    modules = sorted([*(ROOT / "datasette_plugins").rglob("*.py"), *(ROOT / "tlindex" / "render").rglob("*.py")])
+    assert len(modules) > 10
     assert [place for path in modules for place in sql_in(path)] == []
 
 
@@ -184,9 +184,9 @@ def test_a_new_page_is_one_declaration(tmp_path, traces_db, monkeypatch):
 
     from conftest import scenario_run
     from datasette.app import Datasette
-    from datasette_tlindex.report_site import ReportSite
-    from datasette_tlindex.urls import Urls
 
+    from tlindex.render.site import ReportSite
+    from tlindex.render.urls import Urls
     from tlindex.report.files import ReportFiles
 
     doc = (ROOT / "docs" / "architecture.md").read_text()
@@ -257,3 +257,24 @@ def test_the_report_names_no_file_itself():
                   and isinstance(node.value, str) and id(node) not in docstrings
                   and any(name in node.value for name in (".html", ".txt", "chromium.json"))]
     assert found == []
+
+
+def test_the_server_serves_the_renderer_s_templates_and_assets(traces_db):
+    """The templates and assets live in tlindex/render/ (below the plugin and the report): Datasette finds the
+    templates through the plugin's loader and serves the assets at its URL for a plugin's files."""
+    import asyncio
+
+    from datasette.app import Datasette
+
+    from tlindex.render.site import STATIC
+
+    async def fetch():
+        ds = Datasette([str(traces_db)])
+        await ds.invoke_startup()
+        return [await ds.client.get(url) for url in ("/traces/-/tlindex/glossary", "/-/static-plugins/tlindex/tlindex.css",
+                                                      "/-/static-plugins/tlindex/nothing.css")]
+
+    page, css, missing = asyncio.run(fetch())
+    assert page.status_code == 200 and "/-/static-plugins/tlindex/tlindex.css" in page.text
+    assert css.status_code == 200 and css.content == (STATIC / "tlindex.css").read_bytes()
+    assert missing.status_code == 404

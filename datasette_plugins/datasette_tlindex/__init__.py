@@ -19,9 +19,10 @@ from pathlib import Path
 from markupsafe import Markup
 from pluggy import HookimplMarker
 
-from .cells import cell_link
+from tlindex.render.cells import cell_link
+from tlindex.render.urls import Urls
+
 from .database import denied, denied_to, is_tlindex, known_tlindex
-from .urls import Urls
 
 # Datasette's own marker (datasette.hookimpl is HookimplMarker("datasette")). Nothing of Datasette is imported
 # here at import: the report imports this package for its renderer (report_render.py), and importing Datasette
@@ -91,9 +92,26 @@ def _fits_the_limit(conn) -> bool:
 
 @hookimpl
 def register_routes():
+    """A route per page of tlindex.pages, and the pages' CSS and scripts (tlindex.render.site.STATIC) at Datasette's
+    URL for a plugin's files."""
+    from datasette.utils.asgi import asgi_static
+
+    from tlindex.render.site import STATIC
+    from tlindex.render.urls import STATIC_URL
+
     from .pages import routes
 
-    return routes()
+    return [*routes(), (rf"^{STATIC_URL}(?P<path>.*)$", asgi_static(str(STATIC)))]
+
+
+@hookimpl
+def prepare_jinja2_environment(env):
+    """Datasette's templates, and after them the pages' (tlindex.render.site.TEMPLATES: `tlindex/<page>.html`)."""
+    import jinja2
+
+    from tlindex.render.site import TEMPLATES
+
+    env.loader = jinja2.ChoiceLoader([env.loader, jinja2.FileSystemLoader(str(TEMPLATES))])
 
 
 @hookimpl

@@ -25,9 +25,9 @@ from tlindex.errors import UsageError
 from tlindex.pages import BY_NAME, Page
 from tlindex.pages.bytecode import listings
 from tlindex.pages.rows import Args, as_data
+from tlindex.render.page import render_page, trie_children
 
 from .database import open_database
-from .render import render_page, trie_children
 
 log = logging.getLogger(__name__)
 DEGRADED_HEADER = "x-tlindex-degraded"

@@ -7,7 +7,7 @@ built from its path. A page's data comes from its data function here (SQL lives 
 plugin only renders). A page the report cannot have says why (it needs a server).
 
 A new page is one declaration below, its data function (a module of this package), its template
-(datasette_plugins/datasette_tlindex/templates/tlindex/) and its test; docs/architecture.md says more.
+(tlindex/render/templates/tlindex/) and its test; docs/architecture.md says more.
 """
 
 from __future__ import annotations

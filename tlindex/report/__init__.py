@@ -1,4 +1,4 @@
-"""`tlindex report`: which runs, which database, which folder; the pages' HTML comes from the plugin's renderer.
+"""`tlindex report`: which runs, which database, which folder; the pages' HTML comes from tlindex.render.
 
 The package, by job: build.py (what to write, tasks and workers, the crawl), pages.py (a URL rendered
 to its file, links made relative), files.py (where each file goes), output.py (files written whole,
@@ -119,15 +119,11 @@ def write_report(db_path: Path, out: Path, runs: list[int], overwrite: bool, pro
 
 
 def renderer():
-    """The pages' renderer: the tlindex Datasette plugin's (the HTML is the plugin's), found as Datasette
-    finds the plugin, by its entry point; the library never imports the plugin."""
-    import importlib
-    from importlib.metadata import entry_points
+    """The pages' renderer (tlindex.render: the server's pages are rendered by the same), imported when a report is
+    written."""
+    from tlindex.render.report import ReportRenderer
 
-    for point in entry_points(group="datasette"):
-        if point.name == "tlindex":
-            return importlib.import_module(f"{point.value}.report_render").ReportRenderer
-    raise ReportError("the tlindex Datasette plugin is not installed (pip install tlindex), and it renders the report")
+    return ReportRenderer
 
 
 def absolute(out: Path) -> Path:

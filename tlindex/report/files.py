@@ -12,7 +12,7 @@ Layout (one run: DIR is that run's folder; several: DIR/index.html lists them, e
     compile_directory.json, raw.jsonl   tlparse's formats (one folder per log in multi-log runs: log_folders)
     chromium.json         the run's Perfetto trace
     ../payloads/<md5>.html, .txt   each distinct payload once (artifact links lead here)
-    ../assets/            Datasette's and the plugin's CSS and JS
+    ../assets/            Datasette's and the pages' own CSS and JS
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 from tlindex import pages
 from tlindex.pages.rows import Args
+from tlindex.render.urls import STATIC_URL
 
-STATIC_PREFIXES = ("/-/static/", "/-/static-plugins/tlindex/")
+STATIC_PREFIXES = ("/-/static/", STATIC_URL)  # Datasette's assets, the pages' own
 TARGETS_KEPT = 50_000  # URLs whose file is remembered (a bound: a 1 GB log's report links ~100,000)
 
 

@@ -1,7 +1,7 @@
 """A report's pages: each URL of the served pages rendered to its file, its links made relative.
 
-A page's data comes from its data function (tlindex.pages), its HTML from the plugin's renderer (found by
-the plugin's entry point, the same renderer the server uses); then each link to a page of the report is
+A page's data comes from its data function (tlindex.pages), its HTML from tlindex.render (the same renderer
+the server uses); then each link to a page of the report is
 made relative to the file that holds it and queued, and every other link (Datasette's table pages,
 search, diff: they need a server) loses its href, and forms are left out. A page that cannot be rendered
 degrades alone: its file says what failed.

@@ -1,5 +1,6 @@
 """The URLs of the tlindex pages of one database, built as Datasette builds its own (`datasette.urls`, or the
-report's stand-in for it): what the pages link with, served or in a report. It imports nothing of Datasette."""
+report's stand-in for it, `ReportUrls`): what the pages link with, served or in a report. It imports nothing of
+Datasette."""
 
 from __future__ import annotations
 
@@ -7,6 +8,28 @@ import functools
 from urllib.parse import urlencode
 
 from tlindex import pages
+from tlindex.pages import tilde_encode
+
+STATIC_URL = "/-/static-plugins/tlindex/"  # where the pages' own CSS and scripts are: Datasette's URL for a plugin's
+
+
+class ReportUrls:
+    """The part of Datasette's `datasette.urls` the pages use, for a site served from `/` (the report's)."""
+
+    def static(self, path: str) -> str:
+        return f"/-/static/{path}"
+
+    def static_plugins(self, plugin: str, path: str) -> str:
+        return f"/-/static-plugins/{plugin}/{path}"  # STATIC_URL for tlindex
+
+    def database(self, database: str, format: str | None = None) -> str:
+        return "/" + tilde_encode(database)
+
+    def table(self, database: str, table: str, format: str | None = None) -> str:
+        return f"{self.database(database)}/{tilde_encode(table)}"
+
+    def query(self, database: str, query: str, format: str | None = None) -> str:
+        return f"{self.database(database)}/{tilde_encode(query)}"
 
 
 class Urls:

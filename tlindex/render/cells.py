@@ -6,7 +6,7 @@ import re
 
 from markupsafe import Markup
 
-from .urls import Urls
+from tlindex.render.urls import Urls
 
 HASH_COLUMNS = {"payload", "dynamo_config", "inductor_config", "functorch_config", "compiler_config"}
 HASH_RE = re.compile(r"^[0-9a-f]{32}$")

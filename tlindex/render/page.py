@@ -20,9 +20,8 @@ from tlindex.answers.findings.words import short
 from tlindex.answers.glossary import SECTIONS, plain, terms
 from tlindex.pages import Page, hit_path
 from tlindex.pages.rows import Args
-
-from .highlight import highlighted, highlighted_lines, render_payload, shown_lines
-from .trie_html import STATUS_LEGEND, TrieRenderer
+from tlindex.render.highlight import highlighted, highlighted_lines, render_payload, shown_lines
+from tlindex.render.trie_html import STATUS_LEGEND, TrieRenderer
 
 TRIE_BUDGET = 2000  # nodes rendered before the rest of the trie is loaded on demand
 RenderTemplate = Callable[[str, dict], Awaitable[str]]

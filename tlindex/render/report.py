@@ -1,8 +1,7 @@
-"""The plugin's side of `tlindex report`: a page's data (from the library) as the HTML the server shows.
+"""The renderer of `tlindex report`: a page's data (tlindex.pages) as the HTML the server shows.
 
-`tlindex.report` writes the report (what to write, where, whole or not at all); it finds this
-module by the plugin's entry point (the library never imports the plugin) and asks it for HTML only:
-the same renderer (render.py) and templates the server uses, on the report's site (report_site.py).
+`tlindex.report` writes the report (what to write, where, whole or not at all) and asks this module for HTML
+only: the same renderer (page.py) and templates the server uses, on the report's site (site.py).
 """
 
 from __future__ import annotations
@@ -15,12 +14,11 @@ from markupsafe import Markup
 from tlindex.answers.queries import CannedQuery
 from tlindex.pages import Page
 from tlindex.pages.rows import Args
-
-from .cells import cell_link
-from .highlight import CODE_END, CODE_START, escape_text  # the report leaves a payload's text unlinked
-from .render import CONFIG_END, CONFIG_START, Terms, page_context
-from .report_site import ReportSite, asset
-from .urls import Urls
+from tlindex.render.cells import cell_link
+from tlindex.render.highlight import CODE_END, CODE_START, escape_text  # the report leaves a payload's text unlinked
+from tlindex.render.page import CONFIG_END, CONFIG_START, Terms, page_context
+from tlindex.render.site import ReportSite, asset
+from tlindex.render.urls import Urls
 
 
 class ReportRenderer:
@@ -63,7 +61,7 @@ TITLE, BODY = "\x00tlindex-title\x00", "\x00tlindex-body\x00"  # where each payl
 
 
 class PayloadPages:
-    """A payload page of the report: the payload's text escaped, once, in the layout of the plugin's pages (rendered
+    """A payload page of the report: the payload's text escaped, once, in the layout of the served pages (rendered
     once per process), coloured, line-numbered and pretty-printed by payload.js in the browser. Each distinct payload
     has one, so this is most of a report's pages: no template, no highlighting in Python, a few links to relink."""
 
