@@ -53,8 +53,8 @@ def test_a_twin_holds_the_keys_its_page_declares_and_they_are_words(fixtures_db,
         {"ext": ""} if "ext" in page.placeholders else {}))
     declared = [key for key, _ in TWINS[page.name]]
     assert list(data) == declared
-    # keyed by words: a one-letter key is a diff's side (a, b), nothing else
-    assert all(len(key) > 1 or (page.name == "artifact_diff" and key in "ab") for key in declared)
+    # keyed by words, never letters
+    assert all(len(key) > 1 for key in declared)
 
 
 def test_docs_json_md_is_written_from_the_declarations():

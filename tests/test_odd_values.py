@@ -3,7 +3,7 @@
 The real fixtures are rewritten (tests/odd_values.py, HAND-MADE variants) with a share of their
 numbers replaced by each of "x", "", [1], {}, null, -1, 1e308, 2**70 and true, then ingested; every
 route of the route table is requested (a crawl from the runs page and from seeds generated from
-tlindex.routes, JSON twins included) and every command of the click registry is run. No answer may
+the page declarations, tlindex.pages, JSON twins included) and every command of the click registry is run. No answer may
 be a 500 and no command may print a traceback. A route or a command added later is covered the day
 it is added: the crawl fails for a route it did not reach, and the CLI test for a command without a
 recipe here. The fast sample runs three scenarios; `-m slow` runs every fixture under several seeds.

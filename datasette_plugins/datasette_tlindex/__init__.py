@@ -25,8 +25,7 @@ from tlindex.render.urls import Urls
 from .database import denied, denied_to, is_tlindex, known_tlindex
 
 # Datasette's own marker (datasette.hookimpl is HookimplMarker("datasette")). Nothing of Datasette is imported
-# here at import: the report imports this package for its renderer (report_render.py), and importing Datasette
-# would cost every report 0.05 s; the hooks import it when Datasette calls them.
+# here at import: the hooks import it when Datasette calls them.
 hookimpl = HookimplMarker("datasette")
 
 log = logging.getLogger(__name__)
@@ -67,9 +66,9 @@ def prepare_connection(conn):
     from tlindex.answers.queries import guard_functions
     from tlindex.store.compression import register
     from tlindex.store.db import current_views
-    from tlindex.store.limits import bound_time, cap_heap, limit_connection
+    from tlindex.store.limits import bound_time, cap_heap, fits_the_limit, limit_connection
 
-    if _fits_the_limit(conn):
+    if fits_the_limit(conn):  # every value the database holds fits: a database tlindex made (not someone's images)
         limit_connection(conn)
     else:
         bound_time(conn)  # no step of a statement runs longer than a time limit can stop, on any database
@@ -79,15 +78,6 @@ def prepare_connection(conn):
     from tlindex.serve import served
 
     served(conn)
-
-
-def _fits_the_limit(conn) -> bool:
-    """Whether every value the connection's database holds is known to fit tlindex's limit
-    (tlindex.store.limits.fits_the_limit): not a database file tlindex did not make, which may hold longer
-    values (images, archives); the plugin does not change what another database answers."""
-    from tlindex.store.limits import fits_the_limit
-
-    return fits_the_limit(conn)
 
 
 @hookimpl

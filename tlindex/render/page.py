@@ -30,7 +30,8 @@ RenderTemplate = Callable[[str, dict], Awaitable[str]]
 # The templates' short names for a page's data, whose JSON twin is keyed by words (`compile`, not `c`).
 TEMPLATE_NAMES = {"compile": {"compile": "c"}, "bytecode": {"compile": "c", "view": "v"},
                   "artifact": {"artifact": "a"}, "payload": {"payload": "p"}, "diff": {"diff": "d"},
-                  "diff_compiles": {"entry": "e"}, "search": {"query": "q"}, "tree": {"query": "q"}}
+                  "diff_compiles": {"entry": "e"}, "search": {"query": "q"}, "tree": {"query": "q"},
+                  "artifact_diff": {"artifact_a": "a", "artifact_b": "b"}}
 
 
 def page_context(page: Page, data: dict, urls, database: str, args: Args | None = None) -> dict:
