@@ -11,7 +11,7 @@ from conftest import connect
 
 from tlindex.pages import PAGES
 from tlindex.pages.rows import Args
-from tlindex.pages.twins import TWINS, render
+from tlindex.pages.twins import render, twins
 
 ROOT = Path(__file__).resolve().parents[1]
 # A row of the fixtures each placeholder can take (the first that has what the page shows).
@@ -35,7 +35,7 @@ BY_PAGE = {  # pages that need a particular row
 
 
 def test_every_page_with_a_twin_declares_it():
-    assert set(TWINS) == {page.name for page in PAGES if page.json_twin}
+    assert set(twins()) == {page.name for page in PAGES if page.json_twin}
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if p.json_twin], ids=lambda p: p.name)
@@ -51,7 +51,7 @@ def test_a_twin_holds_the_keys_its_page_declares_and_they_are_words(fixtures_db,
         args = Args([("a", str(first)), ("b", str(first))])
     data = page.read(conn, args, **{k: v for k, v in values.items() if k != "ext"}, **(
         {"ext": ""} if "ext" in page.placeholders else {}))
-    declared = [key for key, _ in TWINS[page.name]]
+    declared = [key for key, _ in twins()[page.name]]
     assert list(data) == declared
     # keyed by words, never letters
     assert all(len(key) > 1 for key in declared)

@@ -185,6 +185,8 @@ def test_a_new_page_is_one_declaration(tmp_path, traces_db, monkeypatch):
     from conftest import scenario_run
     from datasette.app import Datasette
 
+    from tlindex.pages.twins import render as render_twins
+    from tlindex.pages.twins import twins
     from tlindex.render.site import ReportSite
     from tlindex.render.urls import Urls
     from tlindex.report.files import ReportFiles
@@ -197,7 +199,8 @@ def test_a_new_page_is_one_declaration(tmp_path, traces_db, monkeypatch):
                                                         (run,)).fetchone()[0]}
 
     page = pages.Page("hello", "/-/tlindex/run/{run}/hello", hello_data, "hello.html",
-                      lambda f, v, a: f.of_run(v["run"], "hello.html"), args=(pages.Arg("rank"),))
+                      lambda f, v, a: f.of_run(v["run"], "hello.html"), args=(pages.Arg("rank"),),
+                      keys=(("run_id", "the run"), ("compiles", "how many compiles it has")))
     monkeypatch.setattr(pages, "PAGES", (*pages.PAGES, page))  # the declaration: nothing else is told of it
     template = TEMPLATES / "hello.html"
     template.write_text('{% extends "tlindex/_base.html" %}{% block body %}<h1>{{ compiles }} compiles of run '
@@ -219,6 +222,8 @@ def test_a_new_page_is_one_declaration(tmp_path, traces_db, monkeypatch):
         assert html.status_code == 200 and "compiles of run" in html.text
         result = CliRunner().invoke(cli, ["show", "hello", str(run), "--db", str(traces_db), "--json"])
         assert json.loads(result.output) == twin.json()
+        assert [key for key, _ in twins()["hello"]] == list(twin.json())  # its twin documented (docs/json.md)
+        assert "## hello" in render_twins()
     finally:
         template.unlink()
 

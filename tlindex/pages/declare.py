@@ -133,6 +133,7 @@ class Page:
     without: str | None = None  # the page linked instead when a value of the path is None (a run's: the runs page)
     samples: tuple[tuple[str, str], ...] = ()  # a placeholder's sample for this page, where its type's has no data
     within: str | None = None  # the page whose values it shares, which the report renders it with (a compile's)
+    keys: tuple[tuple[str, str], ...] = ()  # its JSON twin's top-level keys, in words (or in tlindex/pages/twins.py)
 
     def __post_init__(self):
         unknown = [name for name in self.placeholders if name not in PLACEHOLDERS]
