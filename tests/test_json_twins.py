@@ -14,7 +14,8 @@ from tlindex.pages.rows import Args
 from tlindex.pages.twins import render, twins
 
 ROOT = Path(__file__).resolve().parents[1]
-# A row of the fixtures each placeholder can take (the first that has what the page shows).
+# A row of the fixtures each placeholder can take (the first that has what the page shows); a placeholder not named
+# here is given its declared sample (tlindex.pages.declare.PLACEHOLDERS).
 SAMPLES = {
     "run": "SELECT run_id FROM compiles WHERE graph_breaks > 0 ORDER BY id LIMIT 1",
     "a": "SELECT id FROM runs ORDER BY id LIMIT 1", "b": "SELECT id FROM runs ORDER BY id LIMIT 1 OFFSET 1",
@@ -43,7 +44,7 @@ def test_a_twin_holds_the_keys_its_page_declares_and_they_are_words(fixtures_db,
     conn = connect(fixtures_db)
     values = {}
     for name in page.placeholders:
-        sql = BY_PAGE.get(page.name, {}).get(name, SAMPLES[name])
+        sql = BY_PAGE.get(page.name, {}).get(name) or SAMPLES.get(name) or page.sample(name)
         values[name] = conn.execute(sql).fetchone()[0]
     args = Args()
     if page.name == "artifact_diff":
@@ -77,7 +78,7 @@ def test_show_without_json_prints_a_screen_not_an_outline(fixtures_db, page):
             continue
         if page.name == "artifact_diff":
             break
-        value = conn.execute(BY_PAGE.get(page.name, {}).get(name, SAMPLES[name])).fetchone()[0]
+        value = conn.execute(BY_PAGE.get(page.name, {}).get(name) or SAMPLES.get(name) or page.sample(name)).fetchone()[0]
         names.append(str(value))
     if page.name in ("artifact_diff", "diff_compiles", "trie_node"):
         pytest.skip("shown with its arguments elsewhere")
