@@ -283,3 +283,10 @@ def test_the_server_serves_the_renderer_s_templates_and_assets(traces_db):
     assert page.status_code == 200 and "/-/static-plugins/tlindex/tlindex.css" in page.text
     assert css.status_code == 200 and css.content == (STATIC / "tlindex.css").read_bytes()
     assert missing.status_code == 404
+
+
+def test_no_page_is_named_as_a_url_builder_s_own_method():
+    """`urls.compile(12)`: every page is a method of Urls by its name, so none may be named as Urls' own."""
+    from tlindex.render.urls import Urls
+
+    assert set(pages.BY_NAME) & set(dir(Urls)) == set()
