@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from datasette_tlindex.pages import routes
 
@@ -116,6 +117,8 @@ def test_links_carry_the_declared_arguments_in_order():
     assert pages.link("payload", "0" * 32, ".txt") == f"/-/tlindex/payload/{'0' * 32}.txt"
     assert pages.link("run", None) == pages.link("runs") == "/-/tlindex"  # a compile not yet in a run
     assert pages.link("diff") == pages.link("diff_pick")
+    with pytest.raises(ValueError):  # an id left out names no page
+        pages.link("compile")
     for page in pages.PAGES:  # every page's placeholders and arguments are distinct
         assert len(set(page.parameters)) == len(page.parameters), page.name
 

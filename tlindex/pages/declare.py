@@ -179,13 +179,15 @@ class Page:
         return {name: PLACEHOLDERS[name].parse(name, text) for name, text in found.items() if name != "format"}
 
     def written(self, values: dict) -> str:
-        """The path with its values (a missing one: empty), without the database."""
+        """The path with its values (a text left out: empty; an id left out: ValueError), without the database."""
         pieces = self._pieces
         out = [pieces[0]]
         for i in range(1, len(pieces), 2):
-            name = pieces[i]
-            given = values.get(name, "")
-            out += [PLACEHOLDERS[name].write(given) if given != "" else "", pieces[i + 1]]
+            name, kind = pieces[i], PLACEHOLDERS[pieces[i]]
+            given = values.get(name)
+            if given is None and not kind.text:
+                raise ValueError(f"a link to the {self.name} page needs its {name}")
+            out += [kind.write(given) if given is not None else "", pieces[i + 1]]
         return "".join(out)
 
     def query(self, values: dict) -> str:
