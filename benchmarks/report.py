@@ -177,20 +177,23 @@ def stage_times(path: Path, work: Path, settle_seconds: float = 0) -> dict:
                     "renderer()"], check=True)
     startup = time.perf_counter() - started
 
-    from datasette_tlindex import highlight, render, report_site
+    from contextlib import closing
 
     from tlindex import pages as page_table
+    from tlindex.render import highlight, site
+    from tlindex.render import page as render
     from tlindex.report import build, output, renderer, runs_by_name
     from tlindex.report import pages as report_pages
+    from tlindex.store.db import connect_read_only
 
     stages = Stages()
-    stages.wrap(report_pages.PageWriter, "render", lambda self, url, path: page_kind(path))
+    stages.wrap(report_pages.PageWriter, "render", lambda self, url, path, found: page_kind(path))
     stages.wrap(report_pages.PageWriter, "relink", "relinking")
     stages.wrap(output.Output, "save", "writing files")
     stages.wrap(report_pages.PageWriter, "write_chromium", "Perfetto trace")
     stages.wrap(build, "write_tlparse_files", "tlparse's files (compile_directory, raw.jsonl)")  # as build calls it
     stages.wrap(page_table.Page, "read", "data (SQL and the library)")  # each page's data
-    stages.wrap(report_site.ReportSite, "render_template", "templates")
+    stages.wrap(site.ReportSite, "render_template", "templates")
     for module in (render, highlight):
         for name in ("render_payload", "highlighted_lines", "highlighted"):
             if hasattr(module, name):
@@ -199,7 +202,8 @@ def stage_times(path: Path, work: Path, settle_seconds: float = 0) -> dict:
     settle([out], settle_seconds)
     out.mkdir()
     started = time.perf_counter()
-    summary = build.Report(db, out, runs_by_name(db, []), renderer()).write(1)
+    with closing(connect_read_only(db)) as conn:
+        summary = build.Report(conn, db, out, runs_by_name(conn, []), renderer()).write(1)
     total = time.perf_counter() - started
     shutil.rmtree(out, ignore_errors=True)
     return {"ingest (tlindex ingest --jobs 1, its own process)": round(ingest, 3),

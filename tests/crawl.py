@@ -1,14 +1,13 @@
-"""Request every tlindex page of a database, its cases generated from the route table (tlindex.routes).
+"""Request every tlindex page of a database, its cases generated from the page table (tlindex.pages).
 
-`route_seeds` fills each route's placeholders with real values of the database (a route with a
-placeholder this module has no sample for fails loudly: add one, and the new route is crawled);
+`route_seeds` fills each page's placeholders with real values of the database (each placeholder's type
+declares its sample: tlindex.pages.declare.PLACEHOLDERS, so a new page is crawled the day it is declared);
 `crawl` follows every tlindex link of every page from those seeds, asks each page's JSON twin too,
-and returns what answered 5xx and which routes were reached, so a test can require all of them.
+and returns what answered 5xx and which pages were reached (answered 2xx), so a test can require all of them.
 """
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections import Counter
 from dataclasses import dataclass, field
@@ -17,20 +16,6 @@ from urllib.parse import quote, urljoin, urlsplit
 
 from tlindex import pages as routes
 
-# Real values for each placeholder of a route's path, by SQL over the database (first rows).
-SAMPLES = {
-    "run": "SELECT id FROM runs ORDER BY id",
-    "a": "SELECT id FROM runs ORDER BY id",
-    "b": "SELECT id FROM runs ORDER BY id DESC",
-    "ca": "SELECT id FROM compiles ORDER BY id",
-    "cb": "SELECT id FROM compiles ORDER BY id DESC",
-    "node": "SELECT 1 UNION ALL SELECT 2",
-    "compile": "SELECT id FROM compiles ORDER BY id",
-    "piece": "SELECT id FROM piece_compiles ORDER BY id",
-    "artifact": "SELECT id FROM artifacts ORDER BY id",
-    "hash": "SELECT hash FROM payload_data ORDER BY hash",
-    "ext": "SELECT '' UNION ALL SELECT '.txt'",
-}
 QUERY_STRINGS = {"search": ["q=aten", "q=0", "q=%5B", "q=x&run=1"], "diff_pick": ["a=1&b=2"],
                  "tree": ["", "q=rank+0", "q=%5B0%2F0%5D+output", "q=%3Cscript%3E", "a=1&q=graph", "run=1&q=x"],
                  "artifact_diff": ["a=1&b=2", "artifact=1&artifact=2", "a=2&b=1&mask=1", "a=1", "a=x&b=1"]}
@@ -50,10 +35,9 @@ def route_seeds(conn: sqlite3.Connection, base: str) -> list[str]:
     """A few URLs of every route of the table, with the database's own values (and odd query strings)."""
     seeds = []
     for route in routes.PAGES:
-        names = re.findall(r"\{(\w+)\}", route.path)
-        missing = [name for name in names if name not in SAMPLES]
-        assert not missing, f"route {route.name}: no sample value for {missing} in tests/crawl.py SAMPLES"
-        columns = [[row[0] for row in conn.execute(SAMPLES[name]).fetchmany(PER_ROUTE)] for name in names]
+        names = route.placeholders
+        columns = [[row[0] for row in conn.execute(route.sample(name)).fetchmany(PER_ROUTE)]
+                   for name in names]
         if any(not values for values in columns):
             continue  # the database has nothing of the kind (no vLLM piece): the crawl says so
         for i in range(max((len(values) for values in columns), default=1)):
@@ -68,7 +52,8 @@ def route_seeds(conn: sqlite3.Connection, base: str) -> list[str]:
 class Crawl:
     pages: int = 0
     errors: list[tuple[str, int, str]] = field(default_factory=list)  # (url, status, start of the body)
-    reached: Counter = field(default_factory=Counter)  # route name: pages that answered < 500
+    reached: Counter = field(default_factory=Counter)  # page name: pages that answered 2xx
+    refused: Counter = field(default_factory=Counter)  # page name: pages that answered 4xx (an odd value's 400, a 404)
 
 
 async def crawl(client, conn: sqlite3.Connection, database: str, per_route: int | None = None) -> Crawl:
@@ -96,6 +81,10 @@ async def crawl(client, conn: sqlite3.Connection, database: str, per_route: int 
                 result.errors.append((twin, answer.status_code, answer.text[:300]))
         if response.status_code >= 500:
             result.errors.append((url, response.status_code, response.text[:300]))
+            continue
+        redirect = found is not None and found[0].kind == "redirect" and 300 <= response.status_code < 400
+        if not (200 <= response.status_code < 300 or redirect):  # a redirect page reached is its redirect
+            result.refused[name] += 1
             continue
         result.reached[name] += 1
         if "text/html" not in response.headers.get("content-type", ""):

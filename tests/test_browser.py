@@ -295,9 +295,9 @@ def test_a_report_s_payload_pages_are_coloured_in_the_browser_as_the_server_colo
     import json
 
     from conftest import connect
-    from datasette_tlindex.highlight import _shown, highlighted
 
     from tlindex.pages.languages import language
+    from tlindex.render.highlight import _shown, highlighted
 
     _, path = server
     conn = connect(path)  # with the functions that inflate payloads

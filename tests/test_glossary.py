@@ -12,12 +12,12 @@ import pytest
 from click.testing import CliRunner
 from conftest import connect, scenario_run
 from crawl import route_seeds
-from datasette_tlindex.trie_html import STATUS_LEGEND
 
 from tlindex import pages
 from tlindex.answers.findings import kinds
 from tlindex.answers.glossary import SECTIONS, terms
 from tlindex.cli import cli
+from tlindex.render.trie_html import STATUS_LEGEND
 
 # The words issue 38 asks for, each by its anchor.
 ASKED = ("compile-id", "compiled-autograd-id", "rank", "run", "frame", "recompile", "restart", "graph-break", "guard",

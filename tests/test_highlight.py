@@ -1,4 +1,4 @@
-"""Payload highlighting (datasette_plugins/datasette_tlindex/highlight.py) on every distinct payload of the real
+"""Payload highlighting (tlindex/render/highlight.py) on every distinct payload of the real
 fixtures: no character lost or added, every span closed on its own line, and the classes where Python,
 C++ and JSON put them."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import html
 import re
 
-from datasette_tlindex.highlight import _shown, highlighted, language, render_payload, shown_lines
-from datasette_tlindex.highlight import escape_text as escape
+from tlindex.render.highlight import _shown, highlighted, language, render_payload, shown_lines
+from tlindex.render.highlight import escape_text as escape
 
 TAG = re.compile(r"</?span[^>]*>")  # only ours: the payload's own text is escaped
 

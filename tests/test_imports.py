@@ -52,15 +52,50 @@ def test_no_module_imports_itself_through_others():
 
 
 def test_the_library_never_imports_the_plugin():
-    """Layers: tlindex (reading, storing, answering) below datasette_plugins (hooks, pages, templates)."""
+    """Layers: tlindex (reading, storing, answering, rendering) below datasette_plugins (hooks, routes)."""
     graph = import_graph()
     upward = sorted((name, target) for name, targets in graph.items() if name.startswith("tlindex")
                     for target in targets if target.startswith("datasette_plugins"))
     assert upward == []
-    lazy = [path for path in (ROOT / "tlindex").rglob("*.py") if any(name in "".join(
-            line for line in path.read_text().splitlines(True) if "import" in line)
-        for name in ("datasette_plugins", "datasette_tlindex"))]
-    assert lazy == []  # no import inside a function either
+
+
+PLUGIN_NAMES = ("datasette_plugins", "datasette_tlindex")
+
+
+def reaches_for_the_plugin(path: Path) -> list[str]:
+    """Where a module names the plugin, or looks up entry points (how the library once found the plugin's renderer),
+    in code: an import, a name, an attribute, a string (docstrings may say what the plugin does)."""
+    tree = ast.parse(path.read_text())
+    docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [getattr(node, "module", None) or ""] + [alias.name for alias in node.names]
+        elif isinstance(node, ast.Name):
+            names = [node.id]
+        elif isinstance(node, ast.Attribute):
+            names = [node.attr]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            names = [node.value]
+        else:
+            continue
+        if any(plugin in name for name in names for plugin in PLUGIN_NAMES) or "entry_points" in names:
+            found.append(f"{path.name}:{node.lineno}")
+    return found
+
+
+def test_the_library_never_names_the_plugin_nor_looks_up_entry_points():
+    """Not at import, not inside a function, not through importlib: the library knows nothing of the plugin (the
+    report renders with tlindex.render, below both)."""
+    assert [place for path in sorted((ROOT / "tlindex").rglob("*.py")) for place in reaches_for_the_plugin(path)] == []
+
+
+def test_the_check_finds_a_library_reaching_for_the_plugin(tmp_path):
+    module = tmp_path / "m.py"
+    module.write_text('"""Rendered by datasette_tlindex."""\nimport importlib\n\n\ndef f():\n'
+                      '    from importlib.metadata import entry_points\n'
+                      '    return importlib.import_module("datasette_tlindex.report_render"), entry_points\n')
+    assert reaches_for_the_plugin(module) == ["m.py:6", "m.py:7", "m.py:7"]
 
 
 LAYERS = {  # lowest first: a module imports only from its own layer or below
@@ -70,9 +105,10 @@ LAYERS = {  # lowest first: a module imports only from its own layer or below
     "tlindex.answers": 2,
     "tlindex.formats": 3,
     "tlindex.pages": 4,
-    "tlindex.report": 5,
-    "tlindex.cli": 6, "tlindex.output": 6, "tlindex.run": 6, "tlindex.serve": 6, "tlindex.__main__": 6,
-    "datasette_plugins": 7,
+    "tlindex.render": 5,
+    "tlindex.report": 6,
+    "tlindex.cli": 7, "tlindex.output": 7, "tlindex.run": 7, "tlindex.serve": 7, "tlindex.__main__": 7,
+    "datasette_plugins": 8,
 }
 
 
@@ -85,7 +121,8 @@ def layer_of(module: str) -> int:
 
 
 def test_folders_are_layers_and_imports_only_go_down():
-    """store < ingest < answers < formats < pages (each page's data) < report < the command line < the plugin."""
+    """store < ingest < answers < formats < pages (each page's data) < render (its HTML) < report < the command line
+    < the plugin."""
     graph = import_graph()
     upward = sorted((name, target) for name, targets in graph.items() for target in targets
                     if layer_of(target) > layer_of(name))

@@ -11,10 +11,11 @@ from conftest import connect
 
 from tlindex.pages import PAGES
 from tlindex.pages.rows import Args
-from tlindex.pages.twins import TWINS, render
+from tlindex.pages.twins import render, twins
 
 ROOT = Path(__file__).resolve().parents[1]
-# A row of the fixtures each placeholder can take (the first that has what the page shows).
+# A row of the fixtures each placeholder can take (the first that has what the page shows); a placeholder not named
+# here is given its declared sample (tlindex.pages.declare.PLACEHOLDERS).
 SAMPLES = {
     "run": "SELECT run_id FROM compiles WHERE graph_breaks > 0 ORDER BY id LIMIT 1",
     "a": "SELECT id FROM runs ORDER BY id LIMIT 1", "b": "SELECT id FROM runs ORDER BY id LIMIT 1 OFFSET 1",
@@ -35,7 +36,7 @@ BY_PAGE = {  # pages that need a particular row
 
 
 def test_every_page_with_a_twin_declares_it():
-    assert set(TWINS) == {page.name for page in PAGES if page.json_twin}
+    assert set(twins()) == {page.name for page in PAGES if page.json_twin}
 
 
 @pytest.mark.parametrize("page", [p for p in PAGES if p.json_twin], ids=lambda p: p.name)
@@ -43,7 +44,7 @@ def test_a_twin_holds_the_keys_its_page_declares_and_they_are_words(fixtures_db,
     conn = connect(fixtures_db)
     values = {}
     for name in page.placeholders:
-        sql = BY_PAGE.get(page.name, {}).get(name, SAMPLES[name])
+        sql = BY_PAGE.get(page.name, {}).get(name) or SAMPLES.get(name) or page.sample(name)
         values[name] = conn.execute(sql).fetchone()[0]
     args = Args()
     if page.name == "artifact_diff":
@@ -51,10 +52,10 @@ def test_a_twin_holds_the_keys_its_page_declares_and_they_are_words(fixtures_db,
         args = Args([("a", str(first)), ("b", str(first))])
     data = page.read(conn, args, **{k: v for k, v in values.items() if k != "ext"}, **(
         {"ext": ""} if "ext" in page.placeholders else {}))
-    declared = [key for key, _ in TWINS[page.name]]
+    declared = [key for key, _ in twins()[page.name]]
     assert list(data) == declared
-    # keyed by words: a one-letter key is a diff's side (a, b), nothing else
-    assert all(len(key) > 1 or (page.name == "artifact_diff" and key in "ab") for key in declared)
+    # keyed by words, never letters
+    assert all(len(key) > 1 for key in declared)
 
 
 def test_docs_json_md_is_written_from_the_declarations():
@@ -77,7 +78,7 @@ def test_show_without_json_prints_a_screen_not_an_outline(fixtures_db, page):
             continue
         if page.name == "artifact_diff":
             break
-        value = conn.execute(BY_PAGE.get(page.name, {}).get(name, SAMPLES[name])).fetchone()[0]
+        value = conn.execute(BY_PAGE.get(page.name, {}).get(name) or SAMPLES.get(name) or page.sample(name)).fetchone()[0]
         names.append(str(value))
     if page.name in ("artifact_diff", "diff_compiles", "trie_node"):
         pytest.skip("shown with its arguments elsewhere")

@@ -3,7 +3,7 @@
 The real fixtures are rewritten (tests/odd_values.py, HAND-MADE variants) with a share of their
 numbers replaced by each of "x", "", [1], {}, null, -1, 1e308, 2**70 and true, then ingested; every
 route of the route table is requested (a crawl from the runs page and from seeds generated from
-tlindex.routes, JSON twins included) and every command of the click registry is run. No answer may
+the page declarations, tlindex.pages, JSON twins included) and every command of the click registry is run. No answer may
 be a 500 and no command may print a traceback. A route or a command added later is covered the day
 it is added: the crawl fails for a route it did not reach, and the CLI test for a command without a
 recipe here. The fast sample runs three scenarios; `-m slow` runs every fixture under several seeds.
@@ -271,18 +271,16 @@ def _show_cases(c: Case) -> list[tuple[str, list[str]]]:
     from tlindex import pages
 
     conn = sqlite3.connect(c.db)
-    first = {"run": "SELECT label FROM runs ORDER BY id", "a": "SELECT id FROM runs ORDER BY id",
-             "b": "SELECT id FROM runs ORDER BY id DESC", "compile": "SELECT id FROM compiles ORDER BY id",
-             "ca": "SELECT id FROM compiles ORDER BY id", "cb": "SELECT id FROM compiles ORDER BY id DESC",
-             "artifact": "SELECT id FROM artifacts ORDER BY id", "piece": "SELECT id FROM piece_compiles ORDER BY id",
-             "hash": "SELECT hash FROM payload_data ORDER BY hash", "node": "SELECT 1"}
+    # each placeholder's declared sample, a run by its label (as users name it)
+    first = {name: kind.sample for name, kind in pages.PLACEHOLDERS.items()} | {
+        "run": "SELECT label FROM runs ORDER BY id"}
     # pages that take what they show from their arguments (`--arg`), not their path
     arguments = {"artifact_diff": [("a", "SELECT id FROM artifacts ORDER BY id"),
                                    ("b", "SELECT id FROM artifacts ORDER BY id DESC")]}
     cases = []
     for page in pages.PAGES:
         if page.json_twin:
-            rows = [conn.execute(first[p]).fetchone() for p in page.placeholders if p != "ext"]
+            rows = [conn.execute(first[p]).fetchone() for p in page.placeholders if pages.PLACEHOLDERS[p].shown]
             given = [f"--arg={key}={row[0]}" for key, sql in arguments.get(page.name, [])
                      for row in [conn.execute(sql).fetchone()] if row]
             if all(rows):

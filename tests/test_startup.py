@@ -82,20 +82,22 @@ def test_a_query_printed_as_json_loads_no_table_printer_and_no_page(tmp_path):
     assert [name for name in modules if name.startswith(("tlindex.pages", "tlindex.report", "tlindex.formats"))] == []
 
 
-def test_a_report_loads_the_plugin_s_renderer_without_datasette(tmp_path):
-    """The report renders the plugin's pages with the plugin's renderer and templates, not with Datasette (whose
-    import was 0.05 s of every report); it forks no worker for a log of a few pages."""
+def test_a_report_loads_the_renderer_without_datasette_or_the_plugin(tmp_path):
+    """The report renders the pages with the server's renderer and templates (tlindex.render), not with Datasette
+    (whose import was 0.05 s of every report) nor the plugin; it forks no worker for a log of a few pages."""
     modules, printed = loaded_by("report", str(LOG), "-o", str(tmp_path / "out"), cwd=tmp_path)
     assert "Report of 1 run" in printed and (tmp_path / "out" / "index.html").exists()
-    assert "datasette_tlindex.report_render" in modules and "jinja2" in modules
-    assert [name for name in modules if name.split(".")[0] in ("datasette", "yaml", "uvicorn")] == []
+    assert "tlindex.render.report" in modules and "jinja2" in modules
+    assert [name for name in modules if name.split(".")[0] in ("datasette", "datasette_tlindex", "yaml", "uvicorn")] == []
     assert "multiprocessing" not in modules
 
 
 def test_the_report_s_tilde_encoding_is_datasette_s():
-    """The report writes names in URLs as Datasette does (its own copy of datasette.utils.tilde_encode)."""
+    """The report and the command line write names in URLs as Datasette does (tlindex.pages.tilde_encode, the one copy of
+    datasette.utils.tilde_encode)."""
     from datasette.utils import tilde_encode
-    from datasette_tlindex.report_site import tilde_encode as report_tilde_encode
+
+    from tlindex.pages import tilde_encode as report_tilde_encode
 
     names = ["traces", "a.b", "with space", "~/x%y+z", "ünï ☃", "".join(map(chr, range(1, 256))), "\U0001f600-_"]
     assert [report_tilde_encode(name) for name in names] == [tilde_encode(name) for name in names]

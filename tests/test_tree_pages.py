@@ -155,7 +155,7 @@ async def test_two_artifacts_of_two_runs_side_by_side_show_the_line_that_differs
     assert '<span class="k">return</span>' in html  # highlighted
     assert f'href="/traces/-/tlindex/artifact/{a}"' in html and f'href="/traces/-/tlindex/artifact/{b}"' in html
     twin = (await ds.client.get(f"{DIFF}.json?a={a}&b={b}")).json()
-    assert twin["changed"] > 0 and twin["a"]["id"] == a and twin["b"]["id"] == b and not twin["same_payload"]
+    assert twin["changed"] > 0 and twin["artifact_a"]["id"] == a and twin["artifact_b"]["id"] == b and not twin["same_payload"]
     same = (await ds.client.get(f"{DIFF}?a={a}&b={a}")).text
     assert "nothing differs" in same and 'class="sidebyside' not in same
 
@@ -183,7 +183,7 @@ async def test_pick_two_on_the_tree_or_from_an_artifact_page(ds, traces_db):
     assert f'<input type="hidden" name="a" value="{a}">' in picked.split('<form id="tl-pick"')[1].split("</form>")[0]
     assert f'value="{b}" form="tl-pick"' in picked
     answer = (await ds.client.get(f"{DIFF}.json?a={a}&artifact={b}")).json()
-    assert (answer["a"]["id"], answer["b"]["id"]) == (a, b)
+    assert (answer["artifact_a"]["id"], answer["artifact_b"]["id"]) == (a, b)
     assert (await ds.client.get(f"{TREE}?a=999999999")).status_code == 404
 
 
@@ -194,7 +194,7 @@ async def test_a_huge_payload_is_compared_in_part_and_the_page_says_so(ds, trace
                         "LIMIT 2").fetchall()
     monkeypatch.setattr(artifact_diff_module, "DIFF_LINES", 40)
     twin = (await ds.client.get(f"{DIFF}.json?a={a[0]}&b={b[0]}")).json()
-    assert twin["a"]["cut"] == "the first 40 lines" and twin["a"]["lines"] == 40
+    assert twin["artifact_a"]["cut"] == "the first 40 lines" and twin["artifact_a"]["lines"] == 40
     assert max(row["a_no"] or 0 for hunk in twin["hunks"] for row in hunk) <= 40
     monkeypatch.setattr(artifact_diff_module, "DIFF_CHARS", 300)
     html = (await ds.client.get(f"{DIFF}?a={a[0]}&b={b[0]}")).text
@@ -258,7 +258,7 @@ async def test_huge_and_repetitive_payloads_are_compared_quickly(tmp_path):
         response = await datasette.client.get(f"/big/-/tlindex/artifact-diff.json?a={a}&b={b}")
         assert response.status_code == 200 and time.monotonic() - started < 10
         twin = response.json()
-        assert twin["a"]["cut"] == cut and twin["changed"] > 0
+        assert twin["artifact_a"]["cut"] == cut and twin["changed"] > 0
 
 
 def test_a_report_writes_each_run_s_tree_with_its_filter_box_and_no_pick_form(fixtures_db, tmp_path):

@@ -23,6 +23,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable
+from contextlib import closing
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -249,7 +250,7 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
     from tlindex.pages import database_path
     from tlindex.pages import path as page_path
     from tlindex.report import runs_of_paths
-    from tlindex.store.db import DatabaseError, check_database
+    from tlindex.store.db import DatabaseError, check_database, connect_read_only
 
     try:
         check_database(db_path)  # refuse a file that is not a tlindex database before the command runs
@@ -272,7 +273,8 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
         return gate.judge(db_path, None, code, echo) if gate else code
     summary = ingest(db_path, [str(folder)], run_label=_unique_label(db_path, label or " ".join(shown)))
     _echo_summary(summary.problems, summary.notes(), summary.line(), echo)
-    runs = runs_of_paths(db_path, [str(folder)])  # one: every file was given the run's label
+    with closing(connect_read_only(db_path)) as conn:
+        runs = runs_of_paths(conn, [str(folder)])  # one: every file was given the run's label
     if not runs:
         return gate.judge(db_path, None, code, echo) if gate else code
     record_command(db_path, runs[0], ran)

@@ -19,13 +19,13 @@ from pathlib import Path
 from markupsafe import Markup
 from pluggy import HookimplMarker
 
-from .cells import cell_link
+from tlindex.render.cells import cell_link
+from tlindex.render.urls import Urls
+
 from .database import denied, denied_to, is_tlindex, known_tlindex
-from .urls import Urls
 
 # Datasette's own marker (datasette.hookimpl is HookimplMarker("datasette")). Nothing of Datasette is imported
-# here at import: the report imports this package for its renderer (report_render.py), and importing Datasette
-# would cost every report 0.05 s; the hooks import it when Datasette calls them.
+# here at import: the hooks import it when Datasette calls them.
 hookimpl = HookimplMarker("datasette")
 
 log = logging.getLogger(__name__)
@@ -66,9 +66,9 @@ def prepare_connection(conn):
     from tlindex.answers.queries import guard_functions
     from tlindex.store.compression import register
     from tlindex.store.db import current_views
-    from tlindex.store.limits import bound_time, cap_heap, limit_connection
+    from tlindex.store.limits import bound_time, cap_heap, fits_the_limit, limit_connection
 
-    if _fits_the_limit(conn):
+    if fits_the_limit(conn):  # every value the database holds fits: a database tlindex made (not someone's images)
         limit_connection(conn)
     else:
         bound_time(conn)  # no step of a statement runs longer than a time limit can stop, on any database
@@ -80,20 +80,28 @@ def prepare_connection(conn):
     served(conn)
 
 
-def _fits_the_limit(conn) -> bool:
-    """Whether every value the connection's database holds is known to fit tlindex's limit
-    (tlindex.store.limits.fits_the_limit): not a database file tlindex did not make, which may hold longer
-    values (images, archives); the plugin does not change what another database answers."""
-    from tlindex.store.limits import fits_the_limit
+@hookimpl
+def register_routes():
+    """A route per page of tlindex.pages, and the pages' CSS and scripts (tlindex.render.site.STATIC) at Datasette's
+    URL for a plugin's files."""
+    from datasette.utils.asgi import asgi_static
 
-    return fits_the_limit(conn)
+    from tlindex.render.site import STATIC
+    from tlindex.render.urls import STATIC_URL
+
+    from .pages import routes
+
+    return [*routes(), (rf"^{STATIC_URL}(?P<path>.*)$", asgi_static(str(STATIC)))]
 
 
 @hookimpl
-def register_routes():
-    from .pages import ROUTES
+def prepare_jinja2_environment(env):
+    """Datasette's templates, and after them the pages' (tlindex.render.site.TEMPLATES: `tlindex/<page>.html`)."""
+    import jinja2
 
-    return ROUTES
+    from tlindex.render.site import TEMPLATES
+
+    env.loader = jinja2.ChoiceLoader([env.loader, jinja2.FileSystemLoader(str(TEMPLATES))])
 
 
 @hookimpl

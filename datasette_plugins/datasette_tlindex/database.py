@@ -14,9 +14,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from tlindex.render.urls import Urls
 from tlindex.store.tables import COLUMNS
-
-from .urls import Urls
 
 # The tables the tlindex pages read: the schema's own.
 TLINDEX_TABLES = frozenset({*COLUMNS, "runs", "payloads"})  # payloads: the view of payload_data

@@ -19,14 +19,15 @@ from pathlib import Path
 
 from datasette.utils.asgi import AsgiStream, BadRequest, Base400, NotFound, Response
 
+from tlindex import pages
 from tlindex.errors import NotFound as NoSuchThing
 from tlindex.errors import UsageError
-from tlindex.pages import BY_NAME, PAGES, Page
+from tlindex.pages import BY_NAME, Page
 from tlindex.pages.bytecode import listings
 from tlindex.pages.rows import Args, as_data
+from tlindex.render.page import render_page, trie_children
 
 from .database import open_database
-from .render import render_page, trie_children
 
 log = logging.getLogger(__name__)
 DEGRADED_HEADER = "x-tlindex-degraded"
@@ -175,4 +176,7 @@ def isolated(serve, fallback=None):
 # What a page shows when it fails (see isolated): the bytecode page, its listings as the trace logged them.
 FALLBACKS = {"bytecode": _bytecode_listings}
 
-ROUTES = [(rf"^/{_DB}{page.pattern}$", isolated(handler(page), FALLBACKS.get(page.name))) for page in PAGES]
+
+def routes() -> list[tuple[str, object]]:
+    """One route per page of tlindex.pages (as PAGES is when Datasette asks)."""
+    return [(rf"^/{_DB}{page.pattern}$", isolated(handler(page), FALLBACKS.get(page.name))) for page in pages.PAGES]

@@ -7,91 +7,25 @@ built from its path. A page's data comes from its data function here (SQL lives 
 plugin only renders). A page the report cannot have says why (it needs a server).
 
 A new page is one declaration below, its data function (a module of this package), its template
-(datasette_plugins/datasette_tlindex/templates/tlindex/) and its test; docs/architecture.md says more.
+(tlindex/render/templates/tlindex/) and its test; docs/architecture.md says more.
 """
 
 from __future__ import annotations
 
 import re
 import sqlite3
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Iterator, Mapping
 
-from tlindex.answers.clip import bound_texts
 from tlindex.answers.search import Hit
 from tlindex.pages import artifact, bytecode, compile, diff, passes, provenance, run, runs, search, trend, trie, vllm
 from tlindex.pages.artifact_diff import artifact_diff_data
+from tlindex.pages.declare import PAGE_SUFFIX, PLACEHOLDERS, RAW_TEXT, Arg, Files, Page
 from tlindex.pages.glossary import glossary_data
-from tlindex.pages.rows import Args, row_id
+from tlindex.pages.rows import Args
 from tlindex.pages.tree import tree_data
 
-# What each placeholder of a path matches (ids: whole numbers; past 64 bits they name no row: 404).
-PLACEHOLDERS = {"hash": r"[0-9a-f]{32}", "ext": r"(?:\.txt)?", "format": r"(?:\.json)?"}
-ID = r"-?\d+"
-PLACEHOLDER_RE = re.compile(r"\{(\w+)\}")
-
-
-class Files(Protocol):
-    """Where the report puts a page (tlindex.report_files): a path under DIR, or None (not reported)."""
-
-    def of_run(self, run: int, name: str) -> str | None: ...
-    def of_compile(self, compile: int, name: str) -> str | None: ...
-    def of_piece(self, piece: int, name: str) -> str | None: ...
-    def of_artifact(self, artifact: int, name: str) -> str | None: ...
-    def payload_page(self, artifact: int) -> str | None: ...
-    def top(self, name: str) -> str | None: ...
-    def of_runs(self, args: Args, name: str) -> str | None: ...
-
-
-FileRule = Callable[[Files, dict, Args], "str | None"]
-Data = Callable[..., dict]
-
-
-@dataclass(frozen=True)
-class Page:
-    name: str
-    path: str                  # under the database's URL; {name} placeholders (ids, or PLACEHOLDERS)
-    data: Data                 # (conn, args, **values) -> the page's data; NotFound / UsageError for 404 / 400
-    template: str | None       # what the plugin renders it with (None: it is not HTML)
-    file: FileRule | None      # where `tlindex report` writes it (None: server-only, and why)
-    server_only: str = ""      # why a static report cannot have it
-    kind: str = "html"         # html; json (streamed trace), text (raw payload), redirect, fragment (trie node)
-    database: bool = True      # whether its data reads the database (`tlindex show` opens none for a page that does not)
-
-    @property
-    def json_twin(self) -> bool:
-        """Whether it answers `<path>.json` with its data: every page that is not data itself."""
-        return self.kind in ("html", "fragment")
-
-    @property
-    def placeholders(self) -> list[str]:
-        return PLACEHOLDER_RE.findall(self.path)
-
-    @property
-    def pattern(self) -> str:
-        """The path as a regular expression with named groups (no anchors, no database)."""
-        out, last = "", 0
-        for match in PLACEHOLDER_RE.finditer(self.path):
-            out += re.escape(self.path[last:match.start()])
-            name = match.group(1)
-            out += f"(?P<{name}>{PLACEHOLDERS.get(name, ID)})"
-            last = match.end()
-        out += re.escape(self.path[last:])
-        return out + (f"(?P<format>{PLACEHOLDERS['format']})" if self.json_twin else "")
-
-    def values(self, found: dict[str, str]) -> dict:
-        """A matched path's values as the data function takes them: ids as ints (NotFound past 64 bits)."""
-        return {name: (row_id(name, text) if name not in PLACEHOLDERS else text)
-                for name, text in found.items() if name != "format"}
-
-    def read(self, conn: sqlite3.Connection, args: Args | None = None, **values) -> dict:
-        """The page's data, no text in it longer than a page shows (tlindex.answers.clip.bound_texts; a raw payload,
-        which is its download, whole)."""
-        data = self.data(conn, args or Args(), **values)
-        if self.json_twin and isinstance(data, dict) and not data.get("raw"):
-            bound_texts(data)
-        return data
+__all__ = ["PAGES", "BY_NAME", "PLACEHOLDERS", "QUERY", "RAW_TEXT", "Arg", "Page", "path", "link", "match", "hit_path",
+           "read_named"]
 
 
 def _trie_file(files: Files, values: dict, args: Args) -> str | None:
@@ -105,64 +39,127 @@ def _artifact_file(files: Files, values: dict, args: Args) -> str | None:
                                                                        f"artifact/{values['artifact']}.html")
 
 
+RUNS = Arg("run", many=True)  # ?run=1&run=2: the runs a page over runs shows (every run: none)
 PAGES: tuple[Page, ...] = (
-    Page("runs", "/-/tlindex", runs.runs_data, "runs.html", lambda f, v, a: f.top("index.html")),
-    Page("search", "/-/tlindex/search", search.search_data, "search.html", None, "a search runs on the server"),
+    Page("runs", "/-/tlindex", runs.runs_data, "runs.html", lambda f, v, a: f.top("index.html"), args=(RUNS,)),
+    Page("search", "/-/tlindex/search", search.search_data, "search.html", None, "a search runs on the server",
+         args=(Arg("q", "text"), Arg("run"))),
     Page("diff_pick", "/-/tlindex/diff", diff.diff_pick, None, None, "a form picks the two runs", kind="redirect"),
     Page("diff", "/-/tlindex/diff/{a}/{b}", diff.diff_data, "diff.html", None,
-         "any two runs of the database can be compared"),
+         "any two runs of the database can be compared", without="diff_pick"),
     Page("diff_compiles", "/-/tlindex/diff/compiles/{ca}/{cb}", diff.pair_data, "diff_pair.html", None,
          "any two compiles can be compared"),
-    Page("trend", "/-/tlindex/trend", trend.trend_data, "trend.html", lambda f, v, a: f.of_runs(a, "trend.html")),
+    Page("trend", "/-/tlindex/trend", trend.trend_data, "trend.html", lambda f, v, a: f.of_runs(a, "trend.html"),
+         args=(RUNS, Arg("label", "text"))),
     Page("graph_breaks", "/-/tlindex/graph-breaks", trend.graph_breaks_data, "graph_breaks.html",
-         lambda f, v, a: f.of_runs(a, "graph-breaks.html")),
-    Page("tree", "/-/tlindex/tree", tree_data, "tree.html", lambda f, v, a: f.of_runs(a, "tree.html")),
+         lambda f, v, a: f.of_runs(a, "graph-breaks.html"), args=(RUNS,)),
+    Page("tree", "/-/tlindex/tree", tree_data, "tree.html", lambda f, v, a: f.of_runs(a, "tree.html"),
+         args=(RUNS, Arg("q", "text"), Arg("a"))),
     Page("artifact_diff", "/-/tlindex/artifact-diff", artifact_diff_data, "artifact_diff.html", None,
-         "any two artifacts of the database can be compared"),
+         "any two artifacts of the database can be compared", args=(Arg("a"), Arg("b"), Arg("mask", "flag"))),
     Page("glossary", "/-/tlindex/glossary", glossary_data, "glossary.html", lambda f, v, a: f.top("glossary.html"),
          database=False),
-    Page("run", "/-/tlindex/run/{run}", run.run_data, "run.html", lambda f, v, a: f.of_run(v["run"], "index.html")),
+    Page("run", "/-/tlindex/run/{run}", run.run_data, "run.html", lambda f, v, a: f.of_run(v["run"], "index.html"),
+         without="runs"),  # a compile not yet grouped into a run (an ingest killed between its merge and grouping)
     Page("chromium", "/-/tlindex/run/{run}/chromium.json", run.chromium_data, None,
          lambda f, v, a: f.of_run(v["run"], "chromium.json"), kind="json"),
-    Page("trie", "/-/tlindex/trie/{run}", trie.trie_data, "trie.html", _trie_file),
+    Page("trie", "/-/tlindex/trie/{run}", trie.trie_data, "trie.html", _trie_file, args=(Arg("rank"),)),
     Page("trie_node", "/-/tlindex/trie/{run}/node/{node}", trie.trie_node_data, None, None,
-         "the report renders each trie whole", kind="fragment"),
+         "the report renders each trie whole", kind="fragment", args=(Arg("rank"),)),
     Page("compile", "/-/tlindex/compile/{compile}", compile.compile_data, "compile.html",
          lambda f, v, a: f.of_compile(v["compile"], f"compiles/{v['compile']}.html")),
     Page("bytecode", "/-/tlindex/compile/{compile}/bytecode", bytecode.bytecode_data, "bytecode.html",
-         lambda f, v, a: f.of_compile(v["compile"], f"compiles/{v['compile']}-bytecode.html")),
+         lambda f, v, a: f.of_compile(v["compile"], f"compiles/{v['compile']}-bytecode.html"), within="compile"),
     Page("passes", "/-/tlindex/compile/{compile}/passes", passes.passes_data, "passes.html",
-         lambda f, v, a: f.of_compile(v["compile"], f"compiles/{v['compile']}-passes.html")),
+         lambda f, v, a: f.of_compile(v["compile"], f"compiles/{v['compile']}-passes.html"), within="compile"),
     Page("piece_passes", "/-/tlindex/piece/{piece}/passes", passes.piece_passes_data, "passes.html",
-         lambda f, v, a: f.of_piece(v["piece"], "compiles/{compile}-piece-{piece}-passes.html")),
+         lambda f, v, a: f.of_piece(v["piece"], "compiles/{compile}-piece-{piece}-passes.html"), within="compile"),
     Page("vllm", "/-/tlindex/run/{run}/vllm", vllm.vllm_data, "vllm.html",
          lambda f, v, a: f.of_run(v["run"], "vllm.html")),
     Page("provenance", "/-/tlindex/provenance/{artifact}", provenance.provenance_page_data, "provenance.html",
-         lambda f, v, a: f.of_artifact(v["artifact"], f"provenance/{v['artifact']}.html")),
+         lambda f, v, a: f.of_artifact(v["artifact"], f"provenance/{v['artifact']}.html"),
+         samples=(("artifact", "SELECT id FROM artifacts WHERE name = 'inductor_provenance_tracking_node_mappings' "
+                               "AND payload IS NOT NULL ORDER BY id"),)),
     Page("artifact", "/-/tlindex/artifact/{artifact}", artifact.artifact_data, "artifact.html", _artifact_file),
     Page("payload", "/-/tlindex/payload/{hash}{ext}", artifact.payload_data, "payload.html",
          lambda f, v, a: f.top(f"payloads/{v['hash']}{v.get('ext') or '.html'}")),
 )
-BY_NAME = {page.name: page for page in PAGES}
-_MATCHERS = [(page, re.compile(page.pattern + "$")) for page in PAGES]
+
+
+
+def _query_file(files: Files, values: dict, args: Args) -> str | None:
+    """A canned query of one run (`?run=N&…`) as a table of the report; the failures list as tlparse names it."""
+    params = dict(args.pairs)
+    run = params.pop("run", None)
+    if values["query"] == "failures" and not params:
+        return files.of_query("failures", run, "failures_and_restarts" + PAGE_SUFFIX)
+    extra = "".join(f"--{key}-{re.sub(r'[^A-Za-z0-9_.]', '_', value)}" for key, value in sorted(params.items()))
+    return files.of_query(values["query"], run, f"queries/{values['query']}{extra}{PAGE_SUFFIX}")
+
+
+# A canned query's page: Datasette serves it (so it is no route of the plugin's); the report writes the table of one
+# run's (tlindex.report.pages), named here.
+QUERY = Page("query", "/{query}", lambda conn, args, query: {}, "report_query.html", _query_file, kind="query")
+
+
+class _Table:
+    """PAGES by name, and its paths' matchers, made again whenever PAGES is another table (a test adds a page by
+    giving PAGES one more declaration: everything else follows)."""
+
+    def __init__(self):
+        self.pages: tuple[Page, ...] = ()
+        self.by_name: dict[str, Page] = {}
+        self.matchers: list[tuple[Page, re.Pattern]] = []
+
+    def current(self) -> _Table:
+        if self.pages is not PAGES:
+            self.by_name = {page.name: page for page in PAGES}
+            self.matchers = [(page, re.compile(page.pattern + "$")) for page in PAGES]
+            self.pages = PAGES
+        return self
+
+
+class _ByName(Mapping):
+    """The pages by name (of PAGES as it is now)."""
+
+    def __getitem__(self, name: str) -> Page:
+        return _TABLE.current().by_name[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_TABLE.current().by_name)
+
+    def __len__(self) -> int:
+        return len(_TABLE.current().by_name)
+
+
+_TABLE = _Table()
+BY_NAME: Mapping[str, Page] = _ByName()
 
 
 def path(name: str, json: bool = False, **values) -> str:
     """The path of a page under its database's URL, e.g. path("compile", compile=12); its JSON twin with json."""
     page = BY_NAME[name]
-
-    def value(match: re.Match) -> str:
-        given = values.get(match.group(1), "")
-        return str(int(given)) if match.group(1) not in PLACEHOLDERS else str(given)
-
     if json and not page.json_twin:
         raise ValueError(f"the {name} page has no JSON twin")
-    return PLACEHOLDER_RE.sub(value, page.path) + (".json" if json else "")
+    return page.written(values) + (".json" if json else "")
+
+
+def link(name: str, *given, **named) -> str:
+    """A link to a page under its database's URL, its path's values and then its query arguments given in order
+    (`link("trie_node", 3, 12, rank=0)`); a page whose path value is None links the page it names instead (`run`:
+    the runs page)."""
+    page = BY_NAME[name]
+    values = dict(zip(page.parameters, given))
+    if named:
+        values.update(named)
+    if page.without is not None and any(values.get(p) is None for p in page.placeholders):
+        return path(page.without)
+    return page.written(values) + page.query(values)
 
 
 def match(rest: str) -> tuple[Page, dict[str, str]] | None:
     """The page of a path under a database's URL, with its values as text; None when it is no tlindex page."""
-    for page, regex in _MATCHERS:
+    for page, regex in _TABLE.current().matchers:
         found = regex.match(rest)
         if found:
             return page, found.groupdict()
@@ -179,34 +176,34 @@ def hit_path(hit: Hit) -> str:
 _SAFE = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
+def tilde_encode(text: str) -> str:
+    """`text` as Datasette writes a database, table or query name in a URL (`a.b` is `a~2Eb`, a space `+`), without
+    importing Datasette (datasette.utils.tilde_encode, the same on 0.65 and 1.0a; a test holds them equal)."""
+    return "".join(chr(b) if b in _SAFE else "+" if b == 0x20 else f"~{b:02X}" for b in text.encode("utf-8"))
+
+
 def database_path(name: str) -> str:
-    """A database's URL path as Datasette makes it, its name tilde-encoded (`a.b` is `/a~2Eb`), without importing
-    Datasette (the command line prints URLs; it does not serve them)."""
-    return "/" + "".join(chr(b) if b in _SAFE else "+" if b == 0x20 else f"~{b:02X}" for b in name.encode("utf-8"))
+    """A database's URL path as Datasette makes it, its name tilde-encoded (`a.b` is `/a~2Eb`)."""
+    return "/" + tilde_encode(name)
 
 
 def read_named(conn: sqlite3.Connection, name: str, names: list[str], args: Args | None = None) -> dict:
     """A page's data with its path's values named as users name them (`tlindex show compile 0/1`): runs by
     id, label, directory or label prefix, compiles as torch prints them (`RUN:0/1@RANK`), other ids as numbers."""
-    from tlindex.answers.names import resolve_compile, resolve_run
     from tlindex.errors import UsageError
 
     page = BY_NAME.get(name)
     if page is None or not page.json_twin:
         shown = ", ".join(p.name for p in PAGES if p.json_twin)
         raise UsageError(f"no page named {name!r} has data to show: one of {shown}")
-    wanted = [p for p in page.placeholders if p != "ext"]
+    wanted = [p for p in page.placeholders if PLACEHOLDERS[p].shown]
     if len(names) != len(wanted):
         raise UsageError(f"the {name} page takes {len(wanted)} name{'s' * (len(wanted) != 1)} "
                          f"({' '.join(w.upper() for w in wanted) or 'none'}), not {len(names)}")
     values, run = {}, None
     for placeholder, given in zip(wanted, names):
-        if placeholder in ("run", "a", "b"):
-            values[placeholder] = run = resolve_run(conn, given)["id"]
-        elif placeholder in ("compile", "ca", "cb"):
-            values[placeholder] = resolve_compile(conn, given, run)
-        elif placeholder == "hash":
-            values[placeholder] = given
-        else:
-            values[placeholder] = row_id(placeholder, given)
+        kind = PLACEHOLDERS[placeholder]
+        values[placeholder] = kind.resolve(conn, placeholder, given, run)
+        if kind.run:
+            run = values[placeholder]
     return page.read(conn, args or Args(), **values)

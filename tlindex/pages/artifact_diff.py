@@ -73,6 +73,7 @@ def artifact_diff_data(conn: sqlite3.Connection, args: Args) -> dict:
     a, b = _side(conn, a_id), _side(conn, b_id)
     a_text, b_text = compared_text(a, mask), compared_text(b, mask)
     found = hunks(a_text, b_text)
-    return {"a": a, "b": b, "mask": mask, "same_payload": a["payload"] is not None and a["payload"] == b["payload"],
+    return {"artifact_a": a, "artifact_b": b, "mask": mask,
+            "same_payload": a["payload"] is not None and a["payload"] == b["payload"],
             "lang": a["lang"] if a["lang"] == b["lang"] else "text",
             "hunks": found, "changed": changed_lines(found), "no_payload": [s["id"] for s in (a, b) if not s["payload"]]}

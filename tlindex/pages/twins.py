@@ -1,8 +1,9 @@
 """What each page's JSON twin holds (`<page>.json`, `tlindex show PAGE --json`): its top-level keys, in words.
 
-Declared beside the pages (tlindex.pages.PAGES), one entry per page with a twin; docs/json.md is written from
-it (`python -m tlindex.pages.twins > docs/json.md`) and tests/test_json_twins.py holds every entry to the keys
-the page's data really has, so the document cannot fall behind a page.
+Declared beside the pages (tlindex.pages.PAGES), one entry per page with a twin (a page may declare its keys
+itself: `Page(..., keys=...)`); docs/json.md is written from them (`python -m tlindex.pages.twins > docs/json.md`)
+and tests/test_json_twins.py holds every entry to the keys the page's data really has, so the document cannot
+fall behind a page.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ TWINS: dict[str, tuple[tuple[str, str], ...]] = {
              ("complete", "whether everything kept is listed"), ("picked", "the artifact picked to diff, or null"),
              ("ungrouped", "compiles not yet grouped into a run"),
              ("older", "runs older than those read (without ?run=, the newest 50 are)")),
-    "artifact_diff": (("a", "artifact A"), ("b", "artifact B"), ("mask", "whether process-wide counters are masked"),
+    "artifact_diff": (("artifact_a", "artifact A"), ("artifact_b", "artifact B"),
+                      ("mask", "whether process-wide counters are masked"),
                       ("same_payload", "whether both have the same payload"), ("lang", "the language highlighted"),
                       ("hunks", "the diff's hunks"), ("changed", "lines changed"),
                       ("no_payload", "a side that has no payload, or null")),
@@ -74,6 +76,13 @@ TWINS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
+def twins() -> dict[str, tuple[tuple[str, str], ...]]:
+    """Each page's twin's keys: TWINS, and those a page declares itself."""
+    from tlindex.pages import PAGES
+
+    return {**TWINS, **{page.name: page.keys for page in PAGES if page.keys}}
+
+
 def render() -> str:
     """docs/json.md: each page's twin, its URL and its keys."""
     from tlindex.pages import BY_NAME
@@ -82,7 +91,7 @@ def render() -> str:
              "Every page answers `<its URL>.json` with the data it shows, and `tlindex show PAGE NAME… --json` prints",
              "the same. Keys are words (`compile`, `artifact`). Written by `python -m tlindex.pages.twins >",
              "docs/json.md` from tlindex/pages/twins.py; a test keeps both in step with the pages.", ""]
-    for name, keys in TWINS.items():
+    for name, keys in twins().items():
         lines += [f"## {name}", "", f"`{BY_NAME[name].path}.json`", ""]
         lines += [f"- `{key}`: {what}" for key, what in keys] + [""]
     return "\n".join(lines)

@@ -1,4 +1,4 @@
-"""`tlindex report`: which runs, which database, which folder; the pages' HTML comes from the plugin's renderer.
+"""`tlindex report`: which runs, which database, which folder; the pages' HTML comes from tlindex.render.
 
 The package, by job: build.py (what to write, tasks and workers, the crawl), pages.py (a URL rendered
 to its file, links made relative), files.py (where each file goes), output.py (files written whole,
@@ -13,6 +13,8 @@ delete a home directory, nor `-o tlparse_output --overwrite` what tlparse wrote.
 from __future__ import annotations
 
 import os
+import sqlite3
+from contextlib import closing, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,6 +23,7 @@ from tlindex.answers.names import resolve_run
 from tlindex.errors import ReportError  # noqa: F401 (raised here, imported from here by callers)
 from tlindex.ingest.discover import discover
 from tlindex.report.build import SUMMARY, Report
+from tlindex.report.files import INDEX
 from tlindex.report.output import ReportSummary
 from tlindex.store.db import connect_read_only
 
@@ -41,41 +44,29 @@ def check_out_dir(out: Path, overwrite: bool) -> None:
                           f"either); remove it yourself, or choose another folder")
 
 
-def runs_of_paths(db_path: Path, paths: list[str]) -> list[int]:
+def runs_of_paths(conn: sqlite3.Connection, paths: list[str]) -> list[int]:
     """The runs holding the logs PATHs name (as discovered by ingest)."""
     files, _ = discover(paths)
-    conn = connect_read_only(db_path)
-    try:
-        wanted = {str(path.resolve()) for path in files}
-        return sorted({run for (path, run) in conn.execute(
-            "SELECT f.path, s.run_id FROM files f JOIN sources s ON s.file_id = f.id") if path in wanted})
-    finally:
-        conn.close()
+    wanted = {str(path.resolve()) for path in files}
+    return sorted({run for (path, run) in conn.execute(
+        "SELECT f.path, s.run_id FROM files f JOIN sources s ON s.file_id = f.id") if path in wanted})
 
 
-def runs_by_name(db_path: Path, names: list[str], last: int | None = None) -> list[int]:
+def runs_by_name(conn: sqlite3.Connection, names: list[str], last: int | None = None) -> list[int]:
     """Runs by id or label prefix; when none are named, the last `last` runs (every run when None)."""
-    conn = connect_read_only(db_path)
-    try:
-        if not names:
-            return sorted(row[0] for row in conn.execute("SELECT id FROM runs ORDER BY start_time DESC, id DESC LIMIT ?",
-                                                         (-1 if last is None else last,)))
-        return sorted({resolve_run(conn, name)["id"] for name in names})
-    finally:
-        conn.close()
+    if not names:
+        return sorted(row[0] for row in conn.execute("SELECT id FROM runs ORDER BY start_time DESC, id DESC LIMIT ?",
+                                                     (-1 if last is None else last,)))
+    return sorted({resolve_run(conn, name)["id"] for name in names})
 
 
-def size_of_report(db_path: Path, runs: list[int]) -> str:
+def size_of_report(conn: sqlite3.Connection, runs: list[int]) -> str:
     """What a report of the runs will hold, said before it is written: runs, compiles and artifacts (a page each)."""
-    conn = connect_read_only(db_path)
-    try:
-        total = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
-        marks = ",".join("?" * len(runs))
-        compiles, artifacts = conn.execute(
-            f"SELECT count(DISTINCT c.id), count(a.id) FROM compiles c LEFT JOIN artifacts a ON a.compile = c.id "
-            f"WHERE c.run_id IN ({marks})", runs).fetchone()
-    finally:
-        conn.close()
+    total = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
+    marks = ",".join("?" * len(runs))
+    compiles, artifacts = conn.execute(
+        f"SELECT count(DISTINCT c.id), count(a.id) FROM compiles c LEFT JOIN artifacts a ON a.compile = c.id "
+        f"WHERE c.run_id IN ({marks})", runs).fetchone()
     left = f" (of {total:,}: --last N, --run RUN or --all)" if len(runs) < total else ""
     return (f"report of {len(runs):,} run{'s' * (len(runs) != 1)}{left}: {compiles:,} compiles and {artifacts:,} "
             f"artifacts, a page each or more")
@@ -96,7 +87,7 @@ def write_empty_report(out: Path, overwrite: bool, why: str) -> None:
     check_out_dir(out, overwrite)
     partial = owned.new_partial(out, "report")
     try:
-        (partial / "index.html").write_text(EMPTY_INDEX.format(why=html.escape(why)), encoding="utf-8")
+        (partial / INDEX).write_text(EMPTY_INDEX.format(why=html.escape(why)), encoding="utf-8")
         (partial / SUMMARY).write_text(json.dumps({"runs": [], "pages": 1, "database": None, "degraded": []}) + "\n")
         swap(partial, out)
     finally:
@@ -104,18 +95,23 @@ def write_empty_report(out: Path, overwrite: bool, why: str) -> None:
 
 
 def write_report(db_path: Path, out: Path, runs: list[int], overwrite: bool, progress=None, jobs: int | None = None,
-                 run_facts: bool = False):
+                 run_facts: bool = False, conn: sqlite3.Connection | None = None):
     """Write the report of `runs` to `out` (checked with check_out_dir first), with `jobs` processes; its summary.
     Where and by whom the runs were made (`tlindex run`'s command line, user, host, directory) is left out unless
-    `run_facts` (a report is made to be shared)."""
+    `run_facts` (a report is made to be shared). `conn`: the database's connection, read-only, that the caller
+    opened (its `runs` is then the report's, without those facts); else one is opened here."""
     renderer_class = renderer()
     if not runs:
         raise ReportError(f"{db_path}: no run to report")
+    if conn is None:
+        with closing(connect_read_only(db_path)) as conn:
+            return write_report(db_path, out, runs, overwrite, progress, jobs, run_facts, conn)
     out = absolute(out)
     check_out_dir(out, overwrite)
     partial = owned.new_partial(out, "report")
     try:
-        summary = Report(db_path, partial, runs, renderer_class, progress, run_facts).write(jobs or os.cpu_count() or 1)
+        summary = Report(conn, db_path, partial, runs, renderer_class, progress, run_facts).write(jobs or os.cpu_count()
+                                                                                                   or 1)
         swap(partial, out)
     finally:
         owned.discard(partial)  # still there only when it was not swapped in
@@ -123,15 +119,11 @@ def write_report(db_path: Path, out: Path, runs: list[int], overwrite: bool, pro
 
 
 def renderer():
-    """The pages' renderer: the tlindex Datasette plugin's (the HTML is the plugin's), found as Datasette
-    finds the plugin, by its entry point; the library never imports the plugin."""
-    import importlib
-    from importlib.metadata import entry_points
+    """The pages' renderer (tlindex.render: the server's pages are rendered by the same), imported when a report is
+    written."""
+    from tlindex.render.report import ReportRenderer
 
-    for point in entry_points(group="datasette"):
-        if point.name == "tlindex":
-            return importlib.import_module(f"{point.value}.report_render").ReportRenderer
-    raise ReportError("the tlindex Datasette plugin is not installed (pip install tlindex), and it renders the report")
+    return ReportRenderer
 
 
 def absolute(out: Path) -> Path:
@@ -165,26 +157,29 @@ def make_report(out: Path, paths: list[str], db_path: str | None, run_names: lis
     their report written to `out`. `say` is told how much it will write before it starts."""
     from tlindex.ingest.pipeline import ingest
     from tlindex.owned import scratch
-    from tlindex.store.db import existing_database
+    from tlindex.store.database import Database
 
     check_out_dir(out, overwrite)  # before any work
     if not paths:
-        db = existing_database(db_path or "traces.db", served=True)
-        runs = runs_by_name(db, run_names, last)
-        if say is not None:
-            say(size_of_report(db, runs))
-        return Outcome(runs, write_report(db, out, runs, overwrite, page_progress, jobs, run_facts), [])
+        with Database(db_path or "traces.db", served=True) as handle:
+            runs = runs_by_name(handle.conn, run_names, last)
+            if say is not None:
+                say(size_of_report(handle.conn, runs))
+            return Outcome(runs, write_report(handle.path, out, runs, overwrite, page_progress, jobs, run_facts,
+                                              handle.conn), [])
     with scratch("tlindex-report-") as temporary:
         db = Path(db_path) if db_path else temporary / "traces.db"
         ingested = ingest(db, paths, jobs=jobs, progress=ingest_progress,
                           search_index=bool(db_path))  # a temporary database is never searched
-        runs = runs_of_paths(db, paths) if db.exists() else []
-        if not runs and ingested.problems and not ingested.files:  # not one log could be read: say why, not "no run"
-            raise ReportError("nothing to report: " + "; ".join(ingested.problems))
-        if not runs and not run_names and not ingested.problems:  # logs read, no record in them: the report says so
-            write_empty_report(out, overwrite, f"{ingested.files + ingested.skipped} log file(s) read "
-                                               f"({', '.join(paths)}): none holds a trace record.")
-            return Outcome([], None, [])
-        if run_names:
-            runs = sorted(set(runs) & set(runs_by_name(db, run_names)))
-        return Outcome(runs, write_report(db, out, runs, overwrite, page_progress, jobs, run_facts), ingested.problems)
+        with closing(connect_read_only(db)) if db.exists() else nullcontext() as conn:
+            runs = runs_of_paths(conn, paths) if conn is not None else []
+            if not runs and ingested.problems and not ingested.files:  # not one log could be read: say why, not "no run"
+                raise ReportError("nothing to report: " + "; ".join(ingested.problems))
+            if not runs and not run_names and not ingested.problems:  # logs read, no record in them: the report says so
+                write_empty_report(out, overwrite, f"{ingested.files + ingested.skipped} log file(s) read "
+                                                   f"({', '.join(paths)}): none holds a trace record.")
+                return Outcome([], None, [])
+            if run_names and conn is not None:
+                runs = sorted(set(runs) & set(runs_by_name(conn, run_names)))
+            return Outcome(runs, write_report(db, out, runs, overwrite, page_progress, jobs, run_facts, conn),
+                           ingested.problems)

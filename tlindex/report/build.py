@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
+import sqlite3
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,7 +21,7 @@ from tlindex.answers.queries import load_queries
 from tlindex.pages.runs import withhold_run_facts
 from tlindex.report.files import ReportFiles, log_folders
 from tlindex.report.output import Output, ReportSummary, note_degraded
-from tlindex.report.pages import PageWriter, seeds, text_file
+from tlindex.report.pages import PageWriter, seeds
 from tlindex.report.tlparse import write_tlparse_files
 from tlindex.report.workers import can_fork, start_workers
 from tlindex.store.db import connect_read_only
@@ -32,26 +33,72 @@ PARALLEL_FROM = 100  # pages of the tasks (compile and payload pages, ~2 ms each
 # them as fast as forked workers (a fork starts in milliseconds)
 SPAWNED_FROM = 600  # the same where a fork is unsafe: a spawned worker imports the renderer (~0.4 s)
 TASK_PAGES = 50  # pages per task given to a worker (small: the workers end together)
-# A page of one compile besides its own (passes, bytecode, a piece's passes): a worker that renders the
-# compile page renders these too, and the parent leaves them to it (else they are a serial tail)
-SUBPAGE_RE = re.compile(r"(?:.*/)?compiles/(\d+)-[^/]*\.html")
 SUMMARY = "tlindex-report.json"  # what the report holds (runs, pages, degraded files)
 
 TaskResult = tuple[set[str], dict[str, str], ReportSummary]
 
 
-class Report:
-    """Writes the static report of some runs of a tlindex database into an empty folder."""
+@dataclass(frozen=True)
+class PagesTask:
+    """Pages to render (compile, payload, provenance pages), with the pages of their compiles that they link to (a
+    page declared `within` a compile: its bytecode, its passes), which the parent leaves to the task."""
 
-    def __init__(self, db_path: Path, out: Path, runs: list[int], renderer_class,
-                 progress: Callable[[int], None] | None = None, run_facts: bool = False):
-        self.db_path, self.out, self.runs = Path(db_path), Path(out), sorted(runs)
-        self.run_facts = run_facts  # --with-run-facts
-        self.renderer_class = renderer_class
+    urls: tuple[str, ...]
+
+    def files(self, files: ReportFiles) -> set[str]:
+        targets = {files.target(url) for url in self.urls} | {files.text_of(url) for url in self.urls}
+        return targets - {None}  # a payload's text is written with its page
+
+
+@dataclass(frozen=True)
+class TraceTask:
+    """A run's Perfetto trace (one long file: first, else it is a serial tail)."""
+
+    run: int
+
+    def files(self, files: ReportFiles) -> set[str]:
+        return {files.page_file("chromium", run=self.run)}
+
+
+@dataclass(frozen=True)
+class TlparseTask:
+    """One log's tlparse files (in its own folder when its run has several logs)."""
+
+    run: int
+    file_id: int
+    folder: str
+    logs: int
+
+    def files(self, files: ReportFiles) -> set[str]:
+        return set()  # no page links them
+
+
+Task = PagesTask | TraceTask | TlparseTask
+
+
+class Report:
+    """Writes the static report of some runs of a tlindex database into an empty folder, on one connection."""
+
+    def __init__(self, conn: sqlite3.Connection, db_path: Path, out: Path, runs: list[int], renderer_class,
+                 progress: Callable[[int], None] | None = None, run_facts: bool = False, parent: Report | None = None):
+        """`conn`: this process's (a worker's own); `parent`: the report a forked worker was forked from, whose maps
+        and renderer it shares (and whose connection it keeps, unused and unclosed: the parent's)."""
+        self.conn, self.db_path, self.out, self.runs = conn, Path(db_path), Path(out), sorted(runs)
+        self.run_facts, self.renderer_class, self.parent = run_facts, renderer_class, parent  # --with-run-facts
         self.progress = progress or (lambda pages: None)
+        self.renderer = parent.renderer if parent else renderer_class(self.db_path)
+        # what the report holds (its files' maps), read once: forked workers share it
+        self.files = parent.files if parent else ReportFiles(conn, self.runs, self.renderer.urls.base,
+                                                             set(load_queries()))
+        if not run_facts:
+            withhold_run_facts(conn)  # every page and query of the report reads `runs` without them
+        self.output = Output(self.out)
+        self.writer = PageWriter(conn, self.renderer, self.files, self.output, lambda url: None, self.claim)
+        self.pid = os.getpid()
         self.total = ReportSummary()
         self.found: dict[str, str] = {}  # links met by the tasks (file: url), for the crawl
         self.deferred: dict[str, str] | None = None  # while workers render: compile subpages met here (file: url)
+        self.pools = ExitStack()
         self.workers: Executor | None = None
         self.lost_worker = False
         self.done: set[str] = set()  # report files written (or found to have nothing to write)
@@ -62,38 +109,16 @@ class Report:
     def write(self, jobs: int = 1) -> ReportSummary:
         """Write the report; with jobs > 1 the compile and payload pages are rendered by that many processes."""
         # the workers are shut down on the way out: killed when it is an error or a stop (tlindex.stopping)
-        with ExitStack() as self.pools:
+        with self.pools:
             try:
-                self.load()
                 tasks = self.tasks()
                 if jobs > 1 and can_fork() and self.parallel(tasks, forked=True):
-                    _WORKER.clear()  # forked now: they share the maps, and hold no connection of this process
+                    _WORKER.clear()  # forked now: they share the maps, and open a connection each
                     _WORKER[self.key()] = self
                     self.start_workers(jobs)
-                self.open()
                 return self._write(jobs, tasks)
             finally:
                 _WORKER.pop(self.key(), None)
-                if getattr(self, "conn", None) is not None:
-                    self.conn.close()
-
-    def load(self) -> None:
-        """What the report holds (its files' maps), read once: forked workers share it."""
-        self.renderer = self.renderer_class(self.db_path)
-        conn = connect_read_only(self.db_path)
-        try:
-            self.files = ReportFiles(conn, self.runs, self.renderer.urls.base, set(load_queries()))
-        finally:
-            conn.close()
-
-    def open(self) -> None:
-        """This process's connection and writer (a worker opens its own)."""
-        self.conn = connect_read_only(self.db_path)
-        if not self.run_facts:
-            withhold_run_facts(self.conn)  # every page and query of the report reads `runs` without them
-        self.output = Output(self.out)
-        self.writer = PageWriter(self.conn, self.renderer, self.files, self.output, lambda url: None, self.claim)
-        self.pid = os.getpid()
 
     def start_workers(self, jobs: int) -> Executor:
         """The worker processes, started once, shut down (or killed) when write() ends."""
@@ -102,19 +127,21 @@ class Report:
         return self.workers
 
     @staticmethod
-    def parallel(tasks: list[tuple], forked: bool) -> bool:
+    def parallel(tasks: list[Task], forked: bool) -> bool:
         """Whether the tasks have pages enough for worker processes (forked ones start at once, spawned ones not)."""
-        return sum(len(task[1]) for task in tasks if task[0] == "pages") >= (PARALLEL_FROM if forked else SPAWNED_FROM)
+        pages = sum(len(task.urls) for task in tasks if isinstance(task, PagesTask))
+        return pages >= (PARALLEL_FROM if forked else SPAWNED_FROM)
 
-    def _write(self, jobs: int, tasks: list[tuple]) -> ReportSummary:
+    def _write(self, jobs: int, tasks: list[Task]) -> ReportSummary:
         self.output.summary = self.total  # what this process writes counts in the total (a task counts its own)
         if jobs > 1 and self.parallel(tasks, forked=self.workers is not None):
             self.start_workers(jobs)
             futures = [self.workers.submit(_worker_task, (self.db_path, self.out, self.runs, self.renderer_class,
                                                             self.run_facts, task))
                        for task in tasks]
-            self.done |= self.task_files(tasks)  # theirs: the crawl below leaves them to the workers
-            self.deferred = {}  # and the pages of their compiles (SUBPAGE_RE)
+            for task in tasks:  # theirs: the crawl below leaves them to the workers
+                self.done |= task.files(self.files)
+            self.deferred = {}  # and the pages of their compiles (ReportFiles.within)
             self.crawl(seeds(self.renderer.urls, self.runs, self.files.single))  # meanwhile, the run pages here
             for task, future in zip(tasks, futures):
                 self.merge(*self.result(task, future))
@@ -132,7 +159,7 @@ class Report:
              "degraded": [{"file": path, "error": what} for path, what in self.total.degraded]}) + "\n")
         return self.total
 
-    def tasks(self) -> list[tuple]:
+    def tasks(self) -> list[Task]:
         """The bulk of the work, in independent pieces: compile pages, payload pages and texts, each run's
         Perfetto trace, each log's tlparse files."""
         urls = self.renderer.urls
@@ -140,49 +167,51 @@ class Report:
         pages += [urls.payload(digest) for digest in sorted(self.files.payload_pages)]  # each writes its text too
         pages += [urls.provenance(artifact) for artifact in self.files.provenance]
         # the traces and tlparse's files first: each is one long task, which last would be a serial tail
-        tasks: list[tuple] = [("chromium", run) for run in self.runs]
-        conn = connect_read_only(self.db_path)
-        try:
-            for run in self.runs:
-                folders = log_folders(conn, run)
-                tasks += [("tlparse", run, file_id, folder, len(folders)) for file_id, folder in folders.items()]
-        finally:
-            conn.close()
-        return tasks + [("pages", pages[i:i + TASK_PAGES]) for i in range(0, len(pages), TASK_PAGES)]
+        tasks: list[Task] = [TraceTask(run) for run in self.runs]
+        for run in self.runs:
+            folders = log_folders(self.conn, run)
+            tasks += [TlparseTask(run, file_id, folder, len(folders)) for file_id, folder in folders.items()]
+        return tasks + [PagesTask(tuple(pages[i:i + TASK_PAGES])) for i in range(0, len(pages), TASK_PAGES)]
 
-    def run_task(self, task: tuple) -> TaskResult:
+    def run_task(self, task: Task) -> TaskResult:
         """Do one task; (files written, links met (file: url), counts of this task)."""
         self.output.summary, found = ReportSummary(), {}
         self.writer.enqueue = lambda url: found.setdefault(self.files.target(url), url)  # once per file, not per link
-        kind = task[0]
-        if kind == "pages":
-            urls, compiles = task[1], set()
-            while urls:  # the task's pages, then the pages of its compiles that they link to
-                for url in urls:
-                    path = self.files.target(url)
-                    if path is not None:
-                        self.done.add(path)
-                        compiles.add(path)
-                        self.writer.write(url, path, owned=True)  # a payload's text is its task's too (task_files)
-                        self.done.add(text_file(path))
-                urls = [url for path, url in found.items()
-                        if path is not None and path not in self.done and _subpage_of(path) in compiles]
-        elif kind == "chromium":
-            path = f"{self.files.run_dir(task[1])}chromium.json"
+        if isinstance(task, PagesTask):
+            self.write_pages(task, found)
+        elif isinstance(task, TraceTask):
+            path = self.files.page_file("chromium", run=task.run)
             self.done.add(path)
-            self.output.isolated(path, lambda: self.writer.write_chromium(task[1], path))
+            self.output.isolated(path, lambda: self.writer.write_chromium(task.run, path))
         else:
-            write_tlparse_files(self.conn, self.output, self.files, *task[1:], self.payload_text)
+            write_tlparse_files(self.conn, self.output, self.files, task.run, task.file_id, task.folder, task.logs,
+                                self.payload_text)
         return self.done, found, self.output.summary
+
+    def write_pages(self, task: PagesTask, found: dict[str, str]) -> None:
+        """The task's pages, then the pages of their compiles that they link to."""
+        urls, compiles = list(task.urls), set()
+        while urls:
+            for url in urls:
+                path = self.files.target(url)
+                if path is not None:
+                    self.done.add(path)
+                    compiles.add(path)
+                    self.writer.write(url, path, owned=True)  # a payload's text is its task's too (PagesTask.files)
+                    text = self.files.text_of(url)
+                    if text is not None:
+                        self.done.add(text)
+            urls = [url for path, url in found.items()
+                    if path is not None and path not in self.done and self.files.within(url) in compiles]
 
     def payload_text(self, digest: str) -> str:
         """A payload's text file, written here when no page writes it (a payload with a page has its text
         written by the pages' task, maybe in another process); its path."""
-        target = f"payloads/{digest}.txt"
+        target = self.files.text_file(digest)
         if digest not in self.files.payload_pages and target not in self.done and not (self.out / target).exists():
             self.done.add(target)
             row = self.conn.execute("SELECT text FROM payloads WHERE hash = ?", (digest,)).fetchone()
-            self.output.save(target, (row[0] if row else "").encode("utf-8"))
+            self.output.save(target, (row[0] if row else "").encode("utf-8"), payload=True)
         return target
 
     def claim(self, path: str) -> bool:
@@ -191,20 +220,6 @@ class Report:
             return False
         self.done.add(path)
         return True
-
-    def task_files(self, tasks: list[tuple]) -> set[str]:
-        """The pages and traces the tasks write (which links may lead to)."""
-        files = set()
-        for task in tasks:
-            if task[0] == "pages":
-                for path in map(self.files.target, task[1]):
-                    if path is not None:
-                        files.add(path)
-                        if path.startswith("payloads/") and path.endswith(".html"):
-                            files.add(text_file(path))  # a payload's text, written with its page
-            elif task[0] == "chromium":
-                files.add(f"{self.files.run_dir(task[1])}chromium.json")
-        return files
 
     def result(self, task: tuple, future: Future) -> TaskResult:
         """A worker's task's result; the task done here when the worker died (killed, out of memory): the
@@ -242,17 +257,11 @@ class Report:
 
     def add(self, queue: list[tuple[str, str]], url: str) -> None:
         path = self.files.target(url)
-        if path is not None and self.deferred is not None and _subpage_of(path):
+        if path is not None and self.deferred is not None and self.files.within(url):
             self.deferred.setdefault(path, url)  # the worker rendering its compile renders it
         elif path is not None and path not in self.done:
             self.done.add(path)
             queue.append((url, path))
-
-
-def _subpage_of(path: str) -> str | None:
-    """The compile page (report file) whose compile a subpage (SUBPAGE_RE) belongs to; None for other files."""
-    match = SUBPAGE_RE.fullmatch(path)
-    return None if match is None else f"{path[:match.start(1)]}{match.group(1)}.html"
 
 
 _WORKER: dict[tuple, Report] = {}  # in a worker process: its Report, set up once (a forked one inherits it)
@@ -262,12 +271,11 @@ def _worker_task(arguments: tuple) -> TaskResult:
     """In a worker process: one task of Report.tasks; only this task's files are reported back."""
     db_path, out, runs, renderer_class, run_facts, task = arguments
     key = (str(db_path), str(out), tuple(runs), run_facts)  # Report.key
-    if key not in _WORKER:  # spawned: set up here
+    report = _WORKER.get(key)
+    if report is None or report.pid != os.getpid():  # forked with the maps, or spawned: a connection of its own
+        report = Report(connect_read_only(db_path), db_path, out, runs, renderer_class, run_facts=run_facts,
+                        parent=report)
         _WORKER.clear()
-        _WORKER[key] = Report(db_path, out, runs, renderer_class, run_facts=run_facts)
-        _WORKER[key].load()
-    report = _WORKER[key]
-    if getattr(report, "pid", None) != os.getpid():  # forked with the maps, or spawned: its own connection
-        report.open()
+        _WORKER[key] = report
     report.done = set()
     return report.run_task(task)

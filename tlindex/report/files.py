@@ -1,5 +1,6 @@
-"""Where each file of a report goes: the report's side of tlindex.pages' `Files` (a page's `file` rule), and the
-file of any URL the pages link to (or None when the report has none: Datasette's table pages, search, diff).
+"""Where each file of a report goes: the report's side of tlindex.pages' `Files` (a page's `file` rule: every name is
+the page declaration's), and the file of any URL the pages link to (or None when the report has none: Datasette's
+table pages, search, diff).
 
 Layout (one run: DIR is that run's folder; several: DIR/index.html lists them, each has DIR/run-<id>/):
 
@@ -11,7 +12,7 @@ Layout (one run: DIR is that run's folder; several: DIR/index.html lists them, e
     compile_directory.json, raw.jsonl   tlparse's formats (one folder per log in multi-log runs: log_folders)
     chromium.json         the run's Perfetto trace
     ../payloads/<md5>.html, .txt   each distinct payload once (artifact links lead here)
-    ../assets/            Datasette's and the plugin's CSS and JS
+    ../assets/            Datasette's and the pages' own CSS and JS
 """
 
 from __future__ import annotations
@@ -21,14 +22,24 @@ import posixpath
 import re
 import sqlite3
 from collections.abc import Callable
+from typing import NamedTuple
 from urllib.parse import parse_qsl, urlsplit
 
 from tlindex import pages
 from tlindex.pages.rows import Args
+from tlindex.render.urls import STATIC_URL
 from tlindex.store.tables import METRICS_CONFIGS
 
-STATIC_PREFIXES = ("/-/static/", "/-/static-plugins/tlindex/")
+STATIC_PREFIXES = ("/-/static/", STATIC_URL)  # Datasette's assets, the pages' own
 TARGETS_KEPT = 50_000  # URLs whose file is remembered (a bound: a 1 GB log's report links ~100,000)
+
+
+class Found(NamedTuple):
+    """A URL of the served pages: its page (tlindex.pages, or its QUERY), the path's values and its arguments."""
+
+    page: pages.Page
+    values: dict
+    args: Args
 
 
 class ReportFiles:
@@ -59,15 +70,17 @@ class ReportFiles:
                 FROM metrics m JOIN compiles c ON c.id = m.compile WHERE c.run_id IN ({marks})""", self.runs)
                    for digest in row if digest}
         self.payload_pages = {digest for digest in self.artifact_payloads.values() if digest} | configs
-        # a URL's file, remembered (a link is met on many pages)
+        # a URL's file, remembered (a link is met on many pages), and the compile page it is rendered with
         self.target: Callable[[str], str | None] = functools.lru_cache(maxsize=TARGETS_KEPT)(self._target)
+        self.within: Callable[[str], str | None] = functools.lru_cache(maxsize=TARGETS_KEPT)(self._within)
 
     # --- tlindex.pages.Files: where a page of the report goes ------------------------------------
 
     def run_dir(self, run: int) -> str:
         return "" if self.single else f"run-{run}/"
 
-    def top(self, name: str) -> str | None:
+    @staticmethod
+    def top(name: str) -> str | None:
         return name
 
     def of_run(self, run: int, name: str) -> str | None:
@@ -98,43 +111,73 @@ class ReportFiles:
     def payload_page(self, artifact: int) -> str | None:
         """An artifact with a payload is shown on its payload's page (each payload once, whoever carries it)."""
         payload = self.artifact_payloads.get(artifact)
-        return f"payloads/{payload}.html" if payload and artifact in self.artifact_runs else None
+        return self.page_file("payload", hash=payload) if payload and artifact in self.artifact_runs else None
+
+    def of_query(self, query: str, run: str | None, name: str) -> str | None:
+        """A canned query's table of one of the report's runs (`?run=N`)."""
+        if query not in self.queries or run is None or not run.isdigit() or int(run) not in self.runs:
+            return None
+        return self.of_run(int(run), name)
+
+    # --- a page's file, by its declaration ---------------------------------------------------------
+
+    def page_file(self, name: str, **values) -> str | None:
+        """The file of the page `name` with the path's `values` (no arguments), as its declaration names it."""
+        page = pages.BY_NAME[name]
+        return page.file(self, values, Args())
+
+    def text_file(self, digest: str) -> str | None:
+        """A payload's raw text (its page's download)."""
+        return self.page_file("payload", hash=digest, ext=pages.RAW_TEXT)
+
+    def text_of(self, url: str) -> str | None:
+        """The raw text written beside a payload's page, for its URL; None for any other URL."""
+        found = self.parse(url)
+        return self.text_file(found.values["hash"]) if found and found.page.name == "payload" else None
 
     # --- a URL of the served pages -----------------------------------------------------------------
+
+    def parse(self, url: str) -> Found | None:
+        """The page of a URL of the served pages of this database (a canned query's too), or None."""
+        parts = urlsplit(url)
+        if not parts.path.startswith(self.base + "/"):
+            return None
+        rest, args = parts.path[len(self.base):], Args(parse_qsl(parts.query))
+        found = pages.match(rest)
+        if found is not None:
+            page, values = found
+            return None if values.get("format") else Found(page, page.values(values), args)  # not a JSON twin
+        query = QUERY_RE.fullmatch(rest)
+        return None if query is None else Found(pages.QUERY, pages.QUERY.values(query.groupdict()), args)
 
     def _target(self, url: str) -> str | None:
         """The report file (relative to DIR) of a URL of the served pages, or None if the report has none
         (`target`, remembered)."""
-        parts = urlsplit(url)
-        path, args = parts.path, parse_qsl(parts.query)
+        path = urlsplit(url).path
         if path.startswith(STATIC_PREFIXES):
             return "assets/" + posixpath.basename(path)
-        if not path.startswith(self.base + "/"):
+        try:
+            found = self.parse(url)
+            if found is None or found.page.file is None:  # the server's
+                return None
+            return found.page.file(self, found.values, found.args)
+        except Exception:  # an id past 64 bits, a value no file has: no file
             return None
-        rest = path[len(self.base):]
-        found = pages.match(rest)
-        if found is not None:
-            page, values = found
-            if page.file is None or values.get("format"):  # the server's, and JSON twins
-                return None
-            try:
-                return page.file(self, page.values(values), Args(args))
-            except Exception:  # an id past 64 bits, a value no file has: no file
-                return None
-        return self.query_file(rest, dict(args))
 
-    def query_file(self, rest: str, params: dict[str, str]) -> str | None:
-        """A canned query of one run (`/<query>?run=N&…`) as a table of the report."""
-        route = rest.split("/")
-        if len(route) != 2 or route[1] not in self.queries:
+    def _within(self, url: str) -> str | None:
+        """The file of the compile page a page of one compile (its bytecode, its passes) is rendered with, or None."""
+        try:
+            found = self.parse(url)
+        except Exception:
             return None
-        run = params.pop("run", None)
-        if run is None or not run.isdigit() or int(run) not in self.runs:
+        if found is None or found.page.within != "compile":
             return None
-        if route[1] == "failures" and not params:
-            return f"{self.run_dir(int(run))}failures_and_restarts.html"
-        extra = "".join(f"--{key}-{re.sub(r'[^A-Za-z0-9_.]', '_', value)}" for key, value in sorted(params.items()))
-        return f"{self.run_dir(int(run))}queries/{route[1]}{extra}.html"
+        compile = found.values.get("compile", self.piece_compiles.get(found.values.get("piece")))
+        return None if compile is None else self.page_file("compile", compile=compile)
+
+
+QUERY_RE = re.compile(pages.QUERY.pattern)
+INDEX = pages.BY_NAME["runs"].file(ReportFiles, {}, Args())  # the top of every report (the run page of one run's)
 
 
 def log_folders(conn: sqlite3.Connection, run: int) -> dict[int, str]:

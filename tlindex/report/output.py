@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tlindex.report.files import INDEX
+
 
 @dataclass
 class ReportSummary:
@@ -48,13 +50,14 @@ class Output:
             file.parent.mkdir(parents=True, exist_ok=True)
             self.folders.add(parent)
 
-    def save(self, path: str, body: bytes) -> None:
+    def save(self, path: str, body: bytes, page: bool = False, payload: bool = False) -> None:
+        """A file written whole, counted as a page or a payload's text as the caller says."""
         file = self.out / path
         self.folder(file)
         with open(file, "wb") as out:
             out.write(body)
-        self.summary.pages += path.endswith(".html")
-        self.summary.payloads += path.startswith("payloads/") and path.endswith(".txt")
+        self.summary.pages += page
+        self.summary.payloads += payload
         self.summary.bytes += len(body)
 
     def stream(self, path: str, pieces: Iterable[bytes]) -> None:
@@ -74,7 +77,7 @@ class Output:
     def degraded(self, path: str, what: str) -> bytes:
         """The notice written in place of a page that failed (links to it still lead somewhere)."""
         self.summary.degraded.append((path, what))
-        index = posixpath.relpath("index.html", posixpath.dirname(path) or ".")
+        index = posixpath.relpath(INDEX, posixpath.dirname(path) or ".")
         return DEGRADED_PAGE.format(what=html.escape(what), index=html.escape(index)).encode("utf-8")
 
     def isolated(self, path: str, work: Callable[[], None]) -> None:
@@ -86,8 +89,8 @@ class Output:
 
 
 def note_degraded(out: Path, degraded: list[tuple[str, str]]) -> None:
-    """Name every file that could not be produced at the top of index.html."""
-    index = out / "index.html"
+    """Name every file that could not be produced at the top of the index (the runs page's file)."""
+    index = out / INDEX
     if not degraded or not index.exists():
         return
     items = "".join(f'<li>{_link(path) if (out / path).is_file() else html.escape(path)}: {html.escape(what)}</li>'

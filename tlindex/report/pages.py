@@ -1,7 +1,7 @@
 """A report's pages: each URL of the served pages rendered to its file, its links made relative.
 
-A page's data comes from its data function (tlindex.pages), its HTML from the plugin's renderer (found by
-the plugin's entry point, the same renderer the server uses); then each link to a page of the report is
+A page's data comes from its data function (tlindex.pages), its HTML from tlindex.render (the same renderer
+the server uses); then each link to a page of the report is
 made relative to the file that holds it and queued, and every other link (Datasette's table pages,
 search, diff: they need a server) loses its href, and forms are left out. A page that cannot be rendered
 degrades alone: its file says what failed.
@@ -14,13 +14,13 @@ import posixpath
 import re
 import sqlite3
 from collections.abc import Callable
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import urlsplit
 
 from tlindex import pages
 from tlindex.answers.queries import load_queries, read_only, run_sql
 from tlindex.errors import NotFound, UsageError
 from tlindex.pages.rows import Args
-from tlindex.report.files import ReportFiles, relative
+from tlindex.report.files import Found, ReportFiles, relative
 from tlindex.report.output import Output
 
 # A link or source to relink; a link within its page (`#L-12`: a payload page has one per line) stays.
@@ -47,33 +47,35 @@ class PageWriter:
     def write(self, url: str, path: str, owned: bool = False) -> None:
         """The file of one URL: rendered, relinked, saved (a trace streamed); a payload's page with its text (unless
         it is written already or is another's, as `claim` says; `owned`: the text is this writer's)."""
-        if path.endswith("chromium.json"):
-            self.write_chromium(int(urlsplit(url).path.split("/")[-2]), path)
+        found = self.files.parse(url)  # None: an asset
+        if found is not None and found.page.kind == "json":
+            self.write_chromium(found.values["run"], path)
             return
         self.text = None
-        body = self.render(url, path)
+        body = self.render(url, path, found)
         if body is None:
             return
-        if path.endswith(".html"):  # a page (str), or the notice of one that failed (bytes)
+        raw = found is not None and bool(found.values.get("ext"))  # a payload's text
+        if found is not None and not raw:  # a page (str), or the notice of one that failed (bytes)
             body = self.relink(body if isinstance(body, str) else body.decode("utf-8"), path).encode("utf-8")
-        self.output.save(path, body)
-        if self.text is not None and (owned or self.claim(text_file(path))):  # read once for both files
-            self.output.save(text_file(path), self.text)
+        self.output.save(path, body, page=found is not None and not raw, payload=raw)
+        if self.text is not None:  # read once for both files
+            text_path = self.files.text_file(found.values["hash"])
+            if owned or self.claim(text_path):
+                self.output.save(text_path, self.text, payload=True)
 
-    def render(self, url: str, path: str) -> str | bytes | None:
+    def render(self, url: str, path: str, found: Found | None) -> str | bytes | None:
         """The body of one report file: an asset, a canned query's table, or a page (HTML as str, to relink);
         None when it has none."""
-        parts = urlsplit(url)
-        if path.startswith("assets/"):
-            return self.renderer.asset(parts.path)
-        rest = parts.path[len(self.files.base):]
-        found = pages.match(rest)
+        if found is None:
+            return self.renderer.asset(urlsplit(url).path)
+        page, values, args = found
         try:
-            if found is None:
-                return self.query_page(rest.rsplit("/", 1)[1], dict(parse_qsl(parts.query)))
-            page, values = found
-            args = parse_qsl(parts.query) + ([("max_nodes", EVERYTHING)] if page.name == "trie" else [])
-            return self.page(page, page.values(values), Args(args))
+            if page is pages.QUERY:
+                return self.query_page(values["query"], dict(args.pairs))
+            if page.name == "trie":
+                args = Args(args.pairs + [("max_nodes", EVERYTHING)])
+            return self.page(page, values, args)
         except (NotFound, UsageError) as error:
             self.output.summary.warnings.append(f"{url}: {error}")
             return None
@@ -151,14 +153,9 @@ class PageWriter:
         return found
 
 
-def text_file(page: str) -> str:
-    """The text file of a payload beside its page (payloads/<md5>.html: payloads/<md5>.txt)."""
-    return page.removesuffix(".html") + ".txt"
-
-
 def seeds(urls, runs: list[int], single: bool) -> list[str]:
     """Where the crawl starts: the run pages (and the runs page), the failures lists."""
     found = [urls.run(run) for run in runs]
     if not single:
-        found.insert(0, urls.page("runs") + "?" + urlencode([("run", run) for run in runs]))
+        found.insert(0, urls.runs(runs))
     return found + [urls.query("failures", run=run) for run in runs]

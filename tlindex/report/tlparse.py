@@ -20,8 +20,8 @@ def write_tlparse_files(conn: sqlite3.Connection, output: Output, files: ReportF
     def rel(target: str) -> str:
         return relative(target, folder.rstrip("/"))
 
-    links = Links(lambda digest: rel(payload_text(digest)), lambda digest: rel(f"payloads/{digest}.html"),
-                  lambda compile: rel(f"{files.run_dir(run)}compiles/{compile}.html"))
+    links = Links(lambda digest: rel(payload_text(digest)), lambda digest: rel(files.page_file("payload", hash=digest)),
+                  lambda compile: rel(files.page_file("compile", compile=compile)))
     output.isolated(f"{folder}compile_directory.json", lambda: output.stream(
         f"{folder}compile_directory.json", (piece.encode() for piece in compile_directory(conn, file_id, links))))
 

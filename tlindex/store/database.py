@@ -24,8 +24,8 @@ from tlindex.store.db import connect_read_only, existing_database, open_db
 class Database:
     """An existing tlindex database and its one connection (`conn`), read only unless `write`."""
 
-    def __init__(self, path: str | Path, write: bool = False) -> None:
-        self.path = existing_database(path)
+    def __init__(self, path: str | Path, write: bool = False, served: bool = False) -> None:
+        self.path = existing_database(path, served)  # (served: its views written too: bring_up_to_date)
         self.read_only = not write
         if write:
             self.conn = open_db(self.path)

@@ -20,9 +20,8 @@ from tlindex.answers.findings.words import short
 from tlindex.answers.glossary import SECTIONS, plain, terms
 from tlindex.pages import Page, hit_path
 from tlindex.pages.rows import Args
-
-from .highlight import highlighted, highlighted_lines, render_payload, shown_lines
-from .trie_html import STATUS_LEGEND, TrieRenderer
+from tlindex.render.highlight import highlighted, highlighted_lines, render_payload, shown_lines
+from tlindex.render.trie_html import STATUS_LEGEND, TrieRenderer
 
 TRIE_BUDGET = 2000  # nodes rendered before the rest of the trie is loaded on demand
 RenderTemplate = Callable[[str, dict], Awaitable[str]]
@@ -31,7 +30,8 @@ RenderTemplate = Callable[[str, dict], Awaitable[str]]
 # The templates' short names for a page's data, whose JSON twin is keyed by words (`compile`, not `c`).
 TEMPLATE_NAMES = {"compile": {"compile": "c"}, "bytecode": {"compile": "c", "view": "v"},
                   "artifact": {"artifact": "a"}, "payload": {"payload": "p"}, "diff": {"diff": "d"},
-                  "diff_compiles": {"entry": "e"}, "search": {"query": "q"}, "tree": {"query": "q"}}
+                  "diff_compiles": {"entry": "e"}, "search": {"query": "q"}, "tree": {"query": "q"},
+                  "artifact_diff": {"artifact_a": "a", "artifact_b": "b"}}
 
 
 def page_context(page: Page, data: dict, urls, database: str, args: Args | None = None) -> dict:
@@ -100,7 +100,7 @@ def _payload(data: dict, urls, args: Args) -> dict:
 def trie_html(data: dict, urls, args: Args) -> dict:
     run, rank = data["run"]["id"], data["rank"]
     budget = args.integer("max_nodes", TRIE_BUDGET)
-    renderer = TrieRenderer(urls.compile, lambda node: urls.trie_node(run, rank, node), budget,
+    renderer = TrieRenderer(urls.compile, lambda node: urls.trie_node(run, node, rank=rank), budget,
                             open_all=data["nodes"] <= 200, bytecode_url=_bytecode_urls(urls, data["with_bytecode"]))
     return {"trie": renderer.render(data["trie"])}
 
@@ -108,7 +108,7 @@ def trie_html(data: dict, urls, args: Args) -> dict:
 def trie_children(data: dict, urls, args: Args) -> Markup:
     """The children of one trie node, as an HTML fragment (loaded when a lazy node opens)."""
     run, rank = data["run"], data["rank"]
-    renderer = TrieRenderer(urls.compile, lambda n: urls.trie_node(run, rank, n), TRIE_BUDGET,
+    renderer = TrieRenderer(urls.compile, lambda n: urls.trie_node(run, n, rank=rank), TRIE_BUDGET,
                             open_all=False, bytecode_url=_bytecode_urls(urls, data["with_bytecode"]))
     return renderer.children(data["node"])
 

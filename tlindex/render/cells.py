@@ -6,9 +6,8 @@ import re
 
 from markupsafe import Markup
 
+from tlindex.render.urls import Urls
 from tlindex.store.tables import METRICS_CONFIGS
-
-from .urls import Urls
 
 HASH_COLUMNS = {"payload", *METRICS_CONFIGS}
 HASH_RE = re.compile(r"^[0-9a-f]{32}$")

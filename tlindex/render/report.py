@@ -1,8 +1,7 @@
-"""The plugin's side of `tlindex report`: a page's data (from the library) as the HTML the server shows.
+"""The renderer of `tlindex report`: a page's data (tlindex.pages) as the HTML the server shows.
 
-`tlindex.report` writes the report (what to write, where, whole or not at all); it finds this
-module by the plugin's entry point (the library never imports the plugin) and asks it for HTML only:
-the same renderer (render.py) and templates the server uses, on the report's site (report_site.py).
+`tlindex.report` writes the report (what to write, where, whole or not at all) and asks this module for HTML
+only: the same renderer (page.py) and templates the server uses, on the report's site (site.py).
 """
 
 from __future__ import annotations
@@ -15,12 +14,11 @@ from markupsafe import Markup
 from tlindex.answers.queries import CannedQuery
 from tlindex.pages import Page
 from tlindex.pages.rows import Args
-
-from .cells import cell_link
-from .highlight import CODE_END, CODE_START, escape_text  # the report leaves a payload's text unlinked
-from .render import CONFIG_END, CONFIG_START, Terms, page_context
-from .report_site import ReportSite, asset
-from .urls import Urls
+from tlindex.render.cells import cell_link
+from tlindex.render.highlight import CODE_END, CODE_START, escape_text  # the report leaves a payload's text unlinked
+from tlindex.render.page import CONFIG_END, CONFIG_START, Terms, page_context
+from tlindex.render.site import ReportSite, asset
+from tlindex.render.urls import Urls
 
 
 class ReportRenderer:
@@ -63,7 +61,7 @@ TITLE, BODY = "\x00tlindex-title\x00", "\x00tlindex-body\x00"  # where each payl
 
 
 class PayloadPages:
-    """A payload page of the report: the payload's text escaped, once, in the layout of the plugin's pages (rendered
+    """A payload page of the report: the payload's text escaped, once, in the layout of the served pages (rendered
     once per process), coloured, line-numbered and pretty-printed by payload.js in the browser. Each distinct payload
     has one, so this is most of a report's pages: no template, no highlighting in Python, a few links to relink."""
 
@@ -82,7 +80,7 @@ class PayloadPages:
         title = f"payload {p['hash'][:10]}"
         body = (f'<h1>Payload <code>{html.escape(p["hash"])}</code>{self.term}</h1>\n'
                 f'<p class="facts-line">{p["size"] or 0:,} bytes · <span class="payload-lines">{lines}</span> lines · '
-                f'{html.escape(lang)} · <a href="{self.href(self.urls.payload(p["hash"], raw=True))}" download>'
+                f'{html.escape(lang)} · <a href="{self.href(self.urls.payload(p["hash"], ".txt"))}" download>'
                 f'download raw</a></p>\n{self.carriers(p["artifacts"])}{self.cut(data.get("cut"), p["hash"])}'
                 f'<div class="payload" data-lang="{html.escape(lang)}">{CODE_START}{escape_text(text)}{CODE_END}</div>')
         return "".join((self.head, title, self.middle, title, self.crumb, body, self.tail))
@@ -91,7 +89,7 @@ class PayloadPages:
         """What the page leaves out of a long payload, and the link to the whole (as payload.html says it)."""
         if not cut:
             return ""
-        return (f'<p class="help">Shown here: {html.escape(cut)}. <a href="{self.href(self.urls.payload(hash, raw=True))}"'
+        return (f'<p class="help">Shown here: {html.escape(cut)}. <a href="{self.href(self.urls.payload(hash, ".txt"))}"'
                 f' download>The whole payload</a> (raw).</p>\n')
 
     def carriers(self, artifacts: list[dict]) -> str:
