@@ -56,6 +56,8 @@ def _string_agg(args: str) -> str:
 
 
 # Queries whose DuckDB version is written by hand, and why.
+# (run_health, vllm_pieces, rank_divergence and top_graph_breaks compute every run from the raw tables there; SQLite
+# reads the runs' rows stored once, tlindex.answers.run_answers: the Parquet export carries them, unread.)
 DUCKDB_BY_HAND = {
     "collectives": "SQLite orders group_concat by a sorted subquery; DuckDB says ORDER BY inside string_agg",
     "dynamic_shapes": "an integer column used as a boolean",

@@ -1,0 +1,100 @@
+"""Each run's rows of the canned queries asked of every run, stored once (migration 022) and summed when asked.
+
+`run_health`, `vllm_pieces`, `rank_divergence` and `top_graph_breaks`, asked of every run, would compute every
+run's rows on every request (0.6-0.85 s at 3,682 runs). Each names, in a CTE, the rows it computes per run from the
+raw tables (`computed`: the run asked, else every run not stored) and, after the line MARKER, reads the stored rows
+of the runs whose stamp is current (the view `run_answers_fresh`) beside them: so one SQL file is both the
+definition of what is stored and the query, and a run not stored (yet, or any more) is answered as before.
+`store_answers` runs the part above MARKER for the runs not stored and keeps the rows, with the stamp the view
+`run_answers_now` gives the run (its processes, their bytes, the migrations, the version of what is stored);
+`tlindex.answers.findings.stored` calls it wherever it stores the findings (ingest, `tlindex run`, `runs`,
+`findings`, a server), and a run removed takes its rows with it (a trigger).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from tlindex.answers.queries import load_queries, run_sql
+from tlindex.store.db import immediate
+
+MARKER = "-- stored per run (tlindex.answers.run_answers)"
+STAMPS = "run_answers_stamps"
+# Canned query -> (its CTE of rows per run, the table that keeps them), in the order they are stored.
+STORED = {
+    "run_health": (("computed", "run_health_stored"),),
+    "vllm_pieces": (("computed", "run_vllm_pieces"),),
+    "rank_divergence": (("computed", "run_rank_divergence"),),
+    "top_graph_breaks": (("computed", "run_graph_break_groups"), ("computed_functions", "run_graph_break_functions")),
+}
+CHUNK = 500
+
+
+def _marks(ids: list[int]) -> str:
+    return ",".join("?" * len(ids))
+
+
+def has_store(conn: sqlite3.Connection) -> bool:
+    """Whether the database has the stored answers (a database older than migration 022 read as it is has not)."""
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (STAMPS,)).fetchone() is not None
+
+
+def stale(conn: sqlite3.Connection) -> list[int]:
+    """The runs whose stored answers are missing or were computed from something else (none without the store)."""
+    if not has_store(conn):
+        return []
+    return [row[0] for row in conn.execute(
+        "SELECT id FROM runs WHERE id NOT IN (SELECT run_id FROM run_answers_fresh) ORDER BY id")]
+
+
+def per_run_sql(sql: str, cte: str) -> str:
+    """A canned query's statement that gives the rows of its CTE `cte` (the part above MARKER), for storing."""
+    if MARKER not in sql:
+        raise ValueError(f"the query has no line {MARKER!r}")
+    return sql.split(MARKER)[0].rstrip().rstrip(",") + f"\nSELECT * FROM {cte}"
+
+
+def table_columns(conn: sqlite3.Connection, table: str) -> list[str]:
+    """A stored table's columns, in order."""
+    return [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
+
+
+def _store(conn: sqlite3.Connection, sql: str, table: str, runs: set[int]) -> None:
+    """The rows `sql` computes for the runs not stored, into `table` (a `position` column numbers each run's)."""
+    cursor = run_sql(conn, sql, {"run": "", "limit": "-1"})
+    names = [d[0] for d in cursor.description]
+    columns = table_columns(conn, table)
+    index = [names.index(column) if column in names else None for column in columns]
+    placed: dict[int, int] = {}
+    rows = []
+    for row in cursor:
+        run = row[names.index("run_id")]
+        if run not in runs:
+            continue
+        placed[run] = placed.get(run, -1) + 1
+        rows.append(tuple(placed[run] if i is None else row[i] for i in index))
+    conn.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({_marks(columns)})", rows)
+
+
+def store_answers(conn: sqlite3.Connection) -> int:
+    """Compute and store the answers of every run whose stored ones are stale, in one transaction (the runs'
+    stamps and rows read at once); how many runs."""
+    if not has_store(conn):
+        return 0
+    with immediate(conn):
+        todo = stale(conn)
+        if not todo:
+            return 0
+        now: list[tuple[int, str]] = []
+        for start in range(0, len(todo), CHUNK):
+            part = todo[start:start + CHUNK]
+            now += conn.execute(f"SELECT run_id, stamp FROM run_answers_now WHERE run_id IN ({_marks(part)})",
+                                part).fetchall()
+            for table in (STAMPS, *(table for parts in STORED.values() for _, table in parts)):
+                conn.execute(f"DELETE FROM {table} WHERE run_id IN ({_marks(part)})", part)
+        queries = load_queries()
+        for name, parts in STORED.items():
+            for cte, table in parts:
+                _store(conn, per_run_sql(queries[name].sql, cte), table, set(todo))
+        conn.executemany(f"INSERT INTO {STAMPS} (run_id, stamp) VALUES (?, ?)", now)
+    return len(todo)
