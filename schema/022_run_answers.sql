@@ -5,6 +5,7 @@
 -- stamp is the run's now (run_answers_fresh), and computes the other runs' from the raw tables as before. A query
 -- given one run reads the raw tables. A change to what is stored is a migration that says the next version below.
 
+-- What each run's stored answers were computed from (run_answers_now's stamp then); another stamp now: not read.
 CREATE TABLE run_answers_stamps (
     run_id INTEGER PRIMARY KEY REFERENCES runs(id), -- the run
     stamp TEXT NOT NULL                  -- run_answers_now's stamp of the run when its rows were stored
