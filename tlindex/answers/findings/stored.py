@@ -184,7 +184,8 @@ def store_findings(db_path, say=None, run_ids: list[int] | None = None) -> int:
         return 0
     try:
         if say is not None and (first and len(todo) > 1 or len(todo) >= SAY_FROM):
-            say(f"tlindex: storing the findings of {len(todo):,} runs (once: {why})")
+            also = " and the answers of every run's queries" if answers else ""
+            say(f"tlindex: storing the findings of {len(todo):,} runs{also} (once: {why})")
         elif say is not None and answers >= SAY_FROM:
             say(f"tlindex: storing the answers of {answers:,} runs to the queries of every run (once)")
         done = refresh(conn, todo)
