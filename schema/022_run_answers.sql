@@ -1,9 +1,10 @@
--- tlindex schema, migration 022: the canned queries asked of every run (run_health, vllm_pieces, rank_divergence,
--- top_graph_breaks) read each run's rows stored once, as its findings are (015), instead of computing every run's
--- on every request (issue 45: 0.6-0.85 s at 3,682 runs). tlindex.answers.run_answers stores them with a stamp of
--- what they were computed from, when the findings are stored; a query reads a run's stored rows only while that
--- stamp is the run's now (run_answers_fresh), and computes the other runs' from the raw tables as before. A query
--- given one run reads the raw tables. A change to what is stored is a migration that says the next version below.
+-- tlindex schema, migration 022: the canned queries asked of every run (run_health, compile_time_totals,
+-- vllm_pieces, rank_divergence, top_graph_breaks) read each run's rows stored once, as its findings are (015),
+-- instead of computing every run's on every request (issue 45: 0.3-0.85 s at 3,682 runs).
+-- tlindex.answers.run_answers stores them with a stamp of what they were computed from, when the findings are
+-- stored; a query reads a run's stored rows only while that stamp is the run's now (run_answers_fresh), and computes
+-- the other runs' from the raw tables as before. A query given one run reads the raw tables. A change to what is
+-- stored is a migration that says the next version below.
 
 -- What each run's stored answers were computed from (run_answers_now's stamp then); another stamp now: not read.
 CREATE TABLE run_answers_stamps (
@@ -50,6 +51,16 @@ CREATE TABLE run_health_stored (
     aotautograd_hits INTEGER,            -- AOTAutograd's cache: hits
     aotautograd_misses INTEGER           -- AOTAutograd's cache: misses
 );
+
+-- Each run's compile time per rank (the canned query compile_time_totals, its chromium spans summed per compile).
+CREATE TABLE run_compile_time_totals (
+    run_id INTEGER NOT NULL REFERENCES runs(id), -- the run
+    rank INTEGER,                        -- the rank (NULL: a process without one)
+    compiles INTEGER NOT NULL,           -- its compiles
+    total_s REAL,                        -- their dynamo and backward-compile spans, seconds
+    slowest_s REAL                       -- the slowest compile's
+);
+CREATE INDEX run_compile_time_totals_run ON run_compile_time_totals(run_id);
 
 -- Each run's rows of the canned query vllm_pieces (one per piece compile).
 CREATE TABLE run_vllm_pieces (
@@ -116,6 +127,7 @@ CREATE TRIGGER run_answers_removed BEFORE DELETE ON runs
 BEGIN
     DELETE FROM run_answers_stamps WHERE run_id = OLD.id;
     DELETE FROM run_health_stored WHERE run_id = OLD.id;
+    DELETE FROM run_compile_time_totals WHERE run_id = OLD.id;
     DELETE FROM run_vllm_pieces WHERE run_id = OLD.id;
     DELETE FROM run_rank_divergence WHERE run_id = OLD.id;
     DELETE FROM run_graph_break_groups WHERE run_id = OLD.id;

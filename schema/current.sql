@@ -584,6 +584,16 @@ CREATE TABLE run_health_stored (
     aotautograd_misses INTEGER           -- AOTAutograd's cache: misses
 );
 
+CREATE TABLE run_compile_time_totals (
+    run_id INTEGER NOT NULL REFERENCES runs(id), -- the run
+    rank INTEGER,                        -- the rank (NULL: a process without one)
+    compiles INTEGER NOT NULL,           -- its compiles
+    total_s REAL,                        -- their dynamo and backward-compile spans, seconds
+    slowest_s REAL                       -- the slowest compile's
+);
+
+CREATE INDEX run_compile_time_totals_run ON run_compile_time_totals(run_id);
+
 CREATE TABLE run_vllm_pieces (
     run_id INTEGER NOT NULL REFERENCES runs(id), -- the run
     envelope_id INTEGER NOT NULL,        -- the piece's vllm_piecewise_compile_start record (the query's order)
@@ -643,6 +653,7 @@ CREATE TRIGGER run_answers_removed BEFORE DELETE ON runs
 BEGIN
     DELETE FROM run_answers_stamps WHERE run_id = OLD.id;
     DELETE FROM run_health_stored WHERE run_id = OLD.id;
+    DELETE FROM run_compile_time_totals WHERE run_id = OLD.id;
     DELETE FROM run_vllm_pieces WHERE run_id = OLD.id;
     DELETE FROM run_rank_divergence WHERE run_id = OLD.id;
     DELETE FROM run_graph_break_groups WHERE run_id = OLD.id;

@@ -59,9 +59,12 @@ def test_stored_answers_are_what_each_query_computes_on_every_fixture(conn):
         for run in runs:
             for cte, table in parts:  # each run's stored rows are what the query computes of that run alone
                 assert stored_rows(conn, table, run) == computed_rows(conn, name, cte, table, run), (name, table, run)
-    for name in ("run_health", "vllm_pieces", "rank_divergence"):  # one row per run's row: asked of one run, the same
+    for name in ("run_health", "compile_time_totals", "vllm_pieces", "rank_divergence"):  # one run asked: its rows
+        cursor = run_sql(conn, load_queries()[name].sql, {"run": str(runs[0])})
+        at = [d[0] for d in cursor.description].index("run_id")
+        cursor.fetchall()
         for run in runs:
-            assert answer(conn, name, run) == [row for row in computed[name] if row[0] == run], (name, run)
+            assert answer(conn, name, run) == [row for row in computed[name] if row[at] == run], (name, run)
 
 
 def test_a_stale_run_is_computed_and_the_others_read_stored(conn):
@@ -126,3 +129,19 @@ def test_every_stored_query_marks_what_it_stores():
             assert f"{cte} AS (" in sql.split(run_answers.MARKER)[0], (name, cte)
     with pytest.raises(ValueError):
         run_answers.per_run_sql("SELECT 1", "computed")
+
+
+# What is stored, as run_answers.definitions_digest() says it, and the version run_answers_now stamps it with.
+# A change to the SQL above a stored query's MARKER changes the rows stored: write a migration that recreates the
+# view run_answers_now with the next version (so that every database's stored rows go stale), then pin both here.
+PINNED = ("e10089736ea21b25", "1")
+
+
+def test_a_change_to_what_is_stored_comes_with_a_new_version():
+    import re
+
+    from tlindex.store.db import schema_views
+
+    version = re.search(r"'(\d+):' \|\|", schema_views()["run_answers_now"]).group(1)
+    assert (run_answers.definitions_digest(), version) == PINNED, (
+        "the SQL a stored query computes per run changed: a migration gives run_answers_now its next version")

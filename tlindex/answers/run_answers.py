@@ -1,12 +1,12 @@
 """Each run's rows of the canned queries asked of every run, stored once (migration 022) and summed when asked.
 
-`run_health`, `vllm_pieces`, `rank_divergence` and `top_graph_breaks`, asked of every run, would compute every
-run's rows on every request (0.6-0.85 s at 3,682 runs). Each names, in a CTE, the rows it computes per run from the
-raw tables (`computed`: the run asked, else every run not stored) and, after the line MARKER, reads the stored rows
-of the runs whose stamp is current (the view `run_answers_fresh`) beside them: so one SQL file is both the
-definition of what is stored and the query, and a run not stored (yet, or any more) is answered as before.
-`store_answers` runs the part above MARKER for the runs not stored and keeps the rows, with the stamp the view
-`run_answers_now` gives the run (its processes, their bytes, the migrations, the version of what is stored);
+`run_health`, `compile_time_totals`, `vllm_pieces`, `rank_divergence` and `top_graph_breaks`, asked of every run,
+would compute every run's rows on every request (0.3-0.85 s at 3,682 runs). Each names, in a CTE, the rows it
+computes per run from the raw tables (`computed`: the run asked, else every run not stored) and, after the line
+MARKER, reads the stored rows of the runs whose stamp is current (the view `run_answers_fresh`) beside them: so one
+SQL file is both the definition of what is stored and the query, and a run not stored (yet, or any more) is answered
+as before. `store_answers` runs the part above MARKER for the runs not stored and keeps the rows, with the stamp the
+view `run_answers_now` gives the run (its processes, their bytes, the migrations, the version of what is stored);
 `tlindex.answers.findings.stored` calls it wherever it stores the findings (ingest, `tlindex run`, `runs`,
 `findings`, a server), and a run removed takes its rows with it (a trigger).
 """
@@ -23,6 +23,7 @@ STAMPS = "run_answers_stamps"
 # Canned query -> (its CTE of rows per run, the table that keeps them), in the order they are stored.
 STORED = {
     "run_health": (("computed", "run_health_stored"),),
+    "compile_time_totals": (("computed", "run_compile_time_totals"),),
     "vllm_pieces": (("computed", "run_vllm_pieces"),),
     "rank_divergence": (("computed", "run_rank_divergence"),),
     "top_graph_breaks": (("computed", "run_graph_break_groups"), ("computed_functions", "run_graph_break_functions")),
@@ -98,3 +99,15 @@ def store_answers(conn: sqlite3.Connection) -> int:
                 _store(conn, per_run_sql(queries[name].sql, cte), table, set(todo))
         conn.executemany(f"INSERT INTO {STAMPS} (run_id, stamp) VALUES (?, ?)", now)
     return len(todo)
+
+
+def definitions_digest() -> str:
+    """A digest of what is stored: the SQL above MARKER of each stored query, its comments and spacing aside. Another
+    digest is another version of the stored rows, which a migration gives the view `run_answers_now`
+    (tests/test_run_answers.py pins both)."""
+    import hashlib
+    import re
+
+    queries = load_queries()
+    text = "\n".join(per_run_sql(queries[name].sql, cte) for name, parts in STORED.items() for cte, _ in parts)
+    return hashlib.sha256(" ".join(re.sub(r"--[^\n]*", "", text).split()).encode()).hexdigest()[:16]
