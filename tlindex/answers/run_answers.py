@@ -60,21 +60,33 @@ def table_columns(conn: sqlite3.Connection, table: str) -> list[str]:
     return [row[1] for row in conn.execute(f"PRAGMA table_info({table})")]
 
 
-def _store(conn: sqlite3.Connection, sql: str, table: str, runs: set[int]) -> None:
-    """The rows `sql` computes for the runs not stored, into `table` (a `position` column numbers each run's)."""
-    cursor = run_sql(conn, sql, {"run": "", "limit": "-1"})
-    names = [d[0] for d in cursor.description]
+def _rows(conn: sqlite3.Connection, sql: str, run: str) -> tuple[list[str], list[tuple]]:
+    cursor = run_sql(conn, sql, {"run": run, "limit": "-1"})
+    return [d[0] for d in cursor.description], cursor.fetchall()
+
+
+def _store(conn: sqlite3.Connection, sql: str, table: str, runs: list[int]) -> None:
+    """The rows `sql` computes for the runs not stored, into `table` (a `position` column numbers each run's): a few
+    runs asked one by one (each reads its own rows), many at once (every run not stored, in one pass)."""
+    if len(runs) <= ONE_BY_ONE:
+        computed = [_rows(conn, sql, str(run)) for run in runs]
+    else:
+        computed = [_rows(conn, sql, "")]
     columns = table_columns(conn, table)
-    index = [names.index(column) if column in names else None for column in columns]
-    placed: dict[int, int] = {}
-    rows = []
-    for row in cursor:
-        run = row[names.index("run_id")]
-        if run not in runs:
-            continue
-        placed[run] = placed.get(run, -1) + 1
-        rows.append(tuple(placed[run] if i is None else row[i] for i in index))
+    wanted, placed, rows = set(runs), {}, []
+    for names, found in computed:
+        index = [names.index(column) if column in names else None for column in columns]
+        at = names.index("run_id")
+        for row in found:
+            run = row[at]
+            if run not in wanted:
+                continue
+            placed[run] = placed.get(run, -1) + 1
+            rows.append(tuple(placed[run] if i is None else row[i] for i in index))
     conn.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({_marks(columns)})", rows)
+
+
+ONE_BY_ONE = 20  # runs not stored up to which each is computed alone (an ingest's), else all at once
 
 
 def store_answers(conn: sqlite3.Connection) -> int:
@@ -96,7 +108,7 @@ def store_answers(conn: sqlite3.Connection) -> int:
         queries = load_queries()
         for name, parts in STORED.items():
             for cte, table in parts:
-                _store(conn, per_run_sql(queries[name].sql, cte), table, set(todo))
+                _store(conn, per_run_sql(queries[name].sql, cte), table, todo)
         conn.executemany(f"INSERT INTO {STAMPS} (run_id, stamp) VALUES (?, ?)", now)
     return len(todo)
 
