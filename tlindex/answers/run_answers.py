@@ -7,7 +7,7 @@ MARKER, reads the stored rows of the runs whose stamp is current (the view `run_
 SQL file is both the definition of what is stored and the query, and a run not stored (yet, or any more) is answered
 as before. `store_answers` runs the part above MARKER for the runs not stored and keeps the rows, with the stamp the
 view `run_answers_now` gives the run (its processes, their bytes, the migrations, the version of what is stored);
-`tlindex.answers.findings.stored` calls it wherever it stores the findings (ingest, `tlindex run`, `runs`,
+`tlindex.answers.findings.stored` calls it wherever it stores the findings (`tlindex run`, `runs`,
 `findings`, a server), and a run removed takes its rows with it (a trigger).
 """
 
