@@ -12,10 +12,15 @@
 -- torch._inductor.debug.record_and_log_graph_execution_order()).
 -- A process is the unit: each ranked process is compared under its name (sources.process: the
 -- rank, or "1 (restart 1)" for a restarted rank, "1 (pid 4242)" for two processes claiming one).
+-- Asked of every run, it reads each run's rows stored once (run_rank_divergence) while current, and computes the others.
 -- :run  run id (empty: every multi-rank run)
-WITH candidates AS (
+WITH fresh AS MATERIALIZED (  -- every run's: the runs whose stored rows are current (run_answers_fresh)
+    SELECT run_id FROM run_answers_fresh WHERE coalesce(:run, '') = ''
+), candidates AS (
     SELECT id, world_size FROM runs
-    WHERE world_size > 0 AND source_count > 1 AND id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = '')
+    WHERE world_size > 0 AND source_count > 1
+      AND id IN (SELECT id FROM runs WHERE id = :run UNION ALL
+                 SELECT id FROM runs WHERE coalesce(:run, '') = '' AND id NOT IN (SELECT run_id FROM fresh))
 ), procs AS (
     -- every ranked process of those runs; place orders them by rank, restart, pid
     SELECT s.id AS source_id, s.run_id, s.process AS rank,
@@ -118,46 +123,52 @@ WITH candidates AS (
 ), execution_groups AS (
     SELECT run_id, runs, graphs, group_concat(rank) AS ranks, min(place) AS first_rank
     FROM (SELECT * FROM executions ORDER BY place) GROUP BY run_id, runs, graphs
+), computed AS (
+    SELECT p.run_id, 'missing_compile' AS finding, p.compile_id,
+           p.ranks AS ranks, 'present on ' || p.n || ' of ' || r.world_size || ' ' || r.unit AS detail
+    FROM per_id p JOIN runs_ r ON r.id = p.run_id WHERE p.n < r.world_size
+    UNION ALL
+    SELECT run_id, 'cache', compile_id, group_concat(rank), cache || ': ' ||
+           group_concat('rank ' || rank || ' ' || results, ', ')
+    FROM (SELECT * FROM cache ORDER BY place) GROUP BY run_id, compile_id, cache HAVING count(DISTINCT results) > 1
+    UNION ALL
+    SELECT run_id, 'cache_pattern', NULL, group_concat(ranks),
+           group_concat(CASE WHEN instr(ranks, ',') THEN 'ranks ' ELSE 'rank ' END || ranks || ': ' || shown, '; ')
+    FROM (SELECT * FROM cache_groups ORDER BY first_rank)
+    GROUP BY run_id HAVING count(*) > 1
+    UNION ALL
+    SELECT run_id, 'graph', compile_id, group_concat(rank),
+           name || ': ' || count(DISTINCT payloads) || ' different versions across ranks'
+    FROM graphs GROUP BY run_id, compile_id, name HAVING count(DISTINCT payloads) > 1
+    UNION ALL
+    SELECT run_id, 'time', compile_id, group_concat(rank),
+           'slowest rank ' || max(CASE WHEN place = 1 THEN rank END)
+           || ' took ' || round(max(duration_s) - min(duration_s), 3) || ' s longer than the fastest'
+    FROM times t GROUP BY run_id, compile_id HAVING count(*) > 1
+    UNION ALL
+    SELECT run_id, 'collective_schedule', compile_id, group_concat(ranks),
+           group_concat(CASE WHEN instr(ranks, ',') THEN 'ranks ' ELSE 'rank ' END || ranks || ': ' || shown, '; ')
+    FROM (SELECT * FROM schedule_groups ORDER BY first_rank)
+    GROUP BY run_id, compile_id HAVING count(*) > 1
+    UNION ALL
+    SELECT run_id, 'tensor_meta', compile_id, group_concat(rank),
+           count(DISTINCT meta) || ' different lists of ops and output shapes across ranks'
+    FROM tensor_meta GROUP BY run_id, compile_id HAVING count(DISTINCT meta) > 1
+    UNION ALL
+    SELECT run_id, 'estimated_runtime', compile_id, group_concat(rank),
+           'slowest rank ' || max(CASE WHEN place = 1 THEN rank END)
+           || ' is estimated ' || round((max(ns) - min(ns)) / 1e6, 3) || ' ms slower than the fastest'
+    FROM estimates e GROUP BY run_id, compile_id HAVING count(*) > 1 AND max(ns) > min(ns)
+    UNION ALL
+    SELECT run_id, 'execution_order', NULL, group_concat(ranks),
+           group_concat(CASE WHEN instr(ranks, ',') THEN 'ranks ' ELSE 'rank ' END || ranks || ': ' || runs || ' graph runs ('
+                        || CASE WHEN length(graphs) > 200 THEN substr(graphs, 1, 200) || ' ...' ELSE graphs END || ')', '; ')
+    FROM (SELECT * FROM execution_groups ORDER BY first_rank)
+    GROUP BY run_id HAVING count(*) > 1
 )
-SELECT p.run_id, 'missing_compile' AS finding, p.compile_id,
-       p.ranks AS ranks, 'present on ' || p.n || ' of ' || r.world_size || ' ' || r.unit AS detail
-FROM per_id p JOIN runs_ r ON r.id = p.run_id WHERE p.n < r.world_size
+-- stored per run (tlindex.answers.run_answers): the rows of `computed`, in run_rank_divergence
+SELECT * FROM computed
 UNION ALL
-SELECT run_id, 'cache', compile_id, group_concat(rank), cache || ': ' ||
-       group_concat('rank ' || rank || ' ' || results, ', ')
-FROM (SELECT * FROM cache ORDER BY place) GROUP BY run_id, compile_id, cache HAVING count(DISTINCT results) > 1
-UNION ALL
-SELECT run_id, 'cache_pattern', NULL, group_concat(ranks),
-       group_concat(CASE WHEN instr(ranks, ',') THEN 'ranks ' ELSE 'rank ' END || ranks || ': ' || shown, '; ')
-FROM (SELECT * FROM cache_groups ORDER BY first_rank)
-GROUP BY run_id HAVING count(*) > 1
-UNION ALL
-SELECT run_id, 'graph', compile_id, group_concat(rank),
-       name || ': ' || count(DISTINCT payloads) || ' different versions across ranks'
-FROM graphs GROUP BY run_id, compile_id, name HAVING count(DISTINCT payloads) > 1
-UNION ALL
-SELECT run_id, 'time', compile_id, group_concat(rank),
-       'slowest rank ' || max(CASE WHEN place = 1 THEN rank END)
-       || ' took ' || round(max(duration_s) - min(duration_s), 3) || ' s longer than the fastest'
-FROM times t GROUP BY run_id, compile_id HAVING count(*) > 1
-UNION ALL
-SELECT run_id, 'collective_schedule', compile_id, group_concat(ranks),
-       group_concat(CASE WHEN instr(ranks, ',') THEN 'ranks ' ELSE 'rank ' END || ranks || ': ' || shown, '; ')
-FROM (SELECT * FROM schedule_groups ORDER BY first_rank)
-GROUP BY run_id, compile_id HAVING count(*) > 1
-UNION ALL
-SELECT run_id, 'tensor_meta', compile_id, group_concat(rank),
-       count(DISTINCT meta) || ' different lists of ops and output shapes across ranks'
-FROM tensor_meta GROUP BY run_id, compile_id HAVING count(DISTINCT meta) > 1
-UNION ALL
-SELECT run_id, 'estimated_runtime', compile_id, group_concat(rank),
-       'slowest rank ' || max(CASE WHEN place = 1 THEN rank END)
-       || ' is estimated ' || round((max(ns) - min(ns)) / 1e6, 3) || ' ms slower than the fastest'
-FROM estimates e GROUP BY run_id, compile_id HAVING count(*) > 1 AND max(ns) > min(ns)
-UNION ALL
-SELECT run_id, 'execution_order', NULL, group_concat(ranks),
-       group_concat(CASE WHEN instr(ranks, ',') THEN 'ranks ' ELSE 'rank ' END || ranks || ': ' || runs || ' graph runs ('
-                    || CASE WHEN length(graphs) > 200 THEN substr(graphs, 1, 200) || ' ...' ELSE graphs END || ')', '; ')
-FROM (SELECT * FROM execution_groups ORDER BY first_rank)
-GROUP BY run_id HAVING count(*) > 1
-ORDER BY 1, 2, 3
+SELECT s.run_id, s.finding, s.compile_id, s.ranks, s.detail
+FROM fresh f CROSS JOIN run_rank_divergence s WHERE s.run_id = f.run_id
+ORDER BY 1, 2, 3, 4, 5

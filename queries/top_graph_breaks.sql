@@ -7,10 +7,14 @@
 -- Explanation (whole, with the lines saying which code) and Hints. The costliest first, then the most frequent.
 -- What is read of a reason is its first 16,384 characters after the header (a log's reason can be 64 MiB: no row,
 -- key or aggregate holds more).
+-- Asked of every run, it sums each run's groups stored once (run_graph_break_groups) while current, and computes the
+-- others'.
 -- :run  run id (empty: every run)
 -- :limit  groups (default 50)
-WITH breaks AS MATERIALIZED (  -- computed once: each later reference would read the whole reason again
-    SELECT substr(g.user_file, 1, 1000) AS user_file, g.user_line, c.id AS compile, c.run_id, c.co_name, r.start_time,
+WITH fresh AS MATERIALIZED (  -- every run's: the runs whose stored groups are current (run_answers_fresh)
+    SELECT run_id FROM run_answers_fresh WHERE coalesce(:run, '') = ''
+), breaks AS MATERIALIZED (  -- computed once: each later reference would read the whole reason again
+    SELECT substr(g.user_file, 1, 1000) AS user_file, g.user_line, c.id AS compile, c.run_id, c.co_name,
            CASE WHEN c.attempts > 1 AND c.graph_breaks > 0
                 THEN (SELECT sum(m.dynamo_time_before_restart_s) FROM metrics m
                       WHERE m.compile = c.id AND m.kind = 'compilation_metrics') / c.graph_breaks END AS restart_s,
@@ -19,8 +23,9 @@ WITH breaks AS MATERIALIZED (  -- computed once: each later reference would read
                 THEN substr(g.reason, instr(g.reason, char(10) || char(10)) + 2, 16384)
                 ELSE substr(g.reason, 1, 16384) END AS body,
            CASE WHEN instr(g.reason, '/gb/gb') > 0 THEN substr(g.reason, instr(g.reason, '/gb/gb') + 4, 6) END AS gb
-    FROM graph_break_events g JOIN compiles c ON c.id = g.compile JOIN runs r ON r.id = c.run_id
-    WHERE c.run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = '')
+    FROM graph_break_events g JOIN compiles c ON c.id = g.compile
+    WHERE c.run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL
+                       SELECT id FROM runs WHERE coalesce(:run, '') = '' AND id NOT IN (SELECT run_id FROM fresh))
 ), parsed AS (
     SELECT *, trim(substr(body, 1, instr(body || char(10), char(10)) - 1)) AS title,
            CASE WHEN instr(body, 'Explanation: ') > 0
@@ -38,18 +43,39 @@ WITH breaks AS MATERIALIZED (  -- computed once: each later reference would read
            replace(replace(substr(hinted, 1, instr(hinted || char(10) || char(10), char(10) || char(10)) - 1),
                            'Hint: ', ''), char(10) || '  ', char(10)) AS hints
     FROM explaining
+), computed AS (  -- each run's groups
+    SELECT run_id, key, gb, title, user_file, user_line, count(*) AS breaks, sum(restart_s) AS restart_s,
+           min(compile) AS compile, min(explanation) AS explanation, min(hints) AS hints
+    FROM typed GROUP BY run_id, key, gb, title, user_file, user_line
+), computed_functions AS (  -- and the functions each broke in
+    SELECT DISTINCT run_id, key, substr(co_name, 1, 200) AS function FROM typed
+),
+-- stored per run (tlindex.answers.run_answers): the rows of `computed` and `computed_functions`, in
+-- run_graph_break_groups and run_graph_break_functions
+groups AS (
+    SELECT * FROM computed
+    UNION ALL
+    SELECT s.* FROM fresh f CROSS JOIN run_graph_break_groups s WHERE s.run_id = f.run_id
+), functions AS (  -- each group's functions, in order of name
+    SELECT key, group_concat(function) AS functions
+    FROM (SELECT DISTINCT key, function FROM (
+              SELECT key, function FROM computed_functions
+              UNION ALL
+              SELECT s.key, s.function FROM fresh f CROSS JOIN run_graph_break_functions s WHERE s.run_id = f.run_id)
+          ORDER BY key, function)
+    GROUP BY key
 ), placed AS (
-    SELECT *, first_value(run_id) OVER (PARTITION BY key ORDER BY start_time, run_id
-                                        ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS first_run,
-           last_value(run_id) OVER (PARTITION BY key ORDER BY start_time, run_id
-                                    ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS last_run
-    FROM typed
+    SELECT g.*, first_value(g.run_id) OVER (PARTITION BY g.key ORDER BY r.start_time, g.run_id
+                                            ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS first_run,
+           last_value(g.run_id) OVER (PARTITION BY g.key ORDER BY r.start_time, g.run_id
+                                      ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING) AS last_run
+    FROM groups g JOIN runs r ON r.id = g.run_id
 )
-SELECT gb, title, user_file || ':' || user_line AS location, count(*) AS breaks, count(DISTINCT run_id) AS runs,
-       min(first_run) AS first_run, min(last_run) AS last_run, round(coalesce(sum(restart_s), 0), 3) AS restart_s,
-       min(compile) AS compile, group_concat(DISTINCT substr(co_name, 1, 200)) AS functions,
-       min(explanation) AS explanation, min(hints) AS hints
-FROM placed
-GROUP BY key, gb, title, user_file, user_line
+SELECT p.gb, p.title, p.user_file || ':' || p.user_line AS location, sum(p.breaks) AS breaks, count(*) AS runs,
+       min(p.first_run) AS first_run, min(p.last_run) AS last_run, round(coalesce(sum(p.restart_s), 0), 3) AS restart_s,
+       min(p.compile) AS compile, min(f.functions) AS functions, min(p.explanation) AS explanation,
+       min(p.hints) AS hints
+FROM placed p LEFT JOIN functions f ON f.key = p.key
+GROUP BY p.key, p.gb, p.title, p.user_file, p.user_line
 ORDER BY restart_s DESC, breaks DESC, location, title
 LIMIT coalesce(nullif(:limit, ''), 50)

@@ -1,9 +1,9 @@
--- tlindex's whole schema in one script: what the migrations schema/001_initial.sql to schema/021_derived_by_normalizers.sql make.
+-- tlindex's whole schema in one script: what the migrations schema/001_initial.sql to schema/022_run_answers.sql make.
 -- A new database is made from it in one go (tlindex.store.db.apply_schema) and every migration up to the one
 -- named on the `as of` line is recorded as applied; a database made before is upgraded by the migrations.
 -- Written by `python -m tlindex.store.schema_script > schema/current.sql`, not by hand. The comments of the
 -- tables, and of the columns added after a table was made, are in the migrations (and docs/schema.md).
--- as of: 021_derived_by_normalizers
+-- as of: 022_run_answers
 
 CREATE TABLE files (
     id INTEGER PRIMARY KEY,              -- file id
@@ -543,3 +543,119 @@ SELECT t.run_id,                                               -- the run
        (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
         WHERE c.run_id = t.run_id AND e.cache = 'aotautograd' AND e.result = 'miss') AS aotautograd_misses -- AOTAutograd's cache: misses
 FROM run_totals t;
+
+CREATE TABLE run_answers_stamps (
+    run_id INTEGER PRIMARY KEY REFERENCES runs(id), -- the run
+    stamp TEXT NOT NULL                  -- run_answers_now's stamp of the run when its rows were stored
+);
+
+CREATE VIEW run_answers_now AS
+SELECT r.id AS run_id,                                         -- the run
+       '1:' || (SELECT count(*) || '.' || max(name) FROM _tlindex_migrations) || ':' || count(s.id) || ':'
+       || coalesce(sum(s.bytes), 0) || ':' || coalesce(max(s.id), '') AS stamp -- version:migrations:processes:bytes:newest process
+FROM runs r LEFT JOIN sources s ON s.run_id = r.id
+GROUP BY r.id;
+
+CREATE VIEW run_answers_fresh AS
+SELECT n.run_id                                                -- the run
+FROM run_answers_now n JOIN run_answers_stamps t ON t.run_id = n.run_id
+WHERE t.stamp = n.stamp;
+
+CREATE TABLE run_health_stored (
+    run_id INTEGER PRIMARY KEY REFERENCES runs(id), -- the run
+    compiles INTEGER,                    -- compilations, not counting [-/-]
+    recompiles INTEGER,                  -- compiles of a frame compiled before
+    failures INTEGER,                    -- compiles that failed
+    graph_breaks INTEGER,                -- graph breaks of all its compiles
+    restarts INTEGER,                    -- times Dynamo restarted an analysis
+    compile_time_s REAL,                 -- Dynamo's whole-frame compile time
+    aot_time_s REAL,                     -- AOTAutograd, Inductor included
+    inductor_time_s REAL,                -- Inductor on the forward graphs
+    backward_time_s REAL,                -- backward graphs
+    autotune_time_s REAL,                -- autotuning at compile time
+    guards INTEGER,                      -- guards installed by its compiles
+    cache_lookups INTEGER,               -- cache lookups of every cache
+    cache_hits INTEGER,                  -- hits of every cache
+    cache_misses INTEGER,                -- misses of every cache
+    cache_bypasses INTEGER,              -- lookups that bypassed a cache
+    fx_graph_hits INTEGER,               -- Inductor's FX-graph cache: hits
+    fx_graph_misses INTEGER,             -- Inductor's FX-graph cache: misses
+    aotautograd_hits INTEGER,            -- AOTAutograd's cache: hits
+    aotautograd_misses INTEGER           -- AOTAutograd's cache: misses
+);
+
+CREATE TABLE run_compile_time_totals (
+    run_id INTEGER NOT NULL REFERENCES runs(id), -- the run
+    rank INTEGER,                        -- the rank (NULL: a process without one)
+    compiles INTEGER NOT NULL,           -- its compiles
+    total_s REAL,                        -- their dynamo and backward-compile spans, seconds
+    slowest_s REAL                       -- the slowest compile's
+);
+
+CREATE INDEX run_compile_time_totals_run ON run_compile_time_totals(run_id);
+
+CREATE TABLE run_vllm_pieces (
+    run_id INTEGER NOT NULL REFERENCES runs(id), -- the run
+    envelope_id INTEGER NOT NULL,        -- the piece's vllm_piecewise_compile_start record (the query's order)
+    compile INTEGER,                     -- the Dynamo compile
+    compile_id TEXT,                     -- its compile id
+    compile_call INTEGER,                -- which compile call of the process
+    attempt INTEGER,                     -- Dynamo's attempt it belongs to
+    piece_compile INTEGER,               -- the piece compile
+    piecewise_index INTEGER,             -- the piece's index
+    submod_name TEXT,                    -- the piece's submodule
+    total_piecewise_compiles INTEGER,    -- how many pieces the graph has to compile
+    compile_range_start INTEGER,         -- first token count of the range
+    compile_range_end INTEGER,           -- last token count of the range
+    is_single_size INTEGER,              -- 1 for a single size
+    is_cudagraph_capture_size INTEGER,   -- 1 for a CUDA-graph capture size
+    graph_artifact INTEGER,              -- the piece's graph
+    output_code_artifact INTEGER,        -- Inductor's output code
+    cache TEXT,                          -- its cache results
+    compile_time_s REAL,                 -- its inductor_compile spans
+    abandoned INTEGER,                   -- 1 for a piece compile of a restarted attempt
+    PRIMARY KEY (run_id, envelope_id)
+);
+
+CREATE TABLE run_rank_divergence (
+    run_id INTEGER NOT NULL REFERENCES runs(id), -- the run
+    position INTEGER NOT NULL,           -- the row's place among the run's, in the query's order
+    finding TEXT,                        -- what diverges
+    compile_id TEXT,                     -- where
+    ranks TEXT,                          -- the ranks (processes) named
+    detail TEXT,                         -- the sentence
+    PRIMARY KEY (run_id, position)
+);
+
+CREATE TABLE run_graph_break_groups (
+    run_id INTEGER NOT NULL REFERENCES runs(id), -- the run
+    key TEXT NOT NULL,                   -- the group: type, title and location
+    gb TEXT,                             -- torch's graph-break id
+    title TEXT,                          -- its title
+    user_file TEXT,                      -- the user code's file
+    user_line INTEGER,                   -- and line
+    breaks INTEGER NOT NULL,             -- how often it broke in the run
+    restart_s REAL,                      -- compile time thrown away by the restarts it caused
+    compile INTEGER,                     -- the run's first compile it broke
+    explanation TEXT,                    -- torch's Explanation
+    hints TEXT,                          -- torch's Hints
+    PRIMARY KEY (run_id, key)
+);
+
+CREATE TABLE run_graph_break_functions (
+    run_id INTEGER NOT NULL REFERENCES runs(id), -- the run
+    key TEXT NOT NULL,                   -- the group (run_graph_break_groups.key)
+    function TEXT,                       -- a function it broke in (its first 200 characters)
+    PRIMARY KEY (run_id, key, function)
+);
+
+CREATE TRIGGER run_answers_removed BEFORE DELETE ON runs
+BEGIN
+    DELETE FROM run_answers_stamps WHERE run_id = OLD.id;
+    DELETE FROM run_health_stored WHERE run_id = OLD.id;
+    DELETE FROM run_compile_time_totals WHERE run_id = OLD.id;
+    DELETE FROM run_vllm_pieces WHERE run_id = OLD.id;
+    DELETE FROM run_rank_divergence WHERE run_id = OLD.id;
+    DELETE FROM run_graph_break_groups WHERE run_id = OLD.id;
+    DELETE FROM run_graph_break_functions WHERE run_id = OLD.id;
+END;

@@ -19,6 +19,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from tlindex.answers import run_answers
 from tlindex.answers.findings.registry import CHECKS, FAILED, FINDINGS_VERSION, NOT_COMPUTED, Finding, findings
 from tlindex.store.db import MIGRATIONS_TABLE, immediate
 
@@ -169,13 +170,13 @@ def store_findings(db_path, say=None, run_ids: list[int] | None = None) -> int:
         return 0
     conn = connect_read_only(db_path)
     try:
-        todo = stale(conn, run_ids)
+        todo, answers = stale(conn, run_ids), len(run_answers.stale(conn))
         first = bool(todo) and (not has_store(conn) or conn.execute(f"SELECT 1 FROM {STAMPS} LIMIT 1").fetchone() is None)
         why = ("a database made before they were stored" if first else
                "a newer tlindex, or a migration, makes the stored ones stale")
     finally:
         conn.close()
-    if not todo:
+    if not todo and not answers:
         return 0
     try:
         conn = write_database(db_path)
@@ -183,8 +184,13 @@ def store_findings(db_path, say=None, run_ids: list[int] | None = None) -> int:
         return 0
     try:
         if say is not None and (first and len(todo) > 1 or len(todo) >= SAY_FROM):
-            say(f"tlindex: storing the findings of {len(todo):,} runs (once: {why})")
-        return refresh(conn, todo)
+            also = " and the answers of every run's queries" if answers else ""
+            say(f"tlindex: storing the findings of {len(todo):,} runs{also} (once: {why})")
+        elif say is not None and answers >= SAY_FROM:
+            say(f"tlindex: storing the answers of {answers:,} runs to the queries of every run (once)")
+        done = refresh(conn, todo)
+        run_answers.store_answers(conn)  # every run's that is stale: they are read of every run at once
+        return done
     except sqlite3.OperationalError:  # read-only file or folder, a full disk: computed when read instead
         return 0
     finally:
