@@ -179,7 +179,10 @@ def _claim(path: Path, fcntl):
     """The lock file `path`, held: a file a releasing ingest removed (while holding it) is not held, so the
     lock is taken again on the file now at that path (made anew, or another ingest's)."""
     while True:
-        path.parent.mkdir(exist_ok=True)
+        try:
+            os.mkdir(path.parent)
+        except FileExistsError:  # (Path.mkdir's exist_ok raises when the folder is removed between its two steps)
+            pass
         try:
             handle = open(path, "a")
         except FileNotFoundError:  # the folder, removed by an ingest that let go of its last claim: made again
