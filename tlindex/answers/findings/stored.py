@@ -172,7 +172,7 @@ def store_findings(db_path, say=None, run_ids: list[int] | None = None) -> int:
     try:
         todo, answers = stale(conn, run_ids), len(run_answers.stale(conn))
         first = bool(todo) and (not has_store(conn) or conn.execute(f"SELECT 1 FROM {STAMPS} LIMIT 1").fetchone() is None)
-        why = ("a database made before they were stored" if first else
+        why = ("none is stored yet: an ingest leaves them to the first reader, or an older tlindex made it" if first else
                "a newer tlindex, or a migration, makes the stored ones stale")
     finally:
         conn.close()
