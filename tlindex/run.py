@@ -217,7 +217,7 @@ class GateCheck:
         from tlindex.answers.gate import gate, lines
         from tlindex.answers.health import health
         from tlindex.answers.trend import Trend, against_baseline
-        from tlindex.store.db import connect_read_only
+        from tlindex.store.database import Database
 
         if run_id is None:
             if self.clauses:
@@ -225,16 +225,13 @@ class GateCheck:
                 echo(f"gate: no run to judge (COMMAND wrote no trace){allowed}")
                 return code or int(not self.allow_unjudged)
             return code
-        conn = connect_read_only(db_path)
-        try:
-            base = health(conn, [self.baseline_id])[0] if self.baseline_id is not None else None
-            verdict = gate(conn, run_id, self.baseline_id, self.clauses, why="just made",
+        with Database(db_path) as db:
+            base = health(db.conn, [self.baseline_id])[0] if self.baseline_id is not None else None
+            verdict = gate(db.conn, run_id, self.baseline_id, self.clauses, why="just made",
                            allow_unjudged=self.allow_unjudged) if self.clauses else None
-            rows = health(conn, [run_id])
+            rows = health(db.conn, [run_id])
             for line in against_baseline(Trend(rows, base, verdict, rows[0], "just made")):
                 echo(line)
-        finally:
-            conn.close()
         if verdict is None:
             return code
         for line in lines(verdict):
@@ -297,15 +294,12 @@ def _say_findings(db_path: Path, run_id: int, echo: Callable[[str], None]) -> di
     from tlindex.answers.findings.stored import store_findings, stored_findings
     from tlindex.answers.glossary import findings_lines
     from tlindex.answers.names import resolve_run
-    from tlindex.store.db import connect_read_only
+    from tlindex.store.database import Database
 
     store_findings(db_path, run_ids=[run_id])
-    conn = connect_read_only(db_path)
-    try:
-        run = resolve_run(conn, str(run_id))
-        found = stored_findings(conn, [run["id"]])[run["id"]]
-    finally:
-        conn.close()
+    with Database(db_path) as db:
+        run = resolve_run(db.conn, str(run_id))
+        found = stored_findings(db.conn, [run["id"]])[run["id"]]
     for line in findings_lines(run["id"], run["label"], found):
         echo(line)
     return run
@@ -323,13 +317,10 @@ def _echo_summary(problems: list[str], notes: list[str], line: str, echo: Callab
 def record_command(db_path: Path, run_id: int, ran: Ran) -> None:
     """Keep on the run's row what `tlindex run` knows of the command (its line, exit, signal, duration, where, who)."""
     from tlindex.ingest.runs import record_facts
-    from tlindex.store.db import write_database
+    from tlindex.store.database import Database
 
-    conn = write_database(db_path)
-    try:
-        record_facts(conn, run_id, ran.facts())
-    finally:
-        conn.close()
+    with Database(db_path, write=True) as db:
+        record_facts(db.conn, run_id, ran.facts())
 
 
 def _unique_label(db_path: Path, wanted: str) -> str:
