@@ -30,7 +30,7 @@ ATTRIBUTE_RE = re.compile(r'(href|src|action|data-src)="(?!#)([^"]*)"')
 FORM_RE = re.compile(r"<form\b.*?</form>", re.S)  # search and diff forms: they need a server
 QUERY_ROWS = 1000  # rows of a canned query's table in the report (Datasette's max_returned_rows)
 EVERYTHING = str(10**9)  # the trie rendered whole: a static page cannot load the rest on demand
-RELINKED_MEMO = 20_000  # links remembered as relinked, per process (unbounded, a worker grew with every page)
+RELINKED_MEMO = 20_000  # links remembered as relinked, per process: a bound (a worker once grew with every page)
 
 
 class PageWriter:
