@@ -123,15 +123,20 @@ async def test_the_server_brings_an_older_database_up_to_date_and_every_page_ans
     assert set(result.reached) >= set(routes.BY_NAME) - {"provenance"}  # (no provenance in these scenarios: 404)
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to a read-only file")
-def test_an_older_database_that_cannot_be_written_is_refused_in_one_line(fresh, tmp_path):
-    db = old(fresh, tmp_path, "009_shared_views")
+def _runs_read_only(fresh, tmp_path, last: str):
+    """`tlindex runs` on a database of schema `last` that neither it nor its folder can be written."""
+    db = old(fresh, tmp_path, last)
     db.chmod(0o444)
     tmp_path.chmod(0o555)
     try:
-        result = CliRunner().invoke(cli, ["runs", "--db", str(db)])
+        return CliRunner().invoke(cli, ["runs", "--db", str(db)])
     finally:
         tmp_path.chmod(0o755)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to a read-only file")
+def test_an_older_database_that_cannot_be_written_is_refused_in_one_line(fresh, tmp_path):
+    result = _runs_read_only(fresh, tmp_path, "009_shared_views")
     assert result.exit_code == 1 and "made by an older tlindex" in result.output
     assert len(result.output.strip().splitlines()) == 1
 
@@ -139,13 +144,7 @@ def test_an_older_database_that_cannot_be_written_is_refused_in_one_line(fresh, 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes to a read-only file")
 def test_a_read_only_database_that_lacks_only_derived_rows_is_read_as_it_is(fresh, tmp_path):
     """Migration 021 adds no table or column: a database without it that cannot be written is read, not refused."""
-    db = old(fresh, tmp_path, "020_restarts_from_attempts")
-    db.chmod(0o444)
-    tmp_path.chmod(0o555)
-    try:
-        result = CliRunner().invoke(cli, ["runs", "--db", str(db)])
-    finally:
-        tmp_path.chmod(0o755)
+    result = _runs_read_only(fresh, tmp_path, "020_restarts_from_attempts")
     assert result.exit_code == 0 and "older tlindex" not in result.output
 
 
