@@ -45,6 +45,7 @@ def connect(path: Path) -> sqlite3.Connection:
 
     conn = register(sqlite3.connect(path))
     conn.row_factory = sqlite3.Row
+    _OPENED.append(conn)  # closed when the module ends, if the test did not (below)
     return conn
 
 
@@ -114,8 +115,11 @@ def sqlite_tables(path: Path) -> dict[str, list[dict]]:
 
 def canonical(tables: dict[str, list[dict]]) -> dict[str, Counter]:
     conn = sqlite3.connect(":memory:")
-    apply_schema(conn)
-    references = {t: {r[3]: r[2] for r in conn.execute(f"PRAGMA foreign_key_list({t})")} for t in tables}
+    try:
+        apply_schema(conn)
+        references = {t: {r[3]: r[2] for r in conn.execute(f"PRAGMA foreign_key_list({t})")} for t in tables}
+    finally:
+        conn.close()  # the schema's functions hold the connection: dropped, it would never be freed
     keys: dict[str, dict[int, object]] = {}
     rows = {t: {r["id"]: r for r in tables.get(t, [])} for t in ("files", "runs", "sources", "envelopes", "compiles")}
     keys["files"] = {i: r["path"] for i, r in rows["files"].items()}
@@ -175,3 +179,49 @@ async def ds(traces_db):
     datasette = Datasette([str(traces_db)])
     await datasette.invoke_startup()
     return datasette
+
+
+def close_datasette(datasette) -> None:
+    """Release what a Datasette holds: its connections and the threads that keep them. Datasette's
+    threads keep a connection each (a thread-local) whose functions hold the Datasette itself, so an
+    instance a test drops is never freed; and SQLite's heap limit is one for the whole process
+    (tlindex.store.limits.cap_heap), so a long session of tests ends in "out of memory"."""
+    if hasattr(datasette, "close"):  # Datasette 1.0a
+        datasette.close()
+        return
+    for database in datasette.databases.values():
+        database.close()
+    if datasette.executor is not None:
+        datasette.executor.shutdown(wait=True, cancel_futures=True)
+
+
+_MADE: list = []  # every Datasette made since the session began and not yet closed
+_OPENED: list[sqlite3.Connection] = []  # every connection `connect` opened, likewise: its functions hold it (register)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _datasettes_are_counted():
+    """Each Datasette any test makes, however it made it, is remembered to be closed (below)."""
+    from datasette.app import Datasette
+
+    original = Datasette.__init__
+
+    def counted(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        _MADE.append(self)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Datasette, "__init__", counted)
+        yield
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _closed_when_the_module_ends(_datasettes_are_counted):
+    """The Datasettes and connections a module made are closed when it ends (its fixtures may share them)."""
+    made, opened = len(_MADE), len(_OPENED)
+    yield
+    for datasette in _MADE[made:]:
+        close_datasette(datasette)
+    for conn in _OPENED[opened:]:
+        conn.close()
+    del _MADE[made:], _OPENED[opened:]
