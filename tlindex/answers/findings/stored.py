@@ -162,6 +162,7 @@ def store_findings(db_path, say=None, run_ids: list[int] | None = None) -> int:
     `db_path` whose stored ones are stale (on the first use of a database made before they were stored, `say`
     tells that once); how many. A database that cannot be written is left as it is: its findings are computed when
     read."""
+    from tlindex.errors import DatabaseError
     from tlindex.store.db import connect_read_only, write_database
 
     if not Path(db_path).is_file():  # nothing was ingested: no database made
@@ -180,7 +181,7 @@ def store_findings(db_path, say=None, run_ids: list[int] | None = None) -> int:
         return 0
     try:
         conn = write_database(db_path)
-    except (sqlite3.OperationalError, OSError):
+    except (sqlite3.OperationalError, OSError, DatabaseError):  # (DatabaseError: a migration it lacks cannot be written)
         return 0
     try:
         if say is not None and (first and len(todo) > 1 or len(todo) >= SAY_FROM):
