@@ -33,37 +33,60 @@ NAME_KEYS = frozenset({"name", "co_name", "co_filename", "filename", "submod_nam
                        "title", "user_file", "short"})
 
 
+_PLAIN = frozenset({int, float, bool, type(None), bytes})  # values with no text to clip and nothing inside
+
+
 def bound_texts(data: object, limit: int = PAGE_VALUE_CHARS) -> object:
     """A page's data with every text longer than `limit` clipped, and every name (NAME_KEYS) longer than
     PAGE_TEXT_CHARS, at any depth of its dicts, lists, tuples and dataclasses (walked with a stack of its own:
-    data can be as deep as a log made it)."""
+    data can be as deep as a log made it). A list's or a tuple's texts are bounded as the container is. Only
+    containers go on the stack, and the plain values are passed over in the container's own loop: a page of a big
+    log holds hundreds of thousands of numbers and short texts."""
     if isinstance(data, str):
         return clip(data, limit)
+    shortest = min(limit, PAGE_TEXT_CHARS)  # a text no longer than this is never clipped
     root = [data]
-    stack: list[tuple[object, object, int]] = [(root, 0, limit)]
+    stack: list[tuple[object, int]] = [(root, limit)]
     while stack:
-        container, key, most = stack.pop()
-        value = _get(container, key)
-        if isinstance(value, str):
-            if len(value) > most:
-                _set(container, key, clip(value, most))
-        elif isinstance(value, dict):
-            stack.extend((value, k, PAGE_TEXT_CHARS if k in NAME_KEYS else limit) for k in value)
-        elif isinstance(value, list):
-            stack.extend((value, i, most) for i in range(len(value)))
-        elif type(value) is tuple:  # (a named tuple's fields are what its type says)
-            if any(isinstance(item, str) and len(item) > most for item in value):
-                _set(container, key, tuple(clip(item, most) if isinstance(item, str) else item for item in value))
-            stack.extend((value, i, most) for i, item in enumerate(value) if not isinstance(item, str))
-        elif is_dataclass(value) and not isinstance(value, type):
-            stack.extend((value, f.name, PAGE_TEXT_CHARS if f.name in NAME_KEYS else limit) for f in fields(value))
+        container, most = stack.pop()
+        if isinstance(container, dict):
+            for key, value in container.items():
+                if type(value) is str and len(value) <= shortest or type(value) in _PLAIN:
+                    continue
+                _member(stack, container, key, value, PAGE_TEXT_CHARS if key in NAME_KEYS else limit)
+        elif isinstance(container, (list, tuple)):
+            for index, value in enumerate(container):
+                if type(value) is str and len(value) <= shortest or type(value) in _PLAIN:
+                    continue
+                _member(stack, container, index, value, most)
+        else:  # a dataclass
+            for f in fields(container):
+                _member(stack, container, f.name, getattr(container, f.name),
+                        PAGE_TEXT_CHARS if f.name in NAME_KEYS else limit)
     return root[0]
 
 
-def _get(container: object, key: object) -> object:
-    if isinstance(key, str) and is_dataclass(container):
-        return getattr(container, key)
-    return container[key]  # type: ignore[index]
+def _member(stack: list[tuple[object, int]], container: object, key: object, value: object, bound: int) -> None:
+    """One member of a container walked: its text clipped to `bound`, or it put on the stack to be walked."""
+    if isinstance(value, str):
+        if len(value) > bound and type(container) is not tuple:  # (a tuple's texts: bounded with it)
+            _set(container, key, clip(value, bound))
+    elif type(value) is tuple:  # (a named tuple's fields are what its type says)
+        if type(container) is not tuple:  # (one inside a tuple was bounded with it)
+            bounded = _bounded_tuple(value, bound)
+            if bounded is not value:
+                _set(container, key, bounded)
+                value = bounded
+        stack.append((value, bound))
+    elif isinstance(value, (dict, list)) or (is_dataclass(value) and not isinstance(value, type)):
+        stack.append((value, bound))
+
+
+def _bounded_tuple(value: tuple, bound: int) -> tuple:
+    """The tuple, or a copy with its texts clipped, the tuples in it too (a tuple cannot be changed in place)."""
+    items = [clip(item, bound) if isinstance(item, str) else _bounded_tuple(item, bound) if type(item) is tuple
+             else item for item in value]
+    return value if all(new is old for new, old in zip(items, value)) else tuple(items)
 
 
 def _set(container: object, key: object, value: object) -> None:
