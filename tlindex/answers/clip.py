@@ -84,6 +84,8 @@ def _member(stack: list[tuple[object, int]], container: object, key: object, val
 
 def _bounded_tuple(value: tuple, bound: int) -> tuple:
     """The tuple, or a copy with its texts clipped, the tuples in it too (a tuple cannot be changed in place)."""
+    if not any(type(item) is tuple or isinstance(item, str) and len(item) > bound for item in value):
+        return value  # (most are: a row's short cells)
     items = [clip(item, bound) if isinstance(item, str) else _bounded_tuple(item, bound) if type(item) is tuple
              else item for item in value]
     return value if all(new is old for new, old in zip(items, value)) else tuple(items)
