@@ -185,7 +185,10 @@ def close_datasette(datasette) -> None:
     """Release what a Datasette holds: its connections and the threads that keep them. Datasette's
     threads keep a connection each (a thread-local) whose functions hold the Datasette itself, so an
     instance a test drops is never freed; and SQLite's heap limit is one for the whole process
-    (tlindex.store.limits.cap_heap), so a long session of tests ends in "out of memory"."""
+    (tlindex.store.limits.cap_heap), so a long session of tests ends in "out of memory". The plugin's schema copies
+    (datasette_tlindex.reads.schema_of) are closed too: their functions hold them, and Datasette."""
+    for _, copy in datasette.__dict__.pop("_tlindex_schemas", {}).values():
+        copy.close()
     if hasattr(datasette, "close"):  # Datasette 1.0a
         datasette.close()
         return

@@ -16,8 +16,11 @@ def schema_copy() -> SchemaCopy:
     from tlindex.store.limits import connect
 
     conn = connect(":memory:")
-    apply_schema(conn)
-    return SchemaCopy(schema_rows(conn), prepare=register)
+    try:
+        apply_schema(conn)
+        return SchemaCopy(schema_rows(conn), prepare=register)
+    finally:
+        conn.close()
 
 
 def tables_read(sql: str) -> frozenset[str]:

@@ -48,6 +48,8 @@ async def schema_of(datasette, database: str) -> SchemaCopy:
     rows = [tuple(row) for row in (await db.execute(SCHEMA_SQL)).rows]
     copy = SchemaCopy(rows, prepare=lambda conn: _prepare(datasette, database, conn))
     cache[database] = (version, copy)
+    if cached is not None:  # (used only between two awaits of the event loop's thread: no request is in it now)
+        cached[1].close()
     return copy
 
 

@@ -55,6 +55,10 @@ class SchemaCopy:
         self._behind: dict[str, Reads | None] = {}
         self._sql: dict[str, Reads | None] = {}
 
+    def close(self) -> None:
+        """Let the copy go: its connection closed (the functions `prepare` gave it hold it: dropped, it stays)."""
+        self.conn.close()
+
     def _over_budget(self) -> bool:
         """Whether the statement running here has run past STEP_BUDGET (SQLite then interrupts it)."""
         self._steps += 1
