@@ -239,12 +239,14 @@ def _cookies(ds: Datasette, actor_id: str) -> dict:
 @pytest.mark.asyncio
 async def test_a_view_or_index_created_while_serving_follows_its_table(swept_db, tmp_path):
     """The schema copy is made again when the schema changes: a view and an index created after the
-    first request (as `tlindex search` builds its index lazily) are refused as soon as they exist."""
+    first request (as `tlindex search` builds its index lazily) are refused as soon as they exist. The copy it
+    replaces is closed (its functions hold it: left open, a server would keep one per change)."""
     path = tmp_path / "traces.db"
     shutil.copy(swept_db, path)
     ds = _datasette(path, _deny("compiles"))
     await ds.invoke_startup()
     assert (await ds.client.get("/traces/runs.json")).status_code == 200
+    (_, first), = ds._tlindex_schemas.values()
     conn = connect(path)
     conn.execute("CREATE VIEW late_names AS SELECT run_id, co_name FROM compiles")
     conn.execute("CREATE VIEW late_over_view AS SELECT * FROM late_names")
@@ -254,6 +256,8 @@ async def test_a_view_or_index_created_while_serving_follows_its_table(swept_db,
     for path_ in ("/traces/late_names.json", "/traces/late_over_view.csv", "/traces/late_fts", "/traces/late_fts_data.json"):
         assert (await ds.client.get(path_)).status_code == 403, path_
     assert (await ds.client.get("/traces/late_over_view.json", cookies=_cookies(ds, "root"))).status_code == 200
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        first.conn.execute("SELECT 1")
 
 
 @pytest.mark.asyncio
