@@ -341,23 +341,23 @@ def run_cases(surface: str, db: Path, cases: list[str], seconds_each: float = CL
 
     from conftest import copy_db
 
-    hands = [(index, cases[index::WORKERS]) for index in range(WORKERS) if cases[index::WORKERS]]
     folder = Path(tempfile.mkdtemp(prefix=f"{surface}-", dir=db.parent))
+
+    def deal(index: int) -> list[dict]:  # the cases index, index + WORKERS, ... in a process of their own
+        own = folder / str(index)
+        own.mkdir()
+        return _run_hand(surface, copy_db(db, own / db.name), cases[index::WORKERS], seconds_each)
+
+    hands = [index for index in range(WORKERS) if cases[index::WORKERS]]
     try:
         with ThreadPoolExecutor(len(hands)) as pool:
-            dealt = list(pool.map(lambda hand: _run_hand(surface, copy_db(db, _own(folder, hand[0]) / db.name), hand[1],
-                                                         seconds_each), hands))
+            dealt = list(pool.map(deal, hands))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     results: list[dict] = [{}] * len(cases)
-    for (index, _), hand in zip(hands, dealt):
-        results[index::WORKERS] = hand
+    for index, outcomes in zip(hands, dealt):
+        results[index::WORKERS] = outcomes
     return results
-
-
-def _own(folder: Path, index: int) -> Path:
-    (folder / str(index)).mkdir()
-    return folder / str(index)
 
 
 def _run_hand(surface: str, db: Path, cases: list[str], seconds_each: float) -> list[dict]:
