@@ -61,3 +61,19 @@ def test_data_as_deep_as_a_log_made_it_is_walked_without_recursion():
 def test_short_values_are_left_as_they_are():
     data = {"a": [1, "x", (2, "y")], "name": "n"}
     assert bound_texts(data) is data and data == {"a": [1, "x", (2, "y")], "name": "n"}
+
+
+def test_rows_are_skipped_whole_only_when_every_cell_is_short():
+    """A list of rows (tuples, or dicts) whose cells are plain values and short texts is passed over at C speed; one
+    long cell anywhere in it, or a container in a cell, and its rows are walked as before."""
+    rows = [(i, f"r{i}", None, 1.5) for i in range(50)]
+    named = [{"name": f"n{i}", "count": i} for i in range(50)]
+    assert bound_texts({"rows": rows, "named": named}) == {"rows": rows, "named": named}
+    rows[37] = (37, LONG * 300, None, 1.5)  # 1.5 MB: over the default limit
+    named[12] = {"name": LONG, "count": 12}  # a name: over PAGE_TEXT_CHARS
+    nested = [(1, "a"), (2, ["b", LONG * 300])]  # a list in a row
+    bounded = bound_texts({"rows": rows, "named": named, "nested": nested})
+    assert bounded["rows"][37][1].endswith(ELLIPSIS) and len(bounded["rows"][37][1]) <= (1 << 20) + 1
+    assert bounded["rows"][36] == (36, "r36", None, 1.5)
+    assert bounded["named"][12]["name"].endswith(ELLIPSIS) and len(bounded["named"][12]["name"]) <= PAGE_TEXT_CHARS + 1
+    assert bounded["nested"][1][1][1].endswith(ELLIPSIS) and bounded["nested"][0] == (1, "a")

@@ -4,7 +4,9 @@ form (the record's own page, or its raw payload)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import fields, is_dataclass
+from itertools import chain
 
 PAGE_TEXT_CHARS = 2000
 ELLIPSIS = "…"
@@ -34,6 +36,7 @@ NAME_KEYS = frozenset({"name", "co_name", "co_filename", "filename", "submod_nam
 
 
 _PLAIN = frozenset({int, float, bool, type(None), bytes})  # values with no text to clip and nothing inside
+_FLAT = _PLAIN | {str}  # a container holding only these (texts short enough) has nothing to clip or walk
 
 
 def bound_texts(data: object, limit: int = PAGE_VALUE_CHARS) -> object:
@@ -50,11 +53,15 @@ def bound_texts(data: object, limit: int = PAGE_VALUE_CHARS) -> object:
     while stack:
         container, most = stack.pop()
         if isinstance(container, dict):
+            if _nothing_inside(container.values(), shortest):
+                continue
             for key, value in container.items():
                 if type(value) is str and len(value) <= shortest or type(value) in _PLAIN:
                     continue
                 _member(stack, container, key, value, PAGE_TEXT_CHARS if key in NAME_KEYS else limit)
         elif isinstance(container, (list, tuple)):
+            if _nothing_inside(container, shortest):
+                continue
             for index, value in enumerate(container):
                 if type(value) is str and len(value) <= shortest or type(value) in _PLAIN:
                     continue
@@ -64,6 +71,22 @@ def bound_texts(data: object, limit: int = PAGE_VALUE_CHARS) -> object:
                 _member(stack, container, f.name, getattr(container, f.name),
                         PAGE_TEXT_CHARS if f.name in NAME_KEYS else limit)
     return root[0]
+
+
+def _nothing_inside(members: Iterable[object], shortest: int) -> bool:
+    """Whether a container's members, or its rows' members when each is a tuple or each a dict, are all plain values
+    and texts of `shortest` characters at most: then nothing in it is clipped or walked. Checked without Python code
+    per member (types, lengths and rows are walked by the builtins): most of a page's data is rows of such values."""
+    kinds = set(map(type, members))
+    if kinds == {tuple}:
+        members = list(chain.from_iterable(members))
+        kinds = set(map(type, members))
+    elif kinds == {dict}:
+        members = list(chain.from_iterable(map(dict.values, members)))
+        kinds = set(map(type, members))
+    if not kinds <= _FLAT:
+        return False
+    return str not in kinds or max(map(len, filter(str.__instancecheck__, members))) <= shortest
 
 
 def _member(stack: list[tuple[object, int]], container: object, key: object, value: object, bound: int) -> None:
