@@ -37,6 +37,7 @@ NAME_KEYS = frozenset({"name", "co_name", "co_filename", "filename", "submod_nam
 
 _PLAIN = frozenset({int, float, bool, type(None), bytes})  # values with no text to clip and nothing inside
 _FLAT = _PLAIN | {str}  # a container holding only these (texts short enough) has nothing to clip or walk
+FLAT_CHECK_FROM = 8  # members from which a container is first checked for that (a smaller one: walked at once)
 
 
 def bound_texts(data: object, limit: int = PAGE_VALUE_CHARS) -> object:
@@ -53,14 +54,14 @@ def bound_texts(data: object, limit: int = PAGE_VALUE_CHARS) -> object:
     while stack:
         container, most = stack.pop()
         if isinstance(container, dict):
-            if _nothing_inside(container.values(), shortest):
+            if len(container) >= FLAT_CHECK_FROM and _nothing_inside(container.values(), shortest):
                 continue
             for key, value in container.items():
                 if type(value) is str and len(value) <= shortest or type(value) in _PLAIN:
                     continue
                 _member(stack, container, key, value, PAGE_TEXT_CHARS if key in NAME_KEYS else limit)
         elif isinstance(container, (list, tuple)):
-            if _nothing_inside(container, shortest):
+            if len(container) >= FLAT_CHECK_FROM and _nothing_inside(container, shortest):
                 continue
             for index, value in enumerate(container):
                 if type(value) is str and len(value) <= shortest or type(value) in _PLAIN:
