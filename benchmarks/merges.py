@@ -18,6 +18,7 @@ It says where the wall time of a split ingest goes beyond its CPU time over the 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import threading
@@ -40,7 +41,7 @@ def busy_cores(samples: list[tuple[float, float]], stop: threading.Event, starte
         idle = values[3] + values[4]
         return sum(values[:8]) - idle, sum(values[:8])
 
-    cores = len([line for line in open("/proc/stat") if line.startswith("cpu") and line[3].isdigit()])
+    cores = os.cpu_count() or 1
     busy, total = jiffies()
     while not stop.wait(SAMPLE_S):
         now_busy, now_total = jiffies()
@@ -49,13 +50,13 @@ def busy_cores(samples: list[tuple[float, float]], stop: threading.Event, starte
         busy, total = now_busy, now_total
 
 
-def instrument(started: float, parsed: dict, merged: list, between: list) -> None:
+def instrument(started: float, taken: dict, merged: list, between: list) -> None:
     """Record when the main process takes each task's result, each chunk's merge, each index refresh."""
     take, merge_chunk, refresh = pipeline.Merger.__call__, chunks.SplitFile._merge, pipeline.Merger.between
 
     def on_result(self, result):
         item = self.by_staging[result.staging]
-        parsed[item.chunk] = (item.size, time.perf_counter() - started)
+        taken[item.chunk] = (item.size, time.perf_counter() - started)
         return take(self, result)
 
     def on_merge(self, conn, index, result, attach=None):
@@ -77,12 +78,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--chunk-mb", type=float, help="chunks of this size (default: as `tlindex ingest` splits)")
     args = parser.parse_args()
-    parsed: dict[int, tuple[int, float]] = {}
+    taken: dict[int, tuple[int, float]] = {}  # chunk: (bytes, when the main process took its result)
     merged: list[tuple[int, float, float]] = []
     between: list[tuple[float, float]] = []
     samples: list[tuple[float, float]] = []
     started = time.perf_counter()
-    instrument(started, parsed, merged, between)
+    instrument(started, taken, merged, between)
     stop = threading.Event()
     sampler = threading.Thread(target=busy_cores, args=(samples, stop, started), daemon=True)
     sampler.start()
@@ -98,9 +99,9 @@ def main() -> None:
         return
     print("| chunk | MiB | its result taken at s | merged s |\n|---|---|---|---|")
     for index, begun, ended in merged:
-        size, at = parsed.get(index, (0, 0.0))
+        size, at = taken.get(index, (0, 0.0))
         print(f"| {index} | {size / 2**20:,.1f} | {at:.2f} | {begun:.2f}-{ended:.2f} |")
-    last_taken = max((at for _, at in parsed.values()), default=0.0)
+    last_taken = max((at for _, at in taken.values()), default=0.0)
     tail = sum(SAMPLE_S for at, cores in samples if at > last_taken and cores < 1.5)
     print(f"wall {wall:.2f} s; main process merging {sum(e - b for _, b, e in merged):.2f} s, the first merge at "
           f"{min((b for _, b, _ in merged), default=0.0):.2f} s; indexes between merges "
