@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import sqlite3
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,6 +21,7 @@ from typing import Callable
 
 from tlindex.ingest.chunks import TAIL_CHUNK, SplitFile, chunk_size, shrinking, split_points
 from tlindex.ingest.continuation import restore_state
+from tlindex.ingest.deferred_indexes import defer_indexes
 from tlindex.ingest.discover import discover
 from tlindex.ingest.merge import delete_file_rows, merge
 from tlindex.ingest.runs import Attacher, assign_runs, check_label, rank_decisions, regroup_stopped
@@ -27,7 +29,7 @@ from tlindex.ingest.task import Resume, Task, TaskResult, init_worker, run_in_wo
 from tlindex.ingest.text_index import APPEND_ONLY, refresh_fts
 from tlindex.owned import discard, owns, temporary_dir
 from tlindex.stopping import can_fork
-from tlindex.store.db import immediate, open_db
+from tlindex.store.db import immediate, make_deferred_indexes, open_db
 
 MERGE_CACHE_KB = 4 << 10  # the merges' index updates touch fewer pages on disk than with 2 MB; 8 MB gained little more
 
@@ -324,6 +326,7 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
                          for run in regroup_stopped(conn, lambda: live_ingests(Path(db_path)))]
     remove_stale_staging(Path(db_path), keep=staging_dir)
     claims = claim_paths(Path(db_path), files)  # before planning: another ingest of a path waits here
+    deferred = False
     try:
         # --replace deletes payloads no longer referenced: then every payload is staged.
         planned = plan(conn, files, staging_dir, replace, summary,
@@ -333,10 +336,13 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
             planned = split_big_files(planned, chunk_bytes or chunk_size(sum(p.size for p in planned), workers),
                                       *((None, 0) if chunk_bytes else (shrinking(workers), workers)))
         total = sum(p.size for p in planned)
+        deferred = defer_indexes(conn, total)
         merger = Merger(conn, summary, planned, Attacher(run_label, staging_dir.name), search_index and not replace)
         runner = run_serially if max(1, min(workers, len(planned))) == 1 else run_in_parallel
         runner(planned, min(workers, len(planned)), merger, summary,
                (lambda done: progress(done, total)) if progress else None)
+        if deferred:
+            make_deferred_indexes(conn)
         summary.runs = assign_runs(conn, run_label, tuple(merger.continued_files), tuple(merger.attach.touched),
                                    regroup=(staging_dir.name,) if run_label is None else ())
         for run_id in summary.runs:
@@ -347,13 +353,25 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
         if progress:
             progress(total, total)
     finally:
+        _leave(conn, deferred, staging_dir, lock, Path(db_path), claims)
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _leave(conn, deferred: bool, staging_dir: Path, lock, db_path: Path, claims: list) -> None:
+    """What an ingest holds let go, whether it ended, failed or was stopped; the indexes it deferred made again
+    (when that fails too, the next open_db makes them)."""
+    try:
+        if deferred:
+            make_deferred_indexes(conn)
+    except sqlite3.Error:
+        pass
+    finally:
         discard(staging_dir)
         if lock is not None:
             lock.close()
-        release_claims(Path(db_path), claims)
+        release_claims(db_path, claims)
         conn.close()
-    summary.seconds = time.perf_counter() - started
-    return summary
 
 
 class Merger:

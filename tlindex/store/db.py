@@ -187,6 +187,30 @@ def _schema_image(pid: int) -> sqlite3.Connection:
     return image
 
 
+# Indexes of envelopes that a big ingest into an empty database makes after its merges (tlindex.ingest.deferred_indexes).
+DEFERRED_INDEXES = ("envelopes_payload", "envelopes_kind", "envelopes_source_kind")
+
+
+def deferred_indexes(conn: sqlite3.Connection, present: bool = False) -> list[str]:
+    """The DEFERRED_INDEXES the database lacks (with `present`: those it has)."""
+    have = {name for (name,) in conn.execute(
+        f"SELECT name FROM sqlite_master WHERE type = 'index' AND name IN ({', '.join('?' * len(DEFERRED_INDEXES))})",
+        DEFERRED_INDEXES)}
+    return [name for name in DEFERRED_INDEXES if (name in have) == present]
+
+
+def make_deferred_indexes(conn: sqlite3.Connection) -> list[str]:
+    """Make the DEFERRED_INDEXES the database lacks, with the current schema's own statements; their names."""
+    if not deferred_indexes(conn):
+        return []
+    image = _schema_image(os.getpid())
+    with immediate(conn):
+        made = deferred_indexes(conn)  # again, under the write lock
+        for name in made:
+            conn.execute(image.execute("SELECT sql FROM sqlite_master WHERE name = ?", (name,)).fetchone()[0])
+    return made
+
+
 def _record(conn: sqlite3.Connection, names: list[str]) -> None:
     conn.executemany(f"INSERT INTO {MIGRATIONS_TABLE} VALUES (?, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
                      [(name,) for name in names])
@@ -264,7 +288,8 @@ def open_db(path: str | Path) -> sqlite3.Connection:
     """Open (creating if needed) a tlindex database with the current schema, in WAL mode.
 
     WAL lets Datasette read the database while an ingest writes to it. Raises
-    DatabaseError for a file that is not (or cannot become) a tlindex database.
+    DatabaseError for a file that is not (or cannot become) a tlindex database. The indexes an ingest killed
+    between its merges left out (DEFERRED_INDEXES) are made again.
     """
     check_database(path)
     try:
@@ -272,6 +297,7 @@ def open_db(path: str | Path) -> sqlite3.Connection:
         _wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")
         apply_schema(conn)
+        make_deferred_indexes(conn)
     except sqlite3.DatabaseError as error:
         raise DatabaseError(f"{path}: cannot be opened as a tlindex database ({error})")
     return conn
