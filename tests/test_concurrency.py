@@ -15,8 +15,12 @@ SCENARIOS = ["graph_breaks", "recompiles", "export", "ddp_2ranks"]
 TABLES = ["files", "sources", "envelopes", "compiles", "artifacts", "payloads", "strings", "volume"]
 
 
-def _ingest_at_once(barrier, db_path: str, scenario: str, errors) -> None:
+def _ingest_at_once(barrier, db_path: str, scenario: str, errors, defer: bool = False) -> None:
     try:
+        if defer:  # each ingest a big one: those into the still empty database drop the deferred indexes
+            import tlindex.ingest.deferred_indexes
+
+            tlindex.ingest.deferred_indexes.DEFER_FROM = 0
         barrier.wait(timeout=60)  # every process starts its ingest at the same moment
         summary = ingest(db_path, [str(DATA / scenario)], jobs=1)
         assert not summary.problems, summary.problems
@@ -30,12 +34,16 @@ def counts(db_path: Path) -> dict[str, int]:
         found = {table: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in TABLES}
         found["migrations"] = conn.execute("SELECT count(*) FROM _tlindex_migrations").fetchone()[0]
         found["fts rows"] = conn.execute("SELECT count(*) FROM artifacts_fts").fetchone()[0]
+        found["index statements"] = conn.execute("SELECT group_concat(sql, ';') FROM (SELECT sql FROM sqlite_master "
+                                                 "WHERE type = 'index' AND tbl_name = 'envelopes' ORDER BY name)"
+                                                 ).fetchone()[0]
         return found
     finally:
         conn.close()
 
 
-def test_four_ingests_started_at_once_into_a_new_database_all_land(tmp_path):
+@pytest.mark.parametrize("defer", [False, True])
+def test_four_ingests_started_at_once_into_a_new_database_all_land(tmp_path, defer):
     expected_path = tmp_path / "one_by_one.db"
     for scenario in SCENARIOS:
         ingest(expected_path, [str(DATA / scenario)], jobs=1)
@@ -44,7 +52,7 @@ def test_four_ingests_started_at_once_into_a_new_database_all_land(tmp_path):
     for attempt in range(3):
         db_path = tmp_path / f"at_once_{attempt}.db"
         barrier, errors = context.Barrier(len(SCENARIOS)), context.Queue()
-        processes = [context.Process(target=_ingest_at_once, args=(barrier, str(db_path), scenario, errors))
+        processes = [context.Process(target=_ingest_at_once, args=(barrier, str(db_path), scenario, errors, defer))
                      for scenario in SCENARIOS]
         for process in processes:
             process.start()
