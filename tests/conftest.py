@@ -152,6 +152,21 @@ HOSTILE_ARTIFACT = (b'{"artifact": {"name": "<script>name</script>", "encoding":
                     b'"frame_compile_id": 0, "attempt": 0')
 
 
+def stop_at_chunk_fit(monkeypatch, call: int) -> None:
+    """Make the ingest stop (KeyboardInterrupt) when it fits a split log's `call`-th chunk, between merges."""
+    import tlindex.ingest.chunks
+
+    fit, calls = tlindex.ingest.chunks.fit_chunk, []
+
+    def stopped(*args):
+        calls.append(1)
+        if len(calls) == call:
+            raise KeyboardInterrupt
+        return fit(*args)
+
+    monkeypatch.setattr(tlindex.ingest.chunks, "fit_chunk", stopped)
+
+
 def write_hostile_log(path: Path, records: list[tuple[bytes, bytes]] | None = None) -> Path:
     """Write a HAND-MADE log (not written by torch) whose names are hostile HTML: a string-table path,
     a frame name and source line, then one record per (envelope JSON without its closing has_payload,

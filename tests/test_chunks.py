@@ -13,7 +13,7 @@ import os
 import sqlite3
 
 import pytest
-from conftest import DATA, SHARED_CORPUS, canonical, sqlite_tables
+from conftest import DATA, SHARED_CORPUS, canonical, sqlite_tables, stop_at_chunk_fit
 
 import tlindex.ingest.chunks
 import tlindex.ingest.pipeline
@@ -113,18 +113,7 @@ def _merged_in_turns(monkeypatch):
 @pytest.mark.parametrize("in_turns", [False, pytest.param(True, marks=pytest.mark.slow)])
 def test_an_interrupted_chunked_ingest_reads_as_a_grown_log_and_is_continued(tmp_path, whole, monkeypatch,
                                                                               in_turns):
-    import tlindex.ingest.chunks
-
-    calls = []
-    fit = tlindex.ingest.chunks.fit_chunk
-
-    def interrupted(*args):
-        calls.append(1)
-        if len(calls) == 5:
-            raise KeyboardInterrupt
-        return fit(*args)
-
-    monkeypatch.setattr(tlindex.ingest.chunks, "fit_chunk", interrupted)
+    stop_at_chunk_fit(monkeypatch, 5)
     if in_turns:
         _merged_in_turns(monkeypatch)
     db = tmp_path / "t.db"

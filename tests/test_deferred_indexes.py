@@ -6,9 +6,8 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from conftest import DATA, canonical, sqlite_tables
+from conftest import DATA, canonical, sqlite_tables, stop_at_chunk_fit
 
-import tlindex.ingest.chunks
 import tlindex.ingest.deferred_indexes as deferred_indexes
 import tlindex.ingest.pipeline
 from tlindex.ingest.pipeline import ingest
@@ -83,15 +82,7 @@ def test_a_small_ingest_keeps_its_indexes_up_to_date(tmp_path, monkeypatch):
 
 def test_an_ingest_stopped_between_its_merges_leaves_its_indexes_made(tmp_path, monkeypatch, kept):
     monkeypatch.setattr(deferred_indexes, "DEFER_FROM", 0)
-    fit, calls = tlindex.ingest.chunks.fit_chunk, []
-
-    def stopped(*args):
-        calls.append(1)
-        if len(calls) == 3:
-            raise KeyboardInterrupt
-        return fit(*args)
-
-    monkeypatch.setattr(tlindex.ingest.chunks, "fit_chunk", stopped)
+    stop_at_chunk_fit(monkeypatch, 3)
     db = tmp_path / "t.db"
     with pytest.raises(KeyboardInterrupt):
         ingest(db, LOGS, jobs=2, chunk_bytes=50_000)
