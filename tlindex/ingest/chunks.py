@@ -15,7 +15,6 @@ has since grown, and the next ingest continues it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
@@ -27,6 +26,7 @@ import orjson
 from tlindex.ingest.continuation import fit_chunk, report_file_ranks
 from tlindex.ingest.merge import merge
 from tlindex.ingest.normalize.state import CompileState
+from tlindex.ingest.prefix_hashes import PrefixHashes
 from tlindex.ingest.reader import ENVELOPE_RE, LAUNCHER_PREFIX_RE
 from tlindex.ingest.task import Task, TaskResult
 
@@ -160,10 +160,13 @@ class SplitFile:
     merged: int = 0               # chunks merged so far
     file_id: int | None = None
     counts: Counts = field(default_factory=Counts)
-    sha256: "hashlib._Hash" = field(default_factory=hashlib.sha256)
-    hashed: int = 0               # bytes of the file hashed so far
+    digest: str = ""              # sha256 of the file up to the last chunk merged
+    hashes: PrefixHashes = field(init=False)  # of the file up to each chunk's end, hashed ahead by a thread
     state: CompileState = field(default_factory=CompileState)
     scanned: int = 0              # chunks whose compile state is in `state`
+
+    def __post_init__(self) -> None:
+        self.hashes = PrefixHashes(self.path, self.points[1:])
 
     def tasks(self) -> list[Task]:
         """One task per chunk; give each its compile state (state_before) when it is submitted."""
@@ -192,19 +195,8 @@ class SplitFile:
             self._merge(conn, self.merged, self.ready.pop(self.merged), attach)
             self.merged += 1
 
-    def _hash_to(self, offset: int) -> str:
-        with open(self.path, "rb") as file:
-            file.seek(self.hashed)
-            while self.hashed < offset:
-                block = file.read(min(1 << 20, offset - self.hashed))
-                if not block:
-                    break
-                self.sha256.update(block)
-                self.hashed += len(block)
-        return self.sha256.hexdigest()
-
     def _merge(self, conn: sqlite3.Connection, index: int, result: TaskResult, attach=None) -> None:
-        sha256 = self._hash_to(result.offset)
+        sha256 = self.digest = self.hashes.upto(result.offset)
         last = index == len(self.points) - 1
         complete = report_file_ranks if last else None
         set_sha256 = lambda c: c.execute("UPDATE staging.files SET sha256 = ?", (sha256,))  # noqa: E731

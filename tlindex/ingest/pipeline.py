@@ -277,6 +277,11 @@ def record_move(conn, summary: IngestSummary, path: str, earlier: tuple[int, str
     summary.moved.append((path, earlier[1]))
 
 
+def splits(planned: list[Planned]) -> list[SplitFile]:
+    """The split files among the planned tasks, each once."""
+    return list({id(item.split): item.split for item in planned if item.split is not None}.values())
+
+
 def split_big_files(planned: list[Planned], chunk_bytes: int, lengths: Callable[[int], int] | None = None,
                     last: int = 0) -> list[Planned]:
     """Replace each fresh plain file bigger than chunk_bytes by tasks for its chunks (of `lengths(bytes left)`
@@ -326,7 +331,7 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
                          for run in regroup_stopped(conn, lambda: live_ingests(Path(db_path)))]
     remove_stale_staging(Path(db_path), keep=staging_dir)
     claims = claim_paths(Path(db_path), files)  # before planning: another ingest of a path waits here
-    deferred = False
+    deferred, planned = False, []
     try:
         # --replace deletes payloads no longer referenced: then every payload is staged.
         planned = plan(conn, files, staging_dir, replace, summary,
@@ -353,6 +358,8 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
         if progress:
             progress(total, total)
     finally:
+        for split in splits(planned):
+            split.hashes.stop()  # a failed or stopped ingest: no hashing ahead of merges that will not come
         _leave(conn, deferred, staging_dir, lock, Path(db_path), claims)
     summary.seconds = time.perf_counter() - started
     return summary
@@ -404,7 +411,7 @@ class Merger:
     def _split_done(self, split: SplitFile) -> None:
         """A file parsed in chunks, all merged: a copy of an earlier file is said, a moved one recorded."""
         conn, summary = self.conn, self.summary
-        earlier = earlier_copy(conn, split.path, split.sha256.hexdigest(), split.file_id)
+        earlier = earlier_copy(conn, split.path, split.digest, split.file_id)
         if earlier is not None and not Path(earlier[1]).exists():
             with immediate(conn):
                 delete_file_rows(conn, split.file_id)
@@ -484,6 +491,8 @@ def run_in_parallel(planned: list[Planned], jobs: int, merge_result: Merger, sum
             if item.split is not None:  # scanned as late as possible: workers start at once
                 item.task.compile_state = item.split.state_before(item.chunk)
             futures[pool.submit(run_in_worker, item.task)] = item
+        for split in splits(planned):
+            split.hashes.start()  # the workers are forked: a thread now is safe
         pending = set(futures)
         while pending:
             finished, pending = wait(pending, timeout=0.2, return_when="FIRST_COMPLETED")
