@@ -1,9 +1,9 @@
--- tlindex's whole schema in one script: what the migrations schema/001_initial.sql to schema/022_run_answers.sql make.
+-- tlindex's whole schema in one script: what the migrations schema/001_initial.sql to schema/023_open_spans_index.sql make.
 -- A new database is made from it in one go (tlindex.store.db.apply_schema) and every migration up to the one
 -- named on the `as of` line is recorded as applied; a database made before is upgraded by the migrations.
 -- Written by `python -m tlindex.store.schema_script > schema/current.sql`, not by hand. The comments of the
 -- tables, and of the columns added after a table was made, are in the migrations (and docs/schema.md).
--- as of: 022_run_answers
+-- as of: 023_open_spans_index
 
 CREATE TABLE files (
     id INTEGER PRIMARY KEY,              -- file id
@@ -659,3 +659,5 @@ BEGIN
     DELETE FROM run_graph_break_groups WHERE run_id = OLD.id;
     DELETE FROM run_graph_break_functions WHERE run_id = OLD.id;
 END;
+
+CREATE INDEX chromium_events_open ON chromium_events(source_id) WHERE ph = 'B';
