@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
 from conftest import DATA
 
 import tlindex.ingest.prefix_hashes
@@ -40,7 +41,7 @@ def test_a_stopped_hasher_still_answers_by_hashing_the_rest_itself():
     hashes = PrefixHashes(str(LOG), [len(content) // 3, 2 * len(content) // 3])
     hashes.stop()
     hashes.start()
-    hashes.thread.join(10)
+    hashes.stop()  # waits for the thread
     assert not hashes.thread.is_alive() and list(hashes.at) == [0]  # it hashed nothing ahead
     assert hashes.upto(2 * len(content) // 3) == _sha256(content[:2 * len(content) // 3])
 
@@ -51,9 +52,6 @@ def test_a_file_gone_before_the_thread_reads_it_leaves_the_error_to_the_merge(tm
     hashes = PrefixHashes(str(log), [1000])
     log.unlink()
     hashes.start()
-    try:
+    with pytest.raises(FileNotFoundError) as error:  # a file that cannot be read fails its merge
         hashes.upto(1000)
-    except FileNotFoundError as error:
-        assert error.filename == str(log)
-    else:
-        raise AssertionError("a file that cannot be read must fail its merge")
+    assert error.value.filename == str(log)

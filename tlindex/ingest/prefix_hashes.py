@@ -3,16 +3,30 @@
 Each chunk's merge stores the hash of the file up to the chunk's end (a stopped ingest continues from there), and
 the chunks merge in order in the main process. Hashed there, a GB costs the main process ~1 s between merges, most
 of it at the end of the run when its merges are all that is left. hashlib lets other threads run while it hashes a
-block, so a thread started when the file is split hashes it beside the workers' parsing and the main process's
-merges; a merge then takes the hash at its chunk's end ready made.
+block, so a thread started once the workers are forked (a fork copies no thread mid-flight) hashes the file beside
+their parsing and the main process's merges; a merge then takes the hash at its chunk's end ready made.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+from typing import BinaryIO, Callable
 
 BLOCK = 1 << 20  # bytes read and hashed at a time
+
+
+def _hash_into(digest: "hashlib._Hash", file: BinaryIO, hashed: int, end: int,
+               stopped: Callable[[], bool] = lambda: False) -> int:
+    """Hash the file's bytes from `hashed` (where it is positioned) to `end` into digest; the offset reached (short
+    of `end` when the file is shorter, or when `stopped`)."""
+    while hashed < end and not stopped():
+        block = file.read(min(BLOCK, end - hashed))
+        if not block:
+            break
+        digest.update(block)
+        hashed += len(block)
+    return hashed
 
 
 class PrefixHashes:
@@ -28,7 +42,7 @@ class PrefixHashes:
         self.thread = threading.Thread(target=self._hash_marks, name=f"sha256 {path}", daemon=True)
 
     def start(self) -> None:
-        """Start hashing ahead (once). After the workers are forked: a fork copies no thread mid-flight."""
+        """Start hashing ahead (once)."""
         with self.changed:
             if self.thread.ident is None:
                 self.thread.start()
@@ -36,17 +50,12 @@ class PrefixHashes:
     def _hash_marks(self) -> None:
         """Hash from the start to the last mark, keeping a copy of the hash at each; an unreadable file stops it
         (then `upto` hashes what is left itself, and meets the error there)."""
-        digest, hashed, buffer = hashlib.sha256(), 0, memoryview(bytearray(BLOCK))  # one buffer: no allocations
+        digest, hashed = hashlib.sha256(), 0
         try:
-            with open(self.path, "rb", buffering=0) as file:
+            with open(self.path, "rb") as file:
                 for mark in self.marks:
-                    while hashed < mark and not self.stopped:
-                        read = file.readinto(buffer[:min(BLOCK, mark - hashed)])
-                        if not read:
-                            return
-                        digest.update(buffer[:read])
-                        hashed += read
-                    if self.stopped:
+                    hashed = _hash_into(digest, file, hashed, mark, lambda: self.stopped)
+                    if hashed < mark:
                         return
                     with self.changed:
                         self.at[mark] = digest.copy()
@@ -68,15 +77,12 @@ class PrefixHashes:
         if start < offset:
             with open(self.path, "rb") as file:
                 file.seek(start)
-                hashed = start
-                while hashed < offset:
-                    block = file.read(min(BLOCK, offset - hashed))
-                    if not block:
-                        break
-                    digest.update(block)
-                    hashed += len(block)
+                _hash_into(digest, file, start, offset)
         return digest.hexdigest()
 
     def stop(self) -> None:
-        """Stop hashing ahead (the file's ingest ended); hashes already taken stay."""
+        """Stop hashing ahead (the file's ingest ended), and wait for the thread (at most one block): an ingest
+        leaves no thread behind. Hashes already taken stay."""
         self.stopped = True
+        if self.thread.ident is not None:
+            self.thread.join()
