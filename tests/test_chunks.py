@@ -91,6 +91,18 @@ def test_shrinking_chunks_fall_on_envelope_lines_and_shrink():
     assert shrinking(2)(300 << 20) == 100 << 20 and shrinking(2)(1 << 20) == tlindex.ingest.chunks.TAIL_CHUNK
 
 
+def test_a_file_under_a_few_tail_chunks_is_cut_in_equal_ones():
+    """Shrinking chunks are at least TAIL_CHUNK (16 MB): a 27 MB log was cut in 16 + 11 MB, and one worker waited
+    for the other. Under (jobs + 1) tail chunks, a file is cut in jobs + 1 equal ones, none under MIN_CHUNK."""
+    from tlindex.ingest.chunks import MIN_CHUNK, TAIL_CHUNK
+
+    mb = 1 << 20
+    lengths = shrinking(2, 27 * mb)
+    assert lengths(27 * mb) == lengths(18 * mb) == lengths(9 * mb) == 9 * mb
+    assert shrinking(2, 12 * mb)(12 * mb) == MIN_CHUNK and shrinking(8, 100 * mb)(100 * mb) == -(-100 * mb // 9)
+    assert shrinking(2, 1000 * mb)(400 * mb) == shrinking(2)(400 * mb) and shrinking(2, 60 * mb)(1 * mb) == TAIL_CHUNK
+
+
 def _merged_in_turns(monkeypatch):
     """Make the ingest merge the chunks of all files in turns: every file's first chunk, then every second..."""
     import concurrent.futures

@@ -16,6 +16,7 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -282,17 +283,17 @@ def splits(planned: list[Planned]) -> list[SplitFile]:
     return list({id(item.split): item.split for item in planned if item.split is not None}.values())
 
 
-def split_big_files(planned: list[Planned], chunk_bytes: int, lengths: Callable[[int], int] | None = None,
-                    last: int = 0) -> list[Planned]:
-    """Replace each fresh plain file bigger than chunk_bytes by tasks for its chunks (of `lengths(bytes left)`
-    each, or chunk_bytes); with `lengths`, also the `last` files parsed (the workers' last tasks) bigger than two
-    shrinking chunks: what is left to merge once every worker is done is then one small chunk, not whole files."""
+def split_big_files(planned: list[Planned], chunk_bytes: int,
+                    lengths: Callable[[int], Callable[[int], int]] | None = None, last: int = 0) -> list[Planned]:
+    """Replace each fresh plain file bigger than chunk_bytes by tasks for its chunks (of `lengths(file size)(bytes
+    left)` each, or chunk_bytes); with `lengths`, also the `last` files parsed (the workers' last tasks) bigger than
+    two shrinking chunks: what is left to merge once every worker is done is then one small chunk, not whole files."""
     result = []
     for number, item in enumerate(planned):
         task = item.task
         tail = lengths is not None and number >= len(planned) - last and item.size >= 2 * TAIL_CHUNK
         if task.resume is None and not task.path.endswith(".gz") and (item.size > chunk_bytes or tail):
-            points = split_points(task.path, item.size, lengths or chunk_bytes)
+            points = split_points(task.path, item.size, lengths(item.size) if lengths else chunk_bytes)
             if len(points) > 1:
                 split = SplitFile(task.path, points, task.staging.removesuffix(".db"), item.replace_file,
                                   task.main_db)
@@ -339,7 +340,7 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
         workers = max(1, jobs or os.cpu_count() or 1)
         if workers > 1:
             planned = split_big_files(planned, chunk_bytes or chunk_size(sum(p.size for p in planned), workers),
-                                      *((None, 0) if chunk_bytes else (shrinking(workers), workers)))
+                                      *((None, 0) if chunk_bytes else (partial(shrinking, workers), workers)))
         total = sum(p.size for p in planned)
         deferred = defer_indexes(conn, total)
         merger = Merger(conn, summary, planned, Attacher(run_label, staging_dir.name), search_index and not replace)
