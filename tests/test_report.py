@@ -207,6 +207,46 @@ def test_worker_processes_write_the_same_report_as_one_process(fixtures_db, tmp_
     one, two = report_files(tmp_path / "one"), report_files(tmp_path / "two")
     assert one.keys() == two.keys() and len(one) > 50
     assert [name for name in one if one[name] != two[name]] == []
+    assert [p.name for p in (tmp_path / "two").iterdir() if p.name.startswith(".writing-")] == []  # (output.py)
+
+
+def test_a_file_is_written_apart_and_renamed_into_place_whole_or_not_at_all(tmp_path):
+    """Each process writes a file in a folder of its own, then renames it into place (output.py says why): a write
+    that fails midway leaves neither the file nor a piece of it, and the folders are gone once the report is done."""
+    from tlindex.report.output import WRITING, Output, remove_writing
+
+    output = Output(tmp_path)
+    output.save("payloads/a.txt", b"whole", payload=True)
+    assert (tmp_path / "payloads" / "a.txt").read_bytes() == b"whole" and output.summary.bytes == 5
+
+    def pieces():
+        yield b"half"
+        raise OSError("disk full")
+
+    with pytest.raises(OSError):
+        output.stream("payloads/b.txt", pieces())
+    writing = tmp_path / f"{WRITING}{os.getpid()}"
+    assert not (tmp_path / "payloads" / "b.txt").exists() and list(writing.iterdir()) == []
+    remove_writing(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["payloads"]
+
+
+def test_a_logs_few_heavy_compiles_are_shared_among_the_workers(fixtures_db, tmp_path):
+    """Each compile page's task renders its passes and bytecode pages too: the compiles are dealt a few to a task
+    (one each when there are few), before the payload pages, so that one worker does not render them all."""
+    from tlindex.report import build, renderer
+
+    conn = connect(fixtures_db)
+    (run,) = scenario_run(conn, "ddp_4ranks_diverge")
+    report = build.Report(conn, fixtures_db, tmp_path, [run], renderer())
+    compiles = {report.renderer.urls.compile(c) for c in report.files.compile_runs}
+    assert len(compiles) > 4
+    for jobs in (1, 2, 4):
+        pages = [task.urls for task in report.tasks(jobs) if isinstance(task, build.PagesTask)]
+        dealt = [urls for urls in pages if set(urls) <= compiles]
+        per = max(1, min(build.TASK_COMPILES, len(compiles) // (jobs * build.COMPILE_TASKS_PER_JOB)))
+        assert [len(urls) for urls in dealt[:-1]] == [per] * (len(dealt) - 1) and sum(map(len, dealt)) == len(compiles)
+        assert pages[:len(dealt)] == dealt  # the compiles first
 
 
 def test_a_worker_that_dies_costs_time_not_pages(fixtures_db, tmp_path, monkeypatch):

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from tlindex.answers.queries import load_queries
 from tlindex.pages.runs import withhold_run_facts
 from tlindex.report.files import ReportFiles, log_folders
-from tlindex.report.output import Output, ReportSummary, note_degraded
+from tlindex.report.output import Output, ReportSummary, note_degraded, remove_writing
 from tlindex.report.pages import PageWriter, seeds
 from tlindex.report.tlparse import write_tlparse_files
 from tlindex.report.workers import can_fork, start_workers
@@ -33,6 +33,9 @@ PARALLEL_FROM = 100  # pages of the tasks (compile and payload pages, ~2 ms each
 # them as fast as forked workers (a fork starts in milliseconds)
 SPAWNED_FROM = 600  # the same where a fork is unsafe: a spawned worker imports the renderer (~0.4 s)
 TASK_PAGES = 50  # pages per task given to a worker (small: the workers end together)
+TASK_COMPILES = 10  # compile pages per task at most: each renders its passes and bytecode pages too (a vLLM log's
+# compile with its pieces' pages is the work of ~25 payload pages)
+COMPILE_TASKS_PER_JOB = 4  # fewer compiles per task while each worker would get fewer tasks of them than this
 SUMMARY = "tlindex-report.json"  # what the report holds (runs, pages, degraded files)
 
 TaskResult = tuple[set[str], dict[str, str], ReportSummary]
@@ -111,7 +114,7 @@ class Report:
         # the workers are shut down on the way out: killed when it is an error or a stop (tlindex.stopping)
         with self.pools:
             try:
-                tasks = self.tasks()
+                tasks = self.tasks(jobs)
                 if jobs > 1 and can_fork() and self.parallel(tasks, forked=True):
                     _WORKER.clear()  # forked now: they share the maps, and open a connection each
                     _WORKER[self.key()] = self
@@ -153,24 +156,27 @@ class Report:
             self.crawl(seeds(self.renderer.urls, self.runs, self.files.single))
             found = self.found
         self.crawl([url for path, url in found.items() if path not in self.done])
+        remove_writing(self.out)
         note_degraded(self.out, self.total.degraded)
         (self.out / SUMMARY).write_text(json.dumps(
             {"runs": self.runs, "pages": self.total.pages, "database": self.db_path.name,
              "degraded": [{"file": path, "error": what} for path, what in self.total.degraded]}) + "\n")
         return self.total
 
-    def tasks(self) -> list[Task]:
-        """The bulk of the work, in independent pieces: compile pages, payload pages and texts, each run's
-        Perfetto trace, each log's tlparse files."""
+    def tasks(self, jobs: int = 1) -> list[Task]:
+        """The bulk of the work, in independent pieces, the longest first (the workers then end together): each
+        run's Perfetto trace, each log's tlparse files, compile pages (a few to a task, so that `jobs` workers share
+        a log's few heavy compiles), then payload pages with their texts."""
         urls = self.renderer.urls
-        pages = [urls.compile(c) for c in sorted(self.files.compile_runs)]
-        pages += [urls.payload(digest) for digest in sorted(self.files.payload_pages)]  # each writes its text too
+        compiles = [urls.compile(c) for c in sorted(self.files.compile_runs)]
+        per = max(1, min(TASK_COMPILES, len(compiles) // (jobs * COMPILE_TASKS_PER_JOB)))
+        pages = [urls.payload(digest) for digest in sorted(self.files.payload_pages)]  # each writes its text too
         pages += [urls.provenance(artifact) for artifact in self.files.provenance]
-        # the traces and tlparse's files first: each is one long task, which last would be a serial tail
         tasks: list[Task] = [TraceTask(run) for run in self.runs]
         for run in self.runs:
             folders = log_folders(self.conn, run)
             tasks += [TlparseTask(run, file_id, folder, len(folders)) for file_id, folder in folders.items()]
+        tasks += [PagesTask(tuple(compiles[i:i + per])) for i in range(0, len(compiles), per)]
         return tasks + [PagesTask(tuple(pages[i:i + TASK_PAGES])) for i in range(0, len(pages), TASK_PAGES)]
 
     def run_task(self, task: Task) -> TaskResult:
