@@ -91,16 +91,26 @@ def test_shrinking_chunks_fall_on_envelope_lines_and_shrink():
     assert shrinking(2)(300 << 20) == 100 << 20 and shrinking(2)(1 << 20) == tlindex.ingest.chunks.TAIL_CHUNK
 
 
-def test_a_file_under_a_few_tail_chunks_is_cut_in_equal_ones():
+def test_a_file_under_a_few_tail_chunks_is_cut_in_equal_ones(monkeypatch):
     """Shrinking chunks are at least TAIL_CHUNK (16 MB): a 27 MB log was cut in 16 + 11 MB, and one worker waited
-    for the other. Under (jobs + 1) tail chunks, a file is cut in jobs + 1 equal ones, none under MIN_CHUNK."""
-    from tlindex.ingest.chunks import MIN_CHUNK, TAIL_CHUNK
+    for the other. Under (jobs + 1) tail chunks, a file is cut in equal ones: jobs + 1, or as many of MIN_CHUNK as
+    it holds. Every byte a record start here, so the chunks are exactly as long as asked."""
+    import tlindex.ingest.chunks
 
+    monkeypatch.setattr(tlindex.ingest.chunks, "next_record_start", lambda file, position, size: position + 1)
+    log = str(sorted((DATA / "train_step").iterdir())[0])
     mb = 1 << 20
-    lengths = shrinking(2, 27 * mb)
-    assert lengths(27 * mb) == lengths(18 * mb) == lengths(9 * mb) == 9 * mb
-    assert shrinking(2, 12 * mb)(12 * mb) == MIN_CHUNK and shrinking(8, 100 * mb)(100 * mb) == -(-100 * mb // 9)
-    assert shrinking(2, 1000 * mb)(400 * mb) == shrinking(2)(400 * mb) and shrinking(2, 60 * mb)(1 * mb) == TAIL_CHUNK
+
+    def chunks(size: int, jobs: int) -> list[float]:
+        points = split_points(log, size, shrinking(jobs, size))
+        return [round((end - start) / mb, 2) for start, end in zip(points, points[1:] + [size])]
+
+    assert chunks(27 * mb, 2) == [9, 9, 9] and chunks(27 * mb, 4) == [9, 9, 9]
+    assert chunks(12 * mb, 2) == [12] and chunks(20 * mb, 2) == [10, 10]
+    assert len(chunks(60 * mb, 8)) == 7 and max(chunks(60 * mb, 8)) - min(chunks(60 * mb, 8)) < 0.02
+    assert chunks(47 * mb, 2) == [15.67, 15.67, 15.67]
+    for size, jobs in ((48 * mb, 2), (200 * mb, 2), (400 * mb, 8)):  # from (jobs + 1) tail chunks up: as before
+        assert split_points(log, size, shrinking(jobs, size)) == split_points(log, size, shrinking(jobs))
 
 
 def _merged_in_turns(monkeypatch):

@@ -227,8 +227,7 @@ def test_a_file_is_written_apart_and_renamed_into_place_whole_or_not_at_all(tmp_
         output.stream("payloads/b.txt", pieces())
     writing = tmp_path / f"{WRITING}{os.getpid()}"
     assert not (tmp_path / "payloads" / "b.txt").exists() and list(writing.iterdir()) == []
-    remove_writing(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["payloads"]
+    assert remove_writing(tmp_path) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["payloads"]
 
 
 def test_a_logs_few_heavy_compiles_are_shared_among_the_workers(fixtures_db, tmp_path):
@@ -241,12 +240,14 @@ def test_a_logs_few_heavy_compiles_are_shared_among_the_workers(fixtures_db, tmp
     report = build.Report(conn, fixtures_db, tmp_path, [run], renderer())
     compiles = {report.renderer.urls.compile(c) for c in report.files.compile_runs}
     assert len(compiles) > 4
-    for jobs in (1, 2, 4):
+    for jobs in (1, 2, len(compiles)):
         pages = [task.urls for task in report.tasks(jobs) if isinstance(task, build.PagesTask)]
         dealt = [urls for urls in pages if set(urls) <= compiles]
-        per = max(1, min(build.TASK_COMPILES, len(compiles) // (jobs * build.COMPILE_TASKS_PER_JOB)))
-        assert [len(urls) for urls in dealt[:-1]] == [per] * (len(dealt) - 1) and sum(map(len, dealt)) == len(compiles)
-        assert pages[:len(dealt)] == dealt  # the compiles first
+        assert pages[:len(dealt)] == dealt and sum(map(len, dealt)) == len(compiles)  # every compile, first
+        assert max(map(len, dealt)) <= build.TASK_COMPILES
+        assert len(dealt) >= min(len(compiles), jobs * build.COMPILE_TASKS_PER_JOB) // build.TASK_COMPILES
+    assert len([task for task in report.tasks(len(compiles)) if isinstance(task, build.PagesTask)
+                and set(task.urls) <= compiles]) == len(compiles)  # as many workers as compiles: one a task
 
 
 def test_a_worker_that_dies_costs_time_not_pages(fixtures_db, tmp_path, monkeypatch):

@@ -49,9 +49,13 @@ def shrinking(jobs: int, size: int | None = None) -> Callable[[int], int]:
     TAIL_CHUNK): the chunks shrink towards the file's end, so the main process merges the first ones while
     the workers parse the later ones, and what is left to merge once every worker is done is a small last
     chunk (equal chunks left two whole chunks to merge on one core at the end: at 1 GB, 2 of 4 chunks of 256 MB).
-    A file of `size` under (jobs + 1) tail chunks is cut in jobs + 1 equal ones (of MIN_CHUNK at least): a 27 MB log
-    was cut in 16 + 11 MB, and one worker waited for the other (0.86x the wall in equal thirds, 10 pairs)."""
-    least = TAIL_CHUNK if size is None else min(TAIL_CHUNK, max(MIN_CHUNK, -(-size // (jobs + 1))))
+    A file of `size` under (jobs + 1) tail chunks is cut in equal ones instead, jobs + 1 of them or as many of
+    MIN_CHUNK as it holds (a file under two is not cut): a 27 MB log was cut in 16 + 11 MB, and one worker waited
+    for the other (in thirds: 0.88x the wall, 10 pairs)."""
+    least = TAIL_CHUNK
+    if size is not None and size < (jobs + 1) * TAIL_CHUNK:
+        chunks = max(1, min(jobs + 1, size // MIN_CHUNK))
+        least = -(-size // chunks)
     return lambda remaining: max(least, remaining // (jobs + 1))
 
 

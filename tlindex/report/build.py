@@ -156,7 +156,8 @@ class Report:
             self.crawl(seeds(self.renderer.urls, self.runs, self.files.single))
             found = self.found
         self.crawl([url for path, url in found.items() if path not in self.done])
-        remove_writing(self.out)
+        self.total.warnings += [f"{folder}: a folder of files being written that could not be removed"
+                                for folder in remove_writing(self.out)]
         note_degraded(self.out, self.total.degraded)
         (self.out / SUMMARY).write_text(json.dumps(
             {"runs": self.runs, "pages": self.total.pages, "database": self.db_path.name,

@@ -4,7 +4,8 @@ Each process writes a file in a folder of its own inside the report (WRITING + i
 Creating a file locks its folder while ext4 finds it an inode, which after many deletions (an old report replaced,
 a benchmark's outputs removed) takes a scan: workers creating files in one folder (`payloads/`) then spun on that
 lock, for about twice the system time of the same files created apart (a rename into place is quick). The file
-appears whole or not at all, too. The folders are empty when the report is done, and removed (remove_writing).
+appears whole or not at all, too. The folders are removed when the report is done (remove_writing): empty, unless
+a worker died mid-write.
 """
 
 from __future__ import annotations
@@ -103,10 +104,11 @@ class Output:
             self.summary.degraded.append((path, f"{type(error).__name__}: {error}"))
 
 
-def remove_writing(out: Path) -> None:
-    """The folders the report's processes wrote their files in (each empty once its files are in place)."""
+def remove_writing(out: Path) -> list[str]:
+    """Remove the folders the report's processes wrote their files in; those that could not be removed."""
     for folder in out.glob(f"{WRITING}*"):
         shutil.rmtree(folder, ignore_errors=True)
+    return sorted(folder.name for folder in out.glob(f"{WRITING}*"))
 
 
 def note_degraded(out: Path, degraded: list[tuple[str, str]]) -> None:
