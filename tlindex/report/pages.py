@@ -57,8 +57,8 @@ class PageWriter:
         if body is None:
             return
         raw = found is not None and bool(found.values.get("ext"))  # a payload's text
-        if found is not None and not raw:  # a page (str), or the notice of one that failed (bytes)
-            body = self.relink(body if isinstance(body, str) else body.decode("utf-8"), path).encode("utf-8")
+        if found is not None and not raw and isinstance(body, str):  # a page (the notice of one that failed, bytes,
+            body = self.relink(body, path).encode("utf-8")  # links the index relatively: relinking dropped that link)
         self.output.save(path, body, page=found is not None and not raw, payload=raw)
         if self.text is not None:  # read once for both files
             text_path = self.files.text_file(found.values["hash"])
