@@ -207,27 +207,6 @@ def test_worker_processes_write_the_same_report_as_one_process(fixtures_db, tmp_
     one, two = report_files(tmp_path / "one"), report_files(tmp_path / "two")
     assert one.keys() == two.keys() and len(one) > 50
     assert [name for name in one if one[name] != two[name]] == []
-    assert [p.name for p in (tmp_path / "two").iterdir() if p.name.startswith(".writing-")] == []  # (output.py)
-
-
-def test_a_file_is_written_apart_and_renamed_into_place_whole_or_not_at_all(tmp_path):
-    """Each process writes a file in a folder of its own, then renames it into place (output.py says why): a write
-    that fails midway leaves neither the file nor a piece of it, and the folders are gone once the report is done."""
-    from tlindex.report.output import WRITING, Output, remove_writing
-
-    output = Output(tmp_path)
-    output.save("payloads/a.txt", b"whole", payload=True)
-    assert (tmp_path / "payloads" / "a.txt").read_bytes() == b"whole" and output.summary.bytes == 5
-
-    def pieces():
-        yield b"half"
-        raise OSError("disk full")
-
-    with pytest.raises(OSError):
-        output.stream("payloads/b.txt", pieces())
-    writing = tmp_path / f"{WRITING}{os.getpid()}"
-    assert not (tmp_path / "payloads" / "b.txt").exists() and list(writing.iterdir()) == []
-    assert remove_writing(tmp_path) == [] and sorted(p.name for p in tmp_path.iterdir()) == ["payloads"]
 
 
 def test_a_logs_few_heavy_compiles_are_shared_among_the_workers(fixtures_db, tmp_path):

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from tlindex.answers.queries import load_queries
 from tlindex.pages.runs import withhold_run_facts
 from tlindex.report.files import ReportFiles, log_folders
-from tlindex.report.output import Output, ReportSummary, note_degraded, remove_writing
+from tlindex.report.output import Output, ReportSummary, note_degraded
 from tlindex.report.pages import PageWriter, seeds
 from tlindex.report.tlparse import write_tlparse_files
 from tlindex.report.workers import can_fork, start_workers
@@ -156,8 +156,6 @@ class Report:
             self.crawl(seeds(self.renderer.urls, self.runs, self.files.single))
             found = self.found
         self.crawl([url for path, url in found.items() if path not in self.done])
-        self.total.warnings += [f"{folder}: a folder of files being written that could not be removed"
-                                for folder in remove_writing(self.out)]
         note_degraded(self.out, self.total.degraded)
         (self.out / SUMMARY).write_text(json.dumps(
             {"runs": self.runs, "pages": self.total.pages, "database": self.db_path.name,

@@ -1,26 +1,15 @@
-"""Writing a report's files: each whole or not at all, counted, and what could not be written said.
-
-Each process writes a file in a folder of its own inside the report (WRITING + its pid), then renames it into place.
-Creating a file locks its folder while ext4 finds it an inode, which after many deletions (an old report replaced,
-a benchmark's outputs removed) takes a scan: workers creating files in one folder (`payloads/`) then spun on that
-lock, for about twice the system time of the same files created apart (a rename into place is quick). The file
-appears whole or not at all, too. The folders are removed when the report is done (remove_writing): empty, unless
-a worker died mid-write.
-"""
+"""Writing a report's files: each whole or not at all, counted, and what could not be written said."""
 
 from __future__ import annotations
 
 import html
 import os
 import posixpath
-import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tlindex.report.files import INDEX
-
-WRITING = ".writing-"  # + pid: a process's folder of files being written (no page's file begins with a dot)
 
 
 @dataclass
@@ -53,7 +42,6 @@ class Output:
         self.out = out
         self.summary = ReportSummary()
         self.folders: set[str] = set()  # folders made (or found) by this process: two system calls a file spared
-        self.writing: Path | None = None  # this process's folder of files being written, made at its first file
 
     def folder(self, file: Path) -> None:
         """The file's folder, made once."""
@@ -62,25 +50,21 @@ class Output:
             file.parent.mkdir(parents=True, exist_ok=True)
             self.folders.add(parent)
 
-    def new_file(self, file: Path) -> Path:
-        """Where `file` is written before it is renamed into place: in this process's own folder."""
-        self.folder(file)
-        name = f"{WRITING}{os.getpid()}"
-        if self.writing is None or self.writing.name != name:  # (a forked worker: its own)
-            self.writing = self.out / name
-            self.writing.mkdir(exist_ok=True)
-        return self.writing / file.name
-
     def save(self, path: str, body: bytes, page: bool = False, payload: bool = False) -> None:
         """A file written whole, counted as a page or a payload's text as the caller says."""
-        self.stream(path, (body,))
+        file = self.out / path
+        self.folder(file)
+        with open(file, "wb") as out:
+            out.write(body)
         self.summary.pages += page
         self.summary.payloads += payload
+        self.summary.bytes += len(body)
 
     def stream(self, path: str, pieces: Iterable[bytes]) -> None:
         """Write a file piece by piece, whole or not at all: a failure midway leaves no half file behind."""
         file = self.out / path
-        partial = self.new_file(file)
+        self.folder(file)
+        partial = file.with_name(f"{file.name}.partial")
         try:
             with open(partial, "wb") as out:
                 for piece in pieces:
@@ -102,13 +86,6 @@ class Output:
             work()
         except Exception as error:
             self.summary.degraded.append((path, f"{type(error).__name__}: {error}"))
-
-
-def remove_writing(out: Path) -> list[str]:
-    """Remove the folders the report's processes wrote their files in; those that could not be removed."""
-    for folder in out.glob(f"{WRITING}*"):
-        shutil.rmtree(folder, ignore_errors=True)
-    return sorted(folder.name for folder in out.glob(f"{WRITING}*"))
 
 
 def note_degraded(out: Path, degraded: list[tuple[str, str]]) -> None:
