@@ -57,8 +57,8 @@ class PageWriter:
         if body is None:
             return
         raw = found is not None and bool(found.values.get("ext"))  # a payload's text
-        if found is not None and not raw and isinstance(body, str):  # a page (the notice of one that failed, bytes,
-            body = self.relink(body, path).encode("utf-8")  # links the index relatively: relinking dropped that link)
+        if found is not None and not raw and isinstance(body, str):  # a page (not the notice of one that failed: bytes,
+            body = self.relink(body, path).encode("utf-8")  # whose one link, to the index, is relative already)
         self.output.save(path, body, page=found is not None and not raw, payload=raw)
         if self.text is not None:  # read once for both files
             text_path = self.files.text_file(found.values["hash"])
