@@ -459,21 +459,29 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
     """
     from pathlib import Path
 
-    from tlindex.report import make_report
-
     out = Path(out_dir)
     bar = ProgressBar(enabled=not silent and sys.stderr.isatty())
     show = not silent and sys.stderr.isatty()
+    beside = None
 
     def progress(pages: int) -> None:
         if show and pages % 25 == 0:
             click.echo(f"\rWriting the report: {pages:,} pages", err=True, nl=False)
 
     try:
+        if paths and not db_path:  # into a temporary database: ingested by a child while the renderer is imported
+            from tlindex.ingest.beside import ingest_beside
+
+            beside = ingest_beside(list(paths), jobs, bar.update, bar.close)
+        from tlindex.report import make_report
+
         outcome = make_report(out, list(paths), db_path, list(run_names), overwrite, jobs, bar.update, progress,
                               last=None if all_runs else (last or LAST_RUNS),
-                              say=None if silent else (lambda text: say(text, err=True)), run_facts=with_run_facts)
+                              say=None if silent else (lambda text: say(text, err=True)), run_facts=with_run_facts,
+                              beside=beside)
     finally:
+        if beside is not None:
+            beside.end()
         bar.close()
     if show:
         click.echo("", err=True)

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cache
 
 SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
 ALARM = getattr(signal, "SIGALRM", None)  # the re-raise's clock (POSIX; elsewhere a stop is raised once)
@@ -231,9 +232,7 @@ def die_with_parent(parent: int) -> None:
     """End this process when `parent` dies, kill -9 included, so that no worker outlives the command holding
     its memory and the caller's stdout and stderr open."""
     try:  # Linux: the kernel sends SIGKILL when the parent dies
-        import ctypes
-
-        watched = ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL) == 0  # PR_SET_PDEATHSIG
+        watched = prctl()(1, signal.SIGKILL) == 0  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         watched = False
     if os.getppid() != parent:  # it died while this worker was starting
@@ -249,6 +248,15 @@ def die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, daemon=True).start()
 
 
+@cache
+def prctl() -> Callable[[int, int], int]:
+    """The C library's prctl (ctypes, ~3 ms to import and find: a parent about to fork workers finds it once for
+    them); OSError or AttributeError where there is none."""
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True).prctl
+
+
 def can_fork() -> bool:
     """Whether worker processes can be forked from this one safely (they start in milliseconds, with what this
     process imported): on Linux, with no other thread running that a fork would copy mid-flight."""
@@ -262,10 +270,47 @@ def children() -> set:
 
 
 def end_children(spared: set) -> list[str]:
-    """Kill and reap the worker processes this process started, but `spared`, that are still alive; what stayed."""
+    """Kill and reap the worker processes this process started, but `spared`, that are still alive, and those it
+    forked itself (`fork`); what stayed."""
+    for pid in list(_forked):
+        end_forked(pid)
     left = children() - spared
     for child in left:
         child.kill()
     for child in left:
         child.join(timeout=5)
     return [f"{child.name} (pid {child.pid})" for child in children() - spared]
+
+
+_forked: set[int] = set()  # processes forked by `fork`, not yet reaped
+
+
+def fork() -> int:
+    """os.fork (Linux: can_fork), the child registered (killed and reaped by end_children unless `end_forked` first)
+    before a stop can fall; in the child: 0, with signals held until worker_started lets them through."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, [*SIGNALS, ALARM])
+    try:
+        pid = os.fork()
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        raise
+    if pid:
+        _forked.add(pid)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+    else:
+        _forked.clear()  # (the child's signals stay held: worker_started lets them through)
+    return pid
+
+
+def end_forked(pid: int, kill: bool = True) -> int | None:
+    """A forked child killed (unless `kill` is False: waited for), reaped; its exit status (None: not ours)."""
+    if pid not in _forked:
+        return None
+    if kill:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _, status = os.waitpid(pid, 0)
+    _forked.discard(pid)
+    return os.waitstatus_to_exitcode(status)

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Callable
 from contextlib import closing, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tlindex import owned
 from tlindex.answers.names import resolve_run
@@ -26,6 +28,10 @@ from tlindex.report.build import SUMMARY, Report
 from tlindex.report.files import INDEX
 from tlindex.report.output import ReportSummary
 from tlindex.store.db import connect_read_only
+
+if TYPE_CHECKING:
+    from tlindex.ingest.beside import Beside
+    from tlindex.ingest.pipeline import IngestSummary
 
 
 def check_out_dir(out: Path, overwrite: bool) -> None:
@@ -126,6 +132,19 @@ def renderer():
     return ReportRenderer
 
 
+def prepare(still_time: Callable[[], bool]) -> None:
+    """What a report needs before its database exists, done now (while its logs are ingested elsewhere): the
+    renderer imported; while `still_time()`, its templates loaded and the workers' pool imported, which the
+    workers forked later then have."""
+    renderer()
+    if still_time():
+        from tlindex.render.site import load_templates
+
+        load_templates()
+    if still_time():
+        import tlindex.worker_pool  # noqa: F401
+
+
 def absolute(out: Path) -> Path:
     """DIR as an absolute path, `.` and `..` resolved as the shell would (`-o .` inside the old report,
     `-o r2/sub/..`), so that its parent, where the new report is written first, is never inside it."""
@@ -151,10 +170,11 @@ class Outcome:
 
 def make_report(out: Path, paths: list[str], db_path: str | None, run_names: list[str], overwrite: bool,
                 jobs: int | None, ingest_progress=None, page_progress=None, last: int | None = None,
-                say=None, run_facts: bool = False) -> Outcome:
+                say=None, run_facts: bool = False, beside: Beside | None = None) -> Outcome:
     """The whole of `tlindex report`: logs (PATHs) ingested first, into `db_path` or a temporary database that
     is gone afterwards, or the runs of `db_path` (default traces.db: the last `last` runs when none are named);
-    their report written to `out`. `say` is told how much it will write before it starts."""
+    their report written to `out`. `say` is told how much it will write before it starts. `beside`: the PATHs'
+    ingest into a temporary database, started by the caller in a child process (tlindex.ingest.beside)."""
     from tlindex.ingest.pipeline import ingest
     from tlindex.owned import scratch
     from tlindex.store.database import Database
@@ -167,19 +187,29 @@ def make_report(out: Path, paths: list[str], db_path: str | None, run_names: lis
                 say(size_of_report(handle.conn, runs))
             return Outcome(runs, write_report(handle.path, out, runs, overwrite, page_progress, jobs, run_facts,
                                               handle.conn), [])
+    if beside is not None:
+        prepare(beside.running)  # while the child ingests
+        return _report_of_logs(beside.db, beside.wait(), out, paths, run_names, overwrite, jobs, page_progress,
+                               run_facts)
     with scratch("tlindex-report-") as temporary:
         db = Path(db_path) if db_path else temporary / "traces.db"
         ingested = ingest(db, paths, jobs=jobs, progress=ingest_progress,
                           search_index=bool(db_path))  # a temporary database is never searched
-        with closing(connect_read_only(db)) if db.exists() else nullcontext() as conn:
-            runs = runs_of_paths(conn, paths) if conn is not None else []
-            if not runs and ingested.problems and not ingested.files:  # not one log could be read: say why, not "no run"
-                raise ReportError("nothing to report: " + "; ".join(ingested.problems))
-            if not runs and not run_names and not ingested.problems:  # logs read, no record in them: the report says so
-                write_empty_report(out, overwrite, f"{ingested.files + ingested.skipped} log file(s) read "
-                                                   f"({', '.join(paths)}): none holds a trace record.")
-                return Outcome([], None, [])
-            if run_names and conn is not None:
-                runs = sorted(set(runs) & set(runs_by_name(conn, run_names)))
-            return Outcome(runs, write_report(db, out, runs, overwrite, page_progress, jobs, run_facts, conn),
-                           ingested.problems)
+        return _report_of_logs(db, ingested, out, paths, run_names, overwrite, jobs, page_progress, run_facts)
+
+
+def _report_of_logs(db: Path, ingested: IngestSummary, out: Path, paths: list[str], run_names: list[str],
+                    overwrite: bool, jobs: int | None, page_progress, run_facts: bool) -> Outcome:
+    """The report of the runs holding the logs `paths`, once they are ingested into `db`."""
+    with closing(connect_read_only(db)) if db.exists() else nullcontext() as conn:
+        runs = runs_of_paths(conn, paths) if conn is not None else []
+        if not runs and ingested.problems and not ingested.files:  # not one log could be read: say why, not "no run"
+            raise ReportError("nothing to report: " + "; ".join(ingested.problems))
+        if not runs and not run_names and not ingested.problems:  # logs read, no record in them: the report says so
+            write_empty_report(out, overwrite, f"{ingested.files + ingested.skipped} log file(s) read "
+                                               f"({', '.join(paths)}): none holds a trace record.")
+            return Outcome([], None, [])
+        if run_names and conn is not None:
+            runs = sorted(set(runs) & set(runs_by_name(conn, run_names)))
+        return Outcome(runs, write_report(db, out, runs, overwrite, page_progress, jobs, run_facts, conn),
+                       ingested.problems)
