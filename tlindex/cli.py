@@ -469,10 +469,7 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
             click.echo(f"\rWriting the report: {pages:,} pages", err=True, nl=False)
 
     try:
-        if paths and not db_path:  # into a temporary database: ingested by a child while the renderer is imported
-            from tlindex.ingest.beside import ingest_beside
-
-            beside = ingest_beside(list(paths), jobs, bar.update, bar.close)
+        beside = _ingest_beside(paths, db_path, jobs, bar)
         from tlindex.report import make_report
 
         outcome = make_report(out, list(paths), db_path, list(run_names), overwrite, jobs, bar.update, progress,
@@ -492,6 +489,16 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
         webbrowser.open((out / "index.html").resolve().as_uri())
     if outcome.problems:
         sys.exit(1)
+
+
+def _ingest_beside(paths: tuple[str, ...], db_path: str | None, jobs: int | None, bar: ProgressBar):
+    """Logs to report without --db (a temporary database): their ingest started in a child, which the report's
+    imports do not wait for (tlindex.ingest.beside); None when they are ingested in this process."""
+    if not paths or db_path:
+        return None
+    from tlindex.ingest.beside import ingest_beside
+
+    return ingest_beside(list(paths), jobs, bar.update, bar.close)
 
 
 def _say_report(out: Path, outcome, silent: bool) -> None:
