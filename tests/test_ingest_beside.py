@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -67,6 +68,16 @@ def run(script: str, *args: str, cwd: Path, **env: str) -> subprocess.CompletedP
                           timeout=300, env={**os.environ, "TMPDIR": str(tmp), **env})
 
 
+def schema(db: Path) -> dict:
+    conn = sqlite3.connect(db)
+    try:
+        return {"objects": sorted(conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_master")),
+                "migrations": sorted(row[0] for row in conn.execute("SELECT name FROM _tlindex_migrations")),
+                "journal": conn.execute("PRAGMA journal_mode").fetchone()[0]}
+    finally:
+        conn.close()
+
+
 def files_of(folder: Path) -> dict[str, bytes]:
     return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
 
@@ -81,6 +92,7 @@ def test_an_ingest_beside_writes_the_rows_an_ingest_in_the_process_writes(tmp_pa
         here = ingest(work / "here.db", [str(path) for path in paths], jobs=2, search_index=False)
         assert said == {"folder_left": False, "envelopes": here.envelopes, "files": len(paths)}, name
         assert canonical(sqlite_tables(work / "beside.db")) == canonical(sqlite_tables(work / "here.db")), name
+        assert schema(work / "beside.db") == schema(work / "here.db"), name  # a scratch database, copied: the same
         assert list((work / "tmp").iterdir()) == [], name
 
 

@@ -93,7 +93,8 @@ def _child(parent: int, pipe: int, db: Path, paths: list[str], jobs: int | None,
     try:
         worker_started(parent)
         try:
-            result = (True, ingest(db, paths, jobs=jobs, progress=progress, search_index=False))  # read once
+            result = (True, ingest(db, paths, jobs=jobs, progress=progress, search_index=False,
+                                   scratch=True))  # read once, by the parent
         except BaseException as error:  # raised again in the parent; a bug's traceback goes with it, as a note
             if not isinstance(error, TlindexError):
                 import traceback

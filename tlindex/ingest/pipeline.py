@@ -307,13 +307,14 @@ def split_big_files(planned: list[Planned], chunk_bytes: int,
 def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = None,
            replace: bool = False, jobs: int | None = None,
            progress: Callable[[int, int], None] | None = None,
-           chunk_bytes: int | None = None, search_index: bool = True) -> IngestSummary:
+           chunk_bytes: int | None = None, search_index: bool = True, scratch: bool = False) -> IngestSummary:
     """Ingest the logs named by `paths` into the database at `db_path`.
 
     `progress(done_bytes, total_bytes)` is called as work advances. With more than one job, files bigger
     than `chunk_bytes` are parsed in chunks of that size (by default: files bigger than a quarter of the
     input per worker pair, at least 8 MB, and each worker's last, in chunks shrinking to the end). Without
-    `search_index` the full-text indexes are not brought up to date (a database used once: a report's).
+    `search_index` the full-text indexes are not brought up to date (a database used once: a report's). `scratch`:
+    `db_path` is new, in a folder of the caller's that no other process knows of (tlindex.store.db.open_db).
     """
     started = time.perf_counter()
     if run_label is not None:
@@ -322,7 +323,7 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
     files, summary.problems = discover(paths)
     if not files:
         return summary  # nothing to ingest: no database is created either
-    conn = open_db(db_path)
+    conn = open_db(db_path, scratch)
     conn.isolation_level = None  # transactions are explicit (BEGIN IMMEDIATE ... COMMIT)
     conn.execute(f"PRAGMA cache_size = -{MERGE_CACHE_KB}")
     staging_dir = temporary_dir(f".{Path(db_path).name}.staging-", Path(db_path).resolve().parent, "staging")

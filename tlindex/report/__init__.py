@@ -193,8 +193,8 @@ def make_report(out: Path, paths: list[str], db_path: str | None, run_names: lis
                                run_facts)
     with scratch("tlindex-report-") as temporary:
         db = Path(db_path) if db_path else temporary / "traces.db"
-        ingested = ingest(db, paths, jobs=jobs, progress=ingest_progress,
-                          search_index=bool(db_path))  # a temporary database is never searched
+        ingested = ingest(db, paths, jobs=jobs, progress=ingest_progress, search_index=bool(db_path),
+                          scratch=not db_path)  # a temporary database is never searched
         return _report_of_logs(db, ingested, out, paths, run_names, overwrite, jobs, page_progress, run_facts)
 
 
