@@ -16,6 +16,7 @@ from pathlib import Path
 from conftest import DATA, canonical, sqlite_tables
 
 from tlindex.ingest.pipeline import ingest
+from tlindex.store.compression import RAW_UP_TO
 
 ROOT = Path(__file__).resolve().parents[1]
 LOG = next((DATA / "vllm_two_models").glob("*.log"))  # a real log with compiles, pieces and payloads
@@ -78,6 +79,18 @@ def schema(db: Path) -> dict:
         conn.close()
 
 
+def stored_raw(db: Path) -> tuple[float, int]:
+    """(the share of the payloads up to RAW_UP_TO bytes stored as they are, how many bigger ones are)."""
+    conn = sqlite3.connect(db)
+    try:
+        small, big = conn.execute("SELECT avg(length(data) = text_size) FILTER (WHERE text_size <= ?), "
+                                  "count(*) FILTER (WHERE text_size > ? AND length(data) = text_size) "
+                                  "FROM payload_data", (RAW_UP_TO, RAW_UP_TO)).fetchone()
+        return small, big
+    finally:
+        conn.close()
+
+
 def files_of(folder: Path) -> dict[str, bytes]:
     return {str(path.relative_to(folder)): path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
 
@@ -93,6 +106,8 @@ def test_an_ingest_beside_writes_the_rows_an_ingest_in_the_process_writes(tmp_pa
         assert said == {"folder_left": False, "envelopes": here.envelopes, "files": len(paths)}, name
         assert canonical(sqlite_tables(work / "beside.db")) == canonical(sqlite_tables(work / "here.db")), name
         assert schema(work / "beside.db") == schema(work / "here.db"), name  # a scratch database, copied: the same
+        assert stored_raw(work / "beside.db") == (1.0, 0), name  # read once: its payloads not compressed
+        assert stored_raw(work / "here.db")[0] < 0.5, name
         assert list((work / "tmp").iterdir()) == [], name
 
 

@@ -19,11 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tlindex.errors import ReportError, TlindexError
+from tlindex.ingest.discover import discover
 from tlindex.ingest.pipeline import IngestSummary, ingest
 from tlindex.owned import discard, temporary_dir
+from tlindex.store.compression import keep_raw
 from tlindex.stopping import can_fork, end_forked, fork, prctl, worker_started
 
 DATABASE = "traces.db"  # the scratch database's name in its folder
+KEEP_RAW_UP_TO = 64 << 20  # logs up to this many bytes in all: their payloads stored uncompressed (keep_raw)
 
 
 class Beside:
@@ -92,6 +95,8 @@ def _child(parent: int, pipe: int, db: Path, paths: list[str], jobs: int | None,
     code = 1
     try:
         worker_started(parent)
+        if _size(paths) <= KEEP_RAW_UP_TO:
+            keep_raw()  # the database is read once, by the parent: its payloads are not compressed
         try:
             result = (True, ingest(db, paths, jobs=jobs, progress=progress, search_index=False,
                                    scratch=True))  # read once, by the parent
@@ -114,3 +119,14 @@ def _child(parent: int, pipe: int, db: Path, paths: list[str], jobs: int | None,
     finally:
         sys.stderr.flush()
         os._exit(code)  # nothing of the parent's runs here: no cleanup of its temporaries, no atexit
+
+
+def _size(paths: list[str]) -> int:
+    """Bytes of the logs PATHs name (as ingest finds them: files, folders, globs), as stored (a .gz compressed)."""
+    total = 0
+    for file in discover(paths)[0]:
+        try:
+            total += file.stat().st_size
+        except OSError:
+            pass
+    return total
