@@ -22,8 +22,8 @@ from tlindex.errors import ReportError, TlindexError
 from tlindex.ingest.discover import discover
 from tlindex.ingest.pipeline import IngestSummary, ingest
 from tlindex.owned import discard, temporary_dir
-from tlindex.store.compression import keep_raw
 from tlindex.stopping import can_fork, end_forked, fork, prctl, worker_started
+from tlindex.store.compression import keep_raw
 
 DATABASE = "traces.db"  # the scratch database's name in its folder
 KEEP_RAW_UP_TO = 64 << 20  # logs up to this many bytes in all: their payloads stored uncompressed (keep_raw)
