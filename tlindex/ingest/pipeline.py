@@ -304,9 +304,8 @@ def split_big_files(planned: list[Planned], chunk_bytes: int,
     return result
 
 
-def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = None,
-           replace: bool = False, jobs: int | None = None,
-           progress: Callable[[int, int], None] | None = None,
+def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = None, replace: bool = False,
+           jobs: int | None = None, progress: Callable[[int, int], None] | None = None,
            chunk_bytes: int | None = None, search_index: bool = True, scratch: bool = False) -> IngestSummary:
     """Ingest the logs named by `paths` into the database at `db_path`.
 
