@@ -122,3 +122,33 @@ def test_a_scratch_file_without_a_journal_is_a_copy_and_a_shared_file_is_made_un
         shared.execute(f"PRAGMA journal_mode={journal}")
         assert apply_schema(shared) == MIGRATIONS
         assert schema_of(shared) == schema_of(scratch)
+
+
+def test_the_schema_image_is_kept_in_the_cache_folder_and_a_damaged_one_is_made_again(tmp_path, monkeypatch):
+    """The image new private databases copy is read from the user's cache folder once made (the script runs once per
+    schema, not per command); bytes that do not match their digest are not used, and an unwritable folder is no
+    error."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    db._schema_bytes.cache_clear()
+    try:
+        made_now = db._schema_bytes()
+        [kept] = (tmp_path / "cache" / "tlindex" / "schema").glob("*.sqlite")
+        assert kept.read_bytes()[32:] == made_now
+        with monkeypatch.context() as patched:  # read back: the script is not run
+            patched.setattr(db, "_migrate", lambda *args: pytest.fail("the schema was made again"))
+            db._schema_bytes.cache_clear()
+            assert db._schema_bytes() == made_now
+        image = register(sqlite3.connect(":memory:"))  # (its views call sqlar_uncompress)
+        image.deserialize(made_now)
+        assert schema_of(image) == schema_of(made(tmp_path / "migrated.db", whole=False))
+        damaged = bytearray(kept.read_bytes())
+        damaged[len(damaged) // 2] ^= 1
+        kept.write_bytes(bytes(damaged))
+        db._schema_bytes.cache_clear()
+        assert db._schema_bytes() == made_now and kept.read_bytes()[32:] == made_now  # made again, and kept
+        (tmp_path / "a file").write_text("")
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a file"))  # no cache folder can be made there (root too)
+        db._schema_bytes.cache_clear()
+        assert db._schema_bytes() == made_now
+    finally:
+        db._schema_bytes.cache_clear()

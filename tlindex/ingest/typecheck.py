@@ -38,24 +38,18 @@ LAST_TIME_S = 253_402_300_800  # 10000-01-01
 def typed_columns() -> dict[str, tuple[tuple[str, str], ...]]:
     """{table: ((column, declared type), ...)}: the nullable INTEGER and REAL columns rows fill, less
     references to other rows (the normalizer's own ids)."""
-    from tlindex.store.db import apply_schema
-    from tlindex.store.limits import connect
+    from tlindex.store.db import schema_image
 
-    conn = connect(":memory:")
-    try:
-        apply_schema(conn)
-        found = {}
-        for table, filled in COLUMNS.items():
-            references = {row[3] for row in conn.execute(f"PRAGMA foreign_key_list({table})")}
-            columns = tuple((name, declared) for _, name, declared, not_null, _, primary_key
-                            in conn.execute(f"PRAGMA table_info({table})")
-                            if declared in ACCEPTED and not not_null and not primary_key
-                            and name in filled and name not in references)
-            if columns:
-                found[table] = columns
-        return found
-    finally:
-        conn.close()
+    image, found = schema_image(), {}
+    for table, filled in COLUMNS.items():
+        references = {row[3] for row in image.execute(f"PRAGMA foreign_key_list({table})")}
+        columns = tuple((name, declared) for _, name, declared, not_null, _, primary_key
+                        in image.execute(f"PRAGMA table_info({table})")
+                        if declared in ACCEPTED and not not_null and not primary_key
+                        and name in filled and name not in references)
+        if columns:
+            found[table] = columns
+    return found
 
 
 def valid(value: object, declared: str, per_second: float | None = None) -> bool:

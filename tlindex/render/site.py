@@ -12,13 +12,13 @@ static page cannot use). Importing Datasette's application (0.4 s) and its reque
 from __future__ import annotations
 
 import importlib.util
-import os
 from functools import cache
 from pathlib import Path
 
 import jinja2
 
 from tlindex.render.urls import STATIC_URL, ReportUrls
+from tlindex.store.user_cache import cache_folder
 
 HERE = Path(__file__).parent
 TEMPLATES = HERE / "templates"  # Datasette's loader is given it (the plugin's prepare_jinja2_environment)
@@ -70,12 +70,8 @@ class TemplateCache(jinja2.FileSystemBytecodeCache):
 
 def template_cache() -> TemplateCache | None:
     """The cache in the user's cache folder; None (compile every time) when that folder cannot be made."""
-    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tlindex" / "templates"
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    return TemplateCache(str(root), "tlindex-%s.cache")
+    root = cache_folder("templates")
+    return TemplateCache(str(root), "tlindex-%s.cache") if root is not None else None
 
 
 def asset(url_path: str) -> bytes | None:

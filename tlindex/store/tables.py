@@ -21,18 +21,13 @@ FILLED_LATER = {
 
 
 def _schema_columns() -> dict[str, tuple[str, ...]]:
-    """Each emitted table's columns in schema order (schema/*.sql applied to an empty database), less FILLED_LATER."""
-    from tlindex.store.db import apply_schema
-    from tlindex.store.limits import connect
+    """Each emitted table's columns in schema order (the current schema's image: schema/*.sql), less FILLED_LATER."""
+    from tlindex.store.db import schema_image
 
-    conn = connect(":memory:")
-    try:
-        apply_schema(conn)
-        return {table: tuple(row[1] for row in conn.execute(f"PRAGMA table_info({table})")
-                             if row[1] not in FILLED_LATER.get(table, ()))
-                for table in EMITTED}
-    finally:
-        conn.close()
+    image = schema_image()
+    return {table: tuple(row[1] for row in image.execute(f"PRAGMA table_info({table})")
+                         if row[1] not in FILLED_LATER.get(table, ()))
+            for table in EMITTED}
 
 
 COLUMNS: dict[str, tuple[str, ...]] = _schema_columns()

@@ -1,0 +1,36 @@
+"""The user's cache folder for what tlindex makes once and keeps between commands (compiled templates, the schema's
+image): XDG_CACHE_HOME (else ~/.cache) / tlindex / KIND. A cache is never needed: without one, the work is done again."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def cache_folder(kind: str) -> Path | None:
+    """The folder of one kind of cached file, made if need be; None when it cannot be made."""
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tlindex" / kind
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return root
+
+
+def keep(file: Path, data: bytes) -> None:
+    """`data` written to `file` whole (a temporary renamed into place: a reader never sees half of it); nothing when
+    it cannot be written."""
+    try:
+        handle, name = tempfile.mkstemp(prefix=f".{file.name}.", dir=file.parent)
+    except OSError:
+        return
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+        os.replace(name, file)
+    except OSError:
+        try:
+            os.unlink(name)
+        except OSError:
+            pass
