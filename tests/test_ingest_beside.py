@@ -7,12 +7,15 @@ Each case runs in a fresh interpreter (a fork needs a process with no other thre
 from __future__ import annotations
 
 import json
+import multiprocessing
 import os
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
+import pytest
 from conftest import DATA, canonical, sqlite_tables
 
 from tlindex.ingest.pipeline import ingest
@@ -43,15 +46,31 @@ import tlindex.ingest.beside as beside
 from tlindex.cli import cli
 from tlindex.errors import DatabaseError
 
+class Odd(Exception):  # pickles, but cannot be unpickled (its class takes two arguments)
+    def __init__(self, a, b):
+        super().__init__(f"{a} and {b}")
+
 def broken(*args, **kwargs):
     what = os.environ["TLINDEX_TEST_CHILD"]
     if what == "error":
         raise DatabaseError("the disk said no")
     if what == "bug":
         raise ValueError("a bug in the ingest")
+    if what == "odd":
+        raise Odd("one", "two")
+    if what == "unreadable":
+        raise PermissionError(13, "Permission denied", "locked/x.log")
     os._exit(3)  # killed, as by the OOM killer: no result
 
-if os.environ.get("TLINDEX_TEST_CHILD"):
+def no_fork():
+    raise BlockingIOError(11, "Resource temporarily unavailable")
+
+what = os.environ.get("TLINDEX_TEST_CHILD")
+if what == "unreadable":
+    beside._size = broken  # before the ingest: as discover meets a folder it may not read
+elif what == "no fork":
+    beside.fork = no_fork
+elif what:
     beside.ingest = broken
 waited = beside.Beside.wait
 def wait(self):
@@ -135,3 +154,55 @@ def test_what_the_child_raises_the_report_says_and_nothing_is_left(tmp_path):
                                             "code: 3)"), gone.stderr
     assert not (tmp_path / "out").exists() and list((tmp_path / "tmp").iterdir()) == []
     assert sorted(path.name for path in tmp_path.iterdir()) == ["tmp"]  # no partial report either
+
+
+def test_an_error_the_child_meets_before_its_ingest_or_one_that_does_not_unpickle_is_said(tmp_path):
+    """Review: what the child met before the ingest (a folder it may not read) was lost ("ended without a result"),
+    and an error whose class takes other arguments than its message failed in the parent with a TypeError."""
+    unreadable = run(COMMAND, "report", str(LOG), "-o", "out", cwd=tmp_path, TLINDEX_TEST_CHILD="unreadable")
+    assert unreadable.returncode == 1 and "without a result" not in unreadable.stderr, unreadable.stderr
+    assert "Permission denied" in unreadable.stderr and "locked/x.log" in unreadable.stderr, unreadable.stderr
+    odd = run(COMMAND, "report", str(LOG), "-o", "out", cwd=tmp_path, TLINDEX_TEST_CHILD="odd")
+    assert odd.returncode == 1 and "RuntimeError: Odd: one and two" in odd.stderr, odd.stderr
+    assert "In the ingest's process:" in odd.stderr and "TypeError" not in odd.stderr, odd.stderr
+    assert not (tmp_path / "out").exists() and list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_a_report_that_cannot_fork_ingests_in_its_own_process(tmp_path):
+    """Review: a fork refused (a limit of processes) ended the report; the ingest now runs in the process."""
+    done = run(COMMAND, "report", str(LOG), "-o", "out", cwd=tmp_path, TLINDEX_TEST_CHILD="no fork")
+    assert done.returncode == 0 and "WAITED FOR THE CHILD" not in done.stderr, done.stderr
+    assert "Report of 1 run" in done.stderr and (tmp_path / "out" / "index.html").exists()
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_a_pool_whose_start_fails_leaves_no_thread_and_the_switch_interval_as_it_was(monkeypatch):
+    """Review: a submit that failed while the workers started left the pool's threads and its switch interval."""
+    from tlindex.report.workers import start_workers
+    from tlindex.worker_pool import HANDOFF_S, WorkerPool
+
+    before, threads = sys.getswitchinterval(), threading.active_count()
+    with WorkerPool(1, multiprocessing.get_context("spawn")):
+        assert sys.getswitchinterval() == min(before, HANDOFF_S)  # while a pool runs: its threads hand over quickly
+    assert sys.getswitchinterval() == before
+    monkeypatch.setattr(WorkerPool, "submit", lambda self, fn: (_ for _ in ()).throw(OSError(11, "no process")))
+    with pytest.raises(OSError):
+        start_workers(2)
+    assert sys.getswitchinterval() == before and threading.active_count() == threads
+
+
+def test_a_full_disk_during_the_childs_ingest_is_said_in_one_line(tmp_path):
+    """Review: files limited to 2 MB (as a full disk) broke the child's staging file mid-write; the normalizer took the
+    disk's error for a record's (a handler error) and wrote its rows again: a traceback (UNIQUE constraint failed)."""
+    import resource
+
+    def limited() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2 << 20, 2 << 20))
+
+    (tmp_path / "tmp").mkdir()
+    done = subprocess.run([sys.executable, "-m", "tlindex", "report", str(LOG), "-o", "out"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300, preexec_fn=limited,
+                          env={**os.environ, "TMPDIR": str(tmp_path / "tmp")})
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("Error: "), done.stderr
+    assert list((tmp_path / "tmp").iterdir()) == [] and not (tmp_path / "out").exists()

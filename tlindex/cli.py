@@ -49,6 +49,11 @@ class ProgressBar:
         if self.bar is not None:
             self.bar.__exit__(None, None, None)
 
+    def abandoned(self) -> None:
+        """A bar another process drew and did not end (tlindex.ingest.beside): the cursor shown, the line ended."""
+        if self.enabled:
+            sys.stderr.write("\033[?25h\n")
+
 
 def say(text: str, **kwargs) -> None:
     """One line of output: what a log wrote (names, reasons, paths) cannot act on the terminal or start
@@ -477,8 +482,8 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
                               say=None if silent else (lambda text: say(text, err=True)), run_facts=with_run_facts,
                               beside=beside)
     finally:
-        if beside is not None:
-            beside.end()
+        if beside is not None and beside.end():
+            bar.abandoned()  # the child drew it, and was stopped
         bar.close()
     if show:
         click.echo("", err=True)

@@ -12,9 +12,10 @@ next line of the frames that called SQLite (sqlite3 reports what it swallowed), 
 wherever the main thread is not already unwinding from it. A signal never interrupts
 `deferred_signals` (a folder swapped into place), and a third one ends the process at once.
 
-Worker processes come from `tlindex.worker_pool.WorkerPool`: the kernel kills them when their parent dies (Linux,
-`PR_SET_PDEATHSIG`; elsewhere a thread watches the parent), they leave signals to the parent, and
-the parent kills them on its way out, whatever it is.
+Worker processes come from `tlindex.worker_pool.WorkerPool`, or are forked alone (`fork`: a report's ingest,
+tlindex.ingest.beside): the kernel kills them when their parent dies (Linux, `PR_SET_PDEATHSIG`; elsewhere a thread
+watches the parent), they leave signals to the parent, and the parent kills them on its way out, whatever it is
+(a forked child's own workers then die with it).
 """
 
 from __future__ import annotations
@@ -286,8 +287,9 @@ _forked: set[int] = set()  # processes forked by `fork`, not yet reaped
 
 
 def fork() -> int:
-    """os.fork (Linux: can_fork), the child registered (killed and reaped by end_children unless `end_forked` first)
-    before a stop can fall; in the child: 0, with signals held until worker_started lets them through."""
+    """os.fork (where can_fork says it is safe: the caller asks first), the child registered (killed and reaped by
+    end_children unless `end_forked` first) before a stop can fall; in the child: 0, with signals held until
+    worker_started lets them through."""
     held = signal.pthread_sigmask(signal.SIG_BLOCK, [*SIGNALS, ALARM])
     try:
         pid = os.fork()

@@ -22,13 +22,18 @@ class WorkerPool(ProcessPoolExecutor):
 
     The pool's threads hand each task to a worker and take its result back; while the main thread computes, each
     of them waits for the GIL up to Python's switch interval (5 ms) at every step, and a task reached its worker
-    30-75 ms after it was submitted. While a pool runs, the interval is HANDOFF_S: 4-7 ms."""
+    30-75 ms after it was submitted. While a pool is entered (`with`), the interval is HANDOFF_S: 4-7 ms."""
 
     def __init__(self, jobs: int, context: BaseContext, initializer: Callable | None = None, initargs: tuple = ()):
         super().__init__(jobs, mp_context=context, initializer=_start_worker,
                          initargs=(os.getpid(), initializer, initargs))
-        self.switch_interval = sys.getswitchinterval()
-        sys.setswitchinterval(min(self.switch_interval, HANDOFF_S))
+        self.switch_interval: float | None = None  # this process's, while the pool is entered
+
+    def __enter__(self) -> WorkerPool:
+        if self.switch_interval is None:
+            self.switch_interval = sys.getswitchinterval()
+            sys.setswitchinterval(min(self.switch_interval, HANDOFF_S))
+        return self
 
     def submit(self, fn, /, *args, **kwargs) -> Future:
         with deferred_signals():  # a submit may start a worker
@@ -44,7 +49,9 @@ class WorkerPool(ProcessPoolExecutor):
                 self.kill()
                 raise
         finally:
-            sys.setswitchinterval(self.switch_interval)
+            if self.switch_interval is not None:
+                sys.setswitchinterval(self.switch_interval)
+                self.switch_interval = None
         return False
 
     def kill(self) -> None:

@@ -54,18 +54,21 @@ class Beside:
         """Whether the child is still ingesting (what else the parent prepares meanwhile costs no time)."""
         return self.exit_code is None and os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None
 
-    def end(self) -> None:
-        """The child killed if still running, reaped; the pipe closed; the scratch folder removed."""
+    def end(self) -> bool:
+        """The child killed if still running, reaped; the pipe closed; the scratch folder removed. Whether it was
+        killed mid-way (its progress bar, if it drew one, was not ended)."""
+        killed = self.exit_code is None and self.running()
         end_forked(self.pid)
         os.close(self.pipe)
         discard(self.folder)
+        return killed
 
 
 def ingest_beside(paths: list[str], jobs: int | None, progress: Callable[[int, int], None] | None = None,
                   finished: Callable[[], None] | None = None) -> Beside | None:
-    """Start ingesting `paths` into a scratch database in a forked child (None where a fork is unsafe: not
-    Linux, or a thread running); `finished` is called in the child when its ingest is done (the progress bar's
-    end). Call `Beside.end` on every way out."""
+    """Start ingesting `paths` into a scratch database in a forked child (None where a fork is unsafe, not Linux
+    or a thread running, or fails: the caller then ingests); `finished` is called in the child when its ingest is
+    done (the progress bar's end). Call `Beside.end` on every way out."""
     if not can_fork():
         return None
     try:
@@ -77,10 +80,12 @@ def ingest_beside(paths: list[str], jobs: int | None, progress: Callable[[int, i
     reading, writing = os.pipe()
     try:
         pid = fork()
-    except BaseException:
+    except BaseException as error:
         os.close(reading)
         os.close(writing)
         discard(folder)
+        if isinstance(error, OSError):  # no process to be had (a limit of processes): the ingest runs here
+            return None
         raise
     if pid == 0:
         os.close(reading)
@@ -94,10 +99,10 @@ def _child(parent: int, pipe: int, db: Path, paths: list[str], jobs: int | None,
     """In the child: the ingest, its summary (or what it raised) sent to the parent; the process then ends."""
     code = 1
     try:
-        worker_started(parent)
-        if _size(paths) <= KEEP_RAW_UP_TO:
-            keep_raw()  # the database is read once, by the parent: its payloads are not compressed
         try:
+            worker_started(parent)
+            if _size(paths) <= KEEP_RAW_UP_TO:
+                keep_raw()  # the database is read once, by the parent: its payloads are not compressed
             result = (True, ingest(db, paths, jobs=jobs, progress=progress, search_index=False,
                                    scratch=True))  # read once, by the parent
         except BaseException as error:  # raised again in the parent; a bug's traceback goes with it, as a note
@@ -108,17 +113,31 @@ def _child(parent: int, pipe: int, db: Path, paths: list[str], jobs: int | None,
             result = (False, error)
         if finished is not None:
             finished()
-        try:
-            sent = pickle.dumps(result)
-        except Exception:  # an error that does not pickle: its words
-            sent = pickle.dumps((False, ReportError(f"the logs' ingest failed: {type(result[1]).__name__}: "
-                                                    f"{result[1]}")))
         with os.fdopen(pipe, "wb") as out:
-            out.write(sent)
+            out.write(_pickled(result))
         code = 0
     finally:
         sys.stderr.flush()
         os._exit(code)  # nothing of the parent's runs here: no cleanup of its temporaries, no atexit
+
+
+def _pickled(result: tuple[bool, object]) -> bytes:
+    """The result as the parent will read it; an error that does not survive pickling (one that holds a lock, or
+    whose class takes other arguments than its message) as one of ours with its words (and a bug's traceback)."""
+    try:
+        sent = pickle.dumps(result)
+        pickle.loads(sent)
+        return sent
+    except Exception:
+        error = result[1]
+        words = f"{type(error).__name__}: {error}"
+        if isinstance(error, TlindexError):
+            stand_in: BaseException = ReportError(words)
+        else:
+            stand_in = RuntimeError(words)
+            for note in getattr(error, "__notes__", ()):
+                stand_in.add_note(note)
+        return pickle.dumps((False, stand_in))
 
 
 def _size(paths: list[str]) -> int:

@@ -3,6 +3,7 @@ read), spawned elsewhere; they die with the report (tlindex.worker_pool.WorkerPo
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 from tlindex.stopping import can_fork
@@ -12,16 +13,22 @@ if TYPE_CHECKING:
 
 
 def start_workers(jobs: int) -> Executor:
-    """`jobs` worker processes, started now. Forked where that is safe (Linux, and no other thread in this
-    process that a fork would copy mid-flight): a fork starts in milliseconds with the renderer imported,
-    where a fresh process (spawn, elsewhere) spends about 0.4 s importing it."""
+    """`jobs` worker processes, started now, in a pool entered (the caller exits it: `with`, an ExitStack). Forked
+    where that is safe (Linux, and no other thread in this process that a fork would copy mid-flight): a fork starts
+    in milliseconds with the renderer imported, where a fresh process (spawn, elsewhere) spends about 0.4 s importing
+    it."""
     import multiprocessing
 
     from tlindex.worker_pool import WorkerPool
 
     pool = WorkerPool(jobs, multiprocessing.get_context("fork" if can_fork() else "spawn"))  # they die with this process
-    for _ in range(jobs):
-        pool.submit(_started)  # a forking pool starts every process at its first task; a spawning one, one per task
+    pool.__enter__()  # (the caller exits it)
+    try:
+        for _ in range(jobs):
+            pool.submit(_started)  # a forking pool starts every process at its first task; a spawning one, one per task
+    except BaseException:
+        pool.__exit__(*sys.exc_info())  # no worker, thread or switch interval left
+        raise
     return pool
 
 

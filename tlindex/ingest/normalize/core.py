@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sqlite3
 
 import orjson
 
@@ -109,6 +110,8 @@ class FileNormalizer:
             self.envelope_written = False
             try:
                 self.on_record(item)
+            except (sqlite3.Error, OSError):  # the staging file's writes (a full disk): the ingest's, not the record's
+                raise
             except Exception as error:  # a shape no code here expects: keep the rest of the file
                 self.handler_error(item, error)
                 if not self.envelope_written:
