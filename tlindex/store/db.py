@@ -18,7 +18,7 @@ from tlindex.store import redact
 from tlindex.store.compression import register
 from tlindex.store.limits import connect
 from tlindex.store.resources import current_schema, schema_files
-from tlindex.store.user_cache import cache_folder, keep
+from tlindex.store.user_cache import cache_folder
 
 MIGRATIONS_TABLE = "_tlindex_migrations"
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -218,7 +218,12 @@ def _schema_bytes() -> bytes:
     finally:
         image.close()
     if file is not None:
-        keep(file, hashlib.sha256(data).digest() + data)
+        from tlindex.owned import write_whole
+
+        try:  # written beside and moved into place: a reader never sees half of it, a stop leaves nothing
+            write_whole(file, [hashlib.sha256(data).digest(), data])
+        except OSError:
+            pass  # not kept: made again next time
     return data
 
 
@@ -228,7 +233,8 @@ def _schema_key() -> str:
 
     from tlindex import __version__
 
-    stats = [(path.name, path.stat().st_size, path.stat().st_mtime_ns) for path in [*schema_files(), current_schema()]]
+    stats = [(path.name, found.st_size, found.st_mtime_ns)
+             for path in [*schema_files(), current_schema()] for found in [path.stat()]]
     return hashlib.sha256(repr((stats, __version__, sqlite3.sqlite_version)).encode()).hexdigest()[:32]
 
 

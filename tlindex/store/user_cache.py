@@ -4,7 +4,6 @@ image): XDG_CACHE_HOME (else ~/.cache) / tlindex / KIND. A cache is never needed
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 
@@ -17,20 +16,3 @@ def cache_folder(kind: str) -> Path | None:
         return None
     return root
 
-
-def keep(file: Path, data: bytes) -> None:
-    """`data` written to `file` whole (a temporary renamed into place: a reader never sees half of it); nothing when
-    it cannot be written."""
-    try:
-        handle, name = tempfile.mkstemp(prefix=f".{file.name}.", dir=file.parent)
-    except OSError:
-        return
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(data)
-        os.replace(name, file)
-    except OSError:
-        try:
-            os.unlink(name)
-        except OSError:
-            pass
