@@ -90,7 +90,7 @@ def _applied(conn: sqlite3.Connection) -> set[str]:
     return {row[0] for row in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")} if exists else set()
 
 
-def apply_schema(conn: sqlite3.Connection, whole: bool = True) -> list[str]:
+def apply_schema(conn: sqlite3.Connection, whole: bool = True, private: bool = False) -> list[str]:
     """Apply every schema/NNN_*.sql migration not yet applied; return the names applied.
 
     Each file is one migration, recorded in _tlindex_migrations, so a database
@@ -98,7 +98,8 @@ def apply_schema(conn: sqlite3.Connection, whole: bool = True) -> list[str]:
     new (empty) database is given schema/current.sql instead, the whole schema in
     one script, and every migration it stands for is recorded as applied (then any
     later one in turn); a new private database (in memory, or a scratch file
-    without a journal) is a copy of one made so, once per process. With
+    without a journal, or one the caller says is `private`: a report's scratch
+    database) is a copy of one made so, once per process. With
     `whole=False` a new database is given the migrations one by one. The check and
     the migrations run under one write lock, so processes opening a new database
     at once apply each migration exactly once. A database that records a
@@ -115,7 +116,7 @@ def apply_schema(conn: sqlite3.Connection, whole: bool = True) -> list[str]:
     if known <= done:
         return []
     copied = []
-    if whole and not done and _private(conn) and _empty(conn):
+    if whole and not done and (private or _private(conn)) and _empty(conn):
         schema_image().backup(conn)  # its pages copied: a fraction of the time the script takes
         copied = sorted(_applied(conn))
         if known <= set(copied):
@@ -346,8 +347,8 @@ def open_db(path: str | Path, scratch: bool = False) -> sqlite3.Connection:
     check_database(path)
     try:
         conn = connect(str(path), timeout=BUSY_TIMEOUT_S)
-        if scratch and _empty(conn) and not _applied(conn):
-            schema_image().backup(conn)  # before WAL: written in place, in a fraction of the script's time
+        if scratch:
+            apply_schema(conn, private=True)  # a copy of the image, before WAL: written in place
         _wal(conn)
         conn.execute("PRAGMA synchronous=NORMAL")
         apply_schema(conn)
