@@ -113,48 +113,55 @@ def test_a_file_under_a_few_tail_chunks_is_cut_in_equal_ones(monkeypatch):
         assert split_points(log, size, shrinking(jobs, size)) == split_points(log, size, shrinking(jobs))
 
 
-def _merged_in_turns(monkeypatch):
-    """Make the ingest merge the chunks of all files in turns: every file's first chunk, then every second..."""
-    import concurrent.futures
-    import re
-
-    import tlindex.ingest.pipeline
-
-    def in_turns(pending, timeout=None, return_when=None):
-        finished, _ = concurrent.futures.wait(pending)
-
-        def turn(future):
-            staging = future.result().staging
-            index = re.search(r"\.(\d+)\.db$", staging)
-            return (int(index.group(1)) if index else 0, staging)
-        return sorted(finished, key=turn), set()
-
-    monkeypatch.setattr(tlindex.ingest.pipeline, "wait", in_turns)
-
-
-@pytest.mark.parametrize("in_turns", [False, pytest.param(True, marks=pytest.mark.slow)])
-def test_an_interrupted_chunked_ingest_reads_as_a_grown_log_and_is_continued(tmp_path, whole, monkeypatch,
-                                                                              in_turns):
-    stop_at_chunk_fit(monkeypatch, 5)
-    if in_turns:
-        _merged_in_turns(monkeypatch)
+@pytest.mark.parametrize("many", [False, pytest.param(True, marks=pytest.mark.slow)])
+def test_an_interrupted_chunked_ingest_reads_as_a_grown_log_and_is_continued(tmp_path, whole, monkeypatch, many):
+    """A chunked ingest merges in the plan's order, so a stop leaves one file part-merged; many at once are left by
+    several stopped ingests (or by an older tlindex, which merged chunks in the order they finished)."""
     db = tmp_path / "t.db"
     paths = [str(DATA / name) for name in SCENARIOS]
-    with pytest.raises(KeyboardInterrupt):
-        ingest(db, paths, jobs=2, chunk_bytes=50_000)
-    monkeypatch.undo()
+    for stopped in [[path] for path in paths[:6]] if many else [paths]:
+        stop_at_chunk_fit(monkeypatch, 2 if many else 5)
+        with pytest.raises(KeyboardInterrupt):
+            ingest(db, stopped, jobs=2, chunk_bytes=50_000)
+        monkeypatch.undo()
     conn = sqlite3.connect(db)
     partial = [path for path, size in conn.execute("SELECT path, bytes_ingested FROM files")
                if size < os.path.getsize(path)]
     conn.close()
-    # Each file merged so far stopped after some of its chunks; in turns, many at once.
-    assert len(partial) > 4 if in_turns else partial
+    assert len(partial) == (6 if many else 1)
 
     again = ingest(db, paths, jobs=2, chunk_bytes=50_000)
     assert again.continued == len(partial)
     got = canonical(sqlite_tables(db))
     for table in whole:
         assert got[table] == whole[table], table
+
+
+def test_workers_finishing_in_any_order_give_the_same_rows(tmp_path, monkeypatch):
+    """Files and chunks are merged in the plan's order whatever order the workers finish them in: every row has the
+    same id from one ingest to the next (a compile's page, a report's file names), not only the same content; and
+    files not cut in chunks, the ids one process gives them (a chunk's compiles are numbered as it is fitted)."""
+    import concurrent.futures
+
+    def last_first(pending, timeout=None, return_when=None):  # every task done, said in the reverse order
+        finished, _ = concurrent.futures.wait(pending)
+        return sorted(finished, key=lambda future: future.result().staging, reverse=True), set()
+
+    paths = [str(DATA / name) for name in ("ddp_4ranks_diverge", "collectives_3ranks", "cache", "train_step")]
+    ingest(tmp_path / "one.db", paths, jobs=1)
+    ingest(tmp_path / "chunked.db", paths, jobs=2, chunk_bytes=400_000)
+    monkeypatch.setattr(tlindex.ingest.pipeline, "wait", last_first)
+    ingest(tmp_path / "workers.db", paths, jobs=2, chunk_bytes=10**9)
+    ingest(tmp_path / "chunked-last-first.db", paths, jobs=2, chunk_bytes=400_000)
+    for made, like in (("workers.db", "one.db"), ("chunked-last-first.db", "chunked.db")):
+        got, expected = sqlite_tables(tmp_path / made), sqlite_tables(tmp_path / like)
+        for table in expected:
+            assert [_without_times(row) for row in got[table]] == [_without_times(row) for row in expected[table]], \
+                (made, table)
+
+
+def _without_times(row: dict) -> dict:
+    return {column: value for column, value in row.items() if column != "ingested_at"}
 
 
 def test_a_process_that_changes_rank_is_reported_once_however_it_is_chunked(tmp_path):

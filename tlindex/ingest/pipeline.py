@@ -383,7 +383,7 @@ def _leave(conn, deferred: bool, staging_dir: Path, lock, db_path: Path, claims:
 
 
 class Merger:
-    """Each task's staging database merged into the main one as it finishes, and counted in the summary."""
+    """Each task's staging database merged into the main one in the plan's order, and counted in the summary."""
 
     def __init__(self, conn, summary: IngestSummary, planned: list[Planned], attach: Attacher,
                  index_early: bool = False):
@@ -476,7 +476,9 @@ def run_serially(planned: list[Planned], jobs: int, merge_result: Merger, summar
 
 def run_in_parallel(planned: list[Planned], jobs: int, merge_result: Merger, summary: IngestSummary,
                     progress: Callable[[int], None] | None) -> None:
-    """The tasks in `jobs` worker processes, each merged here as it finishes (in the order they finish)."""
+    """The tasks in `jobs` worker processes, each merged here once it and every task planned before it have
+    finished: in the plan's order (the files' order, each file's chunks in turn), not the order they finish in, so
+    that two ingests of the same logs give every row the same id (a compile's page, a report's file names)."""
     import multiprocessing
     from concurrent.futures import Future
 
@@ -494,17 +496,21 @@ def run_in_parallel(planned: list[Planned], jobs: int, merge_result: Merger, sum
             futures[pool.submit(run_in_worker, item.task)] = item
         for split in splits(planned):
             split.hashes.start()  # the workers are forked: a thread now is safe
-        pending = set(futures)
-        while pending:
-            finished, pending = wait(pending, timeout=0.2, return_when="FIRST_COMPLETED")
+        planned_order, merged, pending = list(futures), 0, set(futures)
+        while merged < len(planned_order):
+            _, pending = wait(pending, timeout=0.2, return_when="FIRST_COMPLETED")
             if progress:
                 progress(counter.value)
-            for future in finished:
+            ready = merged
+            while ready < len(planned_order) and planned_order[ready].done():
+                ready += 1
+            for future in planned_order[merged:ready]:
                 try:
                     result = future.result()
                 except OSError as error:
                     summary.problems.append(f"{futures[future].task.path}: {error}")
                     continue
                 merge_result(result)
-            if finished and pending:
+            if merged < ready < len(planned_order):
                 merge_result.between()
+            merged = ready
