@@ -257,6 +257,49 @@ def test_a_report_killed_by_sigkill_leaves_a_partial_the_next_report_removes(tmp
     assert (out / "index.html").exists()
 
 
+SCRATCH_HOLDER = """import sys, time
+from tlindex import owned
+print(owned.scratch_dir("tlindex-report-"), flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_report_killed_by_sigkill_leaves_a_scratch_database_the_next_report_removes(tmp_path, monkeypatch):
+    """Reproduction: `tlindex report LOG` killed by SIGKILL left its scratch folder (the logs' database) in TMPDIR,
+    and every later report left it there. The next report removes it; a running report's (its lock held) stays, and
+    so does a folder named like one that tlindex did not mark."""
+    import signal
+    import subprocess
+    import tempfile
+
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    env = {**os.environ, "TMPDIR": str(temporary)}
+    killed = subprocess.Popen([sys.executable, "-m", "tlindex", "report", str(DATA), "-o", str(tmp_path / "killed")],
+                              start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.monotonic() + 120
+    while not [p for p in temporary.glob("tlindex-report-*") if owned.owns(p, "scratch") and (p / "traces.db").exists()]:
+        assert killed.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait()
+    left = list(temporary.glob("tlindex-report-*"))
+    assert len(left) == 1
+    foreign = temporary / "tlindex-report-not-tlindex-s"
+    foreign.mkdir()
+    (foreign / "traces.db").write_text("not ours")
+    running = subprocess.Popen([sys.executable, "-c", SCRATCH_HOLDER], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        held = Path(running.stdout.readline().strip())
+        monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+        result = CliRunner().invoke(cli, ["report", str(DATA / "graph_breaks"), "-o", str(tmp_path / "out"), "--silent"])
+        assert result.exit_code == 0, result.output
+        assert sorted(temporary.iterdir()) == sorted([held, foreign])  # the killed one's gone, the new one's too
+    finally:
+        running.kill()
+        running.wait()
+
+
 def test_ingest_reads_no_link_that_leaves_the_folder_and_says_so(tmp_path):
     """Reproduction: a link named like a trace log, pointing at secret/id_rsa, was followed and the key's lines
     stored in ingest_errors (served by /db/ingest_errors.json). The key here is hand-made text, not a key."""

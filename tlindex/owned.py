@@ -35,7 +35,7 @@ from tlindex.stopping import deferred_signals
 
 MARKER = ".tlindex-owned"
 MARKER_MAX_BYTES = 4096  # a marker is a line of JSON; anything bigger is not one
-KINDS = ("report", "export", "trace", "staging")
+KINDS = ("report", "export", "trace", "staging", "scratch")
 
 _temporaries: dict[Path, None] = {}  # this process's temporaries that may still exist (insertion order)
 _locks: dict[Path, int] = {}  # partial outputs this process holds locked (their descriptors), while it lives
@@ -114,12 +114,27 @@ def temporary_file(prefix: str, parent: Path) -> Path:
 
 @contextmanager
 def scratch(prefix: str) -> Iterator[Path]:
-    """A temporary folder for the length of a `with` (in the temporary folder: TMPDIR), gone after it."""
-    folder = temporary_dir(prefix)
+    """A scratch folder (scratch_dir) for the length of a `with`, gone after it."""
+    folder = scratch_dir(prefix)
     try:
         yield folder
     finally:
         discard(folder)
+
+
+def scratch_dir(prefix: str) -> Path:
+    """A temporary folder in the temporary folder (TMPDIR) for one command (a report's database), locked while the
+    command lives (its forked processes share the lock) and marked: the ones killed commands left (kill -9, when no
+    way out runs) are removed first, and only those (a marked folder named so that nobody holds)."""
+    parent = Path(tempfile.gettempdir())
+    _remove_unheld(glob.glob(os.path.join(glob.escape(str(parent)), f"{glob.escape(prefix)}*")),
+                   lambda found: owns(found, "scratch"))
+    folder = temporary_dir(prefix, parent)
+    fd = os.open(folder, os.O_RDONLY)
+    _lock(fd)  # before the marker: a folder marked is one held, until its command ends
+    _locks[folder] = fd
+    mark(folder, "scratch")
+    return folder
 
 
 def keep(path: Path) -> None:
@@ -233,8 +248,15 @@ def _lock(fd: int) -> bool:
 def remove_dead_partials(out: Path, ours: Callable[[Path], bool]) -> list[Path]:
     """Remove the partial outputs (`.OUT.partial-*`) beside `out` that are tlindex's (`ours`) and that no running
     command holds (a killed one's): the paths removed."""
+    return _remove_unheld(glob.glob(os.path.join(glob.escape(str(out.parent)), f".{glob.escape(out.name)}.partial-*")),
+                          ours)
+
+
+def _remove_unheld(paths: Iterable[str], ours: Callable[[Path], bool]) -> list[Path]:
+    """Remove those of `paths` that are tlindex's (`ours`) and that no running command holds locked (a killed
+    one's), nor this one: the paths removed."""
     removed = []
-    for found in map(Path, glob.glob(os.path.join(glob.escape(str(out.parent)), f".{glob.escape(out.name)}.partial-*"))):
+    for found in map(Path, paths):
         if found in _temporaries or not ours(found):
             continue
         try:

@@ -21,7 +21,7 @@ from pathlib import Path
 from tlindex.errors import ReportError, TlindexError
 from tlindex.ingest.discover import discover
 from tlindex.ingest.pipeline import IngestSummary, ingest
-from tlindex.owned import discard, temporary_dir
+from tlindex.owned import discard, scratch_dir
 from tlindex.stopping import can_fork, end_forked, fork, prctl, worker_started
 from tlindex.store.compression import keep_raw
 
@@ -76,7 +76,7 @@ def ingest_beside(paths: list[str], jobs: int | None, progress: Callable[[int, i
     except (OSError, AttributeError):
         pass
     parent = os.getpid()
-    folder = temporary_dir("tlindex-report-")
+    folder = scratch_dir("tlindex-report-")
     reading, writing = os.pipe()
     try:
         pid = fork()
