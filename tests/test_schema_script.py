@@ -159,3 +159,30 @@ def test_the_schema_image_is_kept_in_the_cache_folder_and_a_damaged_one_is_made_
         assert schema_of(image_of(db._schema_bytes())) == migrated
     finally:
         db._schema_bytes.cache_clear()
+
+
+def test_a_staging_file_is_the_schema_without_its_indexes_and_its_image_is_kept_in_the_cache_folder(tmp_path,
+                                                                                                     monkeypatch):
+    """An ingest's staging file holds every table, view and trigger of the schema and none of its indexes (its rows
+    are written once and read once); its image is made once per schema, then read from the user's cache folder."""
+    from tlindex.ingest.staging import StagingWriter
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    db._staging_image.cache_clear()
+    try:
+        writer = StagingWriter(tmp_path / "staging.db")
+        staged = set(writer.conn.execute("SELECT type, name, sql FROM sqlite_master"))
+        writer.conn.close()
+        image = set(db.schema_image().execute("SELECT type, name, sql FROM sqlite_master"))
+        assert staged == {(kind, name, sql) for kind, name, sql in image if kind != "index" or sql is None}
+        assert any(kind == "index" and sql for kind, _, sql in image)
+        [kept] = (tmp_path / "cache" / "tlindex" / "schema").glob("*-staging.sqlite")
+        with monkeypatch.context() as patched:  # read back: not made again
+            patched.setattr(db, "_without_indexes", lambda: pytest.fail("the staging image was made again"))
+            db._staging_image.cache_clear()
+            writer = StagingWriter(tmp_path / "staging-2.db")
+            assert set(writer.conn.execute("SELECT type, name, sql FROM sqlite_master")) == staged
+            writer.conn.close()
+        assert kept.exists()
+    finally:
+        db._staging_image.cache_clear()

@@ -15,7 +15,7 @@ from typing import Collection
 
 from tlindex.ingest.reader import MAX_RECORD_BYTES
 from tlindex.store.compression import pack, register
-from tlindex.store.db import apply_schema
+from tlindex.store.db import staging_image
 from tlindex.store.limits import connect
 from tlindex.store.tables import COLUMNS
 
@@ -81,9 +81,7 @@ class StagingWriter:
             conn.execute(f"PRAGMA cache_size = -{CACHE_KB}")
         self.conn.execute("PRAGMA journal_mode=OFF")
         self.conn.execute("PRAGMA synchronous=OFF")
-        apply_schema(self.conn)
-        for (index,) in self.conn.execute("SELECT name FROM sqlite_master WHERE type='index' AND sql IS NOT NULL").fetchall():
-            self.conn.execute(f"DROP INDEX {index}")
+        staging_image().backup(self.conn)  # the schema without its indexes
         self.conn.execute("BEGIN")
         self.buffers: dict[str, list[tuple]] = {table: [] for table in COLUMNS}
         verb = {"payload_data": "INSERT OR IGNORE", "strings": "INSERT OR REPLACE"}

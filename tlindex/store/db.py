@@ -198,13 +198,55 @@ def _schema_image(pid: int) -> sqlite3.Connection:
 @cache
 def _schema_bytes() -> bytes:
     """The current schema's database, serialized: kept by forked workers, which open their image from it (bytes
-    cross a fork; a connection must not), and in the user's cache folder, keyed by the schema's files, this
-    tlindex and SQLite (making it takes ~15 ms of every command that writes a database; reading it, ~0.5 ms). A
-    cached file carries the SHA-256 of its bytes: one that does not match them is made again."""
+    cross a fork; a connection must not), and in the user's cache folder (`_kept`: making it takes ~15 ms of every
+    command that writes a database; reading it, ~0.5 ms)."""
+    return _kept("", _made_by_script)
+
+
+def staging_image() -> sqlite3.Connection:
+    """This process's in-memory database of the current schema without its indexes, to copy: an ingest's staging
+    files are copies (their rows are written once and read once, by the merge); never written."""
+    return _staging_image(os.getpid())
+
+
+@cache
+def _staging_image(pid: int) -> sqlite3.Connection:
+    """The staging files' image, one per process (`pid`: as `_schema_image`)."""
+    image = register(connect(":memory:", check_same_thread=False))
+    image.deserialize(_kept("-staging", _without_indexes))
+    return image
+
+
+def _made_by_script() -> bytes:
+    image = register(connect(":memory:"))
+    try:
+        _migrate(image, schema_files(), whole=True)
+        return image.serialize()
+    finally:
+        image.close()
+
+
+def _without_indexes() -> bytes:
+    """The schema's image less its indexes (dropping 43 of them took ~7 ms of each staging file made)."""
+    image = register(connect(":memory:", isolation_level=None))
+    try:
+        schema_image().backup(image)
+        for (index,) in image.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+                                      ).fetchall():
+            image.execute(f"DROP INDEX {index}")
+        return image.serialize()
+    finally:
+        image.close()
+
+
+def _kept(suffix: str, make: Callable[[], bytes]) -> bytes:
+    """An image's bytes as the user's cache folder keeps them (keyed by the schema's files, this tlindex and SQLite,
+    and `suffix`), else `make()`'s, then kept. A cached file carries the SHA-256 of its bytes: one that does not
+    match them is made again; an unwritable folder is no error."""
     import hashlib
 
     folder = cache_folder("schema")
-    file = folder / f"{_schema_key()}.sqlite" if folder is not None else None
+    file = folder / f"{_schema_key()}{suffix}.sqlite" if folder is not None else None
     try:
         cached = file.read_bytes() if file is not None else b""
     except OSError:
@@ -212,12 +254,7 @@ def _schema_bytes() -> bytes:
     digest, data = cached[:32], cached[32:]
     if data and hashlib.sha256(data).digest() == digest:
         return data
-    image = register(connect(":memory:"))
-    try:
-        _migrate(image, schema_files(), whole=True)
-        data = image.serialize()
-    finally:
-        image.close()
+    data = make()
     if file is not None:
         from tlindex.owned import write_whole
 
