@@ -186,3 +186,45 @@ def test_a_staging_file_is_the_schema_without_its_indexes_and_its_image_is_kept_
         assert kept.exists()
     finally:
         db._staging_image.cache_clear()
+
+
+def test_a_new_database_is_the_image_linked_into_place_and_never_over_a_file_made_meanwhile(tmp_path, monkeypatch):
+    """`open_db` writes a new database whole beside its path as a copy of the schema's image and links it there: it
+    is the database the script makes (the migrations recorded as applied now), with a new file's permissions, and
+    nothing is left beside it. A file another process made meanwhile is opened as it is; where no hard link can be
+    made, the script makes the database."""
+    import os
+    import stat
+    import time
+
+    from tlindex.owned import write_new
+
+    path = tmp_path / "traces.db"
+    before = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 1))
+    db._schema_bytes()  # (the image: made by the script once)
+    with monkeypatch.context() as patched:
+        patched.setattr(db, "_apply_whole", lambda *args: pytest.fail("the new database was made by the script"))
+        conn = db.open_db(path)
+    scripted = made(tmp_path / "scripted.db", whole=True)
+    assert schema_of(conn) == schema_of(scripted)
+    assert all(applied >= before for (applied,) in conn.execute(f"SELECT applied_at FROM {MIGRATIONS_TABLE}"))
+    conn.close()
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+    theirs = tmp_path / "theirs.db"
+    theirs.write_bytes(b"made meanwhile")
+    assert write_new(theirs, [b"SQLite format 3\x00..."], db.SQLITE_HEADER) is False
+    assert theirs.read_bytes() == b"made meanwhile" and not list(tmp_path.glob(".theirs.db.*"))
+
+    def no_links(*args):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "link", no_links)
+    conn = db.open_db(tmp_path / "no-links.db")
+    assert schema_of(conn) == schema_of(scripted)
+    conn.close()
+    scripted.close()
+    assert not list(tmp_path.glob(".no-links.db.*"))

@@ -209,6 +209,28 @@ def write_whole(path: Path, pieces: Iterable[bytes], head: bytes | None = None,
         discard(partial)  # still there only when it was not moved into place
 
 
+def write_new(path: Path, pieces: Iterable[bytes], head: bytes) -> bool:
+    """Write a file that does not exist yet whole beside `path`, then link it into place, never over a file that
+    appeared there meanwhile: whether it was (False too where the file system makes no hard links). The partials a
+    killed writer left beside `path` (they begin with `head`) are removed first; nothing is left beside it."""
+    remove_dead_partials(path, lambda found: _begins_with(found, head))
+    partial = temporary_file(f".{path.name}.partial-", path.parent)
+    try:
+        partial.chmod(0o666 & ~_umask())  # mkstemp's file is 0600: a new file's permissions
+        with open(partial, "wb") as out:
+            _lock(out.fileno())  # held until it is linked: no other writer takes it for a killed one's
+            for piece in pieces:
+                out.write(piece)
+            out.flush()
+            try:
+                os.link(partial, path)
+            except OSError:  # a file there now (FileExistsError), or no hard links here
+                return False
+            return True
+    finally:
+        discard(partial)  # the partial's name (the file lives on at `path` when linked)
+
+
 def _begins_with(path: Path, head: bytes) -> bool:
     """Whether `path` is a regular file (not a link) that begins with `head`."""
     try:
