@@ -140,6 +140,32 @@ def test_the_report_of_a_log_ingested_beside_is_the_report_of_it_ingested_in_the
     assert list((tmp_path / "tmp").iterdir()) == []
 
 
+LAST_FIRST = """
+import concurrent.futures, sys
+import tlindex.ingest.pipeline as pipeline
+from tlindex.cli import cli
+
+def last_first(pending, timeout=None, return_when=None):  # every task done, said in the reverse order
+    finished, _ = concurrent.futures.wait(pending)
+    return sorted(finished, key=lambda future: future.result().staging, reverse=True), set()
+
+if sys.argv[1] == "last-first":
+    pipeline.wait = last_first
+cli(sys.argv[2:])
+"""
+
+
+def test_two_reports_of_the_same_logs_are_identical_whichever_of_the_ingest_workers_finishes_first(tmp_path):
+    """Reproduction: one report of 4 rank files in 3 had every file of its compiles and payloads named otherwise (the
+    child's workers' results were merged as they finished: file, source and compile ids changed)."""
+    logs = [str(path) for name in ("ddp_4ranks_diverge", "collectives_3ranks") for path in
+            sorted((DATA / name).glob("*.log"))]
+    for order in ("as-they-come", "last-first"):
+        done = run(LAST_FIRST, order, "report", *logs, "-o", order, "-j", "2", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+    assert files_of(tmp_path / "as-they-come") == files_of(tmp_path / "last-first")
+
+
 def test_what_the_child_raises_the_report_says_and_nothing_is_left(tmp_path):
     error = run(COMMAND, "report", str(LOG), "-o", "out", cwd=tmp_path, TLINDEX_TEST_CHILD="error")
     assert error.returncode == 1, error.stderr
