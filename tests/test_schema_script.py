@@ -189,10 +189,10 @@ def test_a_staging_file_is_the_schema_without_its_indexes_and_its_image_is_kept_
 
 
 def test_a_new_database_is_the_image_linked_into_place_and_never_over_a_file_made_meanwhile(tmp_path, monkeypatch):
-    """`open_db` writes a new database whole beside its path as a copy of the schema's image and links it there: it
-    is the database the script makes (the migrations recorded as applied now), with a new file's permissions, and
-    nothing is left beside it. A file another process made meanwhile is opened as it is; where no hard link can be
-    made, the script makes the database."""
+    """`open_db` writes a new database whole as a copy of the schema's image and links it into place: it is the
+    database the script makes (the migrations recorded as applied now), in WAL mode, with the permissions SQLite
+    gives a new database, and nothing is left beside it. A file another process made meanwhile is opened as it is;
+    where no hard link can be made, the script makes the database."""
     import os
     import stat
     import time
@@ -202,16 +202,26 @@ def test_a_new_database_is_the_image_linked_into_place_and_never_over_a_file_mad
     path = tmp_path / "traces.db"
     before = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 1))
     db._schema_bytes()  # (the image: made by the script once)
+    link, named = os.link, []
+
+    def linked(*args, **kwargs):  # what the folder holds when the file is linked into place
+        named.append(sorted(p.name for p in tmp_path.iterdir()))
+        return link(*args, **kwargs)
+
     with monkeypatch.context() as patched:
         patched.setattr(db, "_apply_whole", lambda *args: pytest.fail("the new database was made by the script"))
+        patched.setattr(os, "link", linked)
         conn = db.open_db(path)
+    if hasattr(os, "O_TMPFILE"):  # Linux: the file has no name before it is linked (killed, it leaves nothing)
+        assert named == [[]]
     scripted = made(tmp_path / "scripted.db", whole=True)
     assert schema_of(conn) == schema_of(scripted)
     assert all(applied >= before for (applied,) in conn.execute(f"SELECT applied_at FROM {MIGRATIONS_TABLE}"))
+    assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     conn.close()
     umask = os.umask(0)
     os.umask(umask)
-    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644 & ~umask  # as SQLite creates a database
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
     theirs = tmp_path / "theirs.db"
@@ -219,7 +229,7 @@ def test_a_new_database_is_the_image_linked_into_place_and_never_over_a_file_mad
     assert write_new(theirs, [b"SQLite format 3\x00..."], db.SQLITE_HEADER) is False
     assert theirs.read_bytes() == b"made meanwhile" and not list(tmp_path.glob(".theirs.db.*"))
 
-    def no_links(*args):
+    def no_links(*args, **kwargs):
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(os, "link", no_links)
@@ -228,3 +238,31 @@ def test_a_new_database_is_the_image_linked_into_place_and_never_over_a_file_mad
     conn.close()
     scripted.close()
     assert not list(tmp_path.glob(".no-links.db.*"))
+
+
+HOT_JOURNAL = """import os, sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("PRAGMA cache_size = 1")  # its pages spill to the file: the journal is needed to undo them
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("CREATE TABLE half_written (x)")
+conn.execute("INSERT INTO half_written SELECT zeroblob(4000) FROM (SELECT 1 UNION ALL SELECT 2) , _tlindex_migrations")
+os._exit(9)  # killed: no rollback, the journal stays
+"""
+
+
+def test_a_journal_a_killed_writer_left_is_rolled_back_and_the_database_read(tmp_path):
+    """Reproduction: a new database killed while it switched to WAL left its rollback journal, and every command
+    then refused it ("cannot be read as a SQLite database (attempt to write a readonly database)")."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "traces.db"
+    conn = db.open_db(path)
+    conn.execute("PRAGMA journal_mode=DELETE")
+    conn.close()
+    subprocess.run([sys.executable, "-c", HOT_JOURNAL, str(path)], check=False)
+    assert (tmp_path / "traces.db-journal").stat().st_size > 0
+    assert db.existing_database(path) == path
+    conn = db.connect_read_only(path)
+    assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'half_written'").fetchone() == (0,)
+    conn.close()

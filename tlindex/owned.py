@@ -209,14 +209,50 @@ def write_whole(path: Path, pieces: Iterable[bytes], head: bytes | None = None,
         discard(partial)  # still there only when it was not moved into place
 
 
+NEW_FILE_MODE = 0o644  # (less the umask) what SQLite gives a database it creates, and a new file tlindex makes
+
+
 def write_new(path: Path, pieces: Iterable[bytes], head: bytes) -> bool:
-    """Write a file that does not exist yet whole beside `path`, then link it into place, never over a file that
-    appeared there meanwhile: whether it was (False too where the file system makes no hard links). The partials a
-    killed writer left beside `path` (they begin with `head`) are removed first; nothing is left beside it."""
+    """Write a file that does not exist yet whole, then link it into place at `path`, never over a file that appeared
+    there meanwhile: whether it was (False too where the file system makes no hard links). On Linux the file has no
+    name until it is linked (O_TMPFILE): killed at any point, it leaves nothing. Elsewhere it is written beside `path`
+    first; the partials a killed writer left there (they begin with `head`) are removed by the next."""
+    fd = _unnamed_file(path.parent)
+    if fd is not None:
+        try:
+            with open(fd, "wb", closefd=False) as out:
+                for piece in pieces:
+                    out.write(piece)
+            folder = os.open(path.parent, os.O_RDONLY)
+            try:  # linkat following /proc's link to the open file (os.link without a dir_fd calls link, which does not)
+                os.link(f"/proc/self/fd/{fd}", path.name, dst_dir_fd=folder, follow_symlinks=True)
+            finally:
+                os.close(folder)
+            return True
+        except FileExistsError:
+            return False
+        except OSError:
+            pass  # no /proc: written beside it, as elsewhere
+        finally:
+            os.close(fd)
+    return _write_beside_and_link(path, pieces, head)
+
+
+def _unnamed_file(folder: Path) -> int | None:
+    """A new file without a name in `folder` (Linux's O_TMPFILE), open for writing; None where there is none."""
+    if not hasattr(os, "O_TMPFILE"):
+        return None
+    try:
+        return os.open(folder, os.O_TMPFILE | os.O_WRONLY, NEW_FILE_MODE)
+    except OSError:  # a file system without it (EOPNOTSUPP), or an old kernel (EISDIR)
+        return None
+
+
+def _write_beside_and_link(path: Path, pieces: Iterable[bytes], head: bytes) -> bool:
     remove_dead_partials(path, lambda found: _begins_with(found, head))
     partial = temporary_file(f".{path.name}.partial-", path.parent)
     try:
-        partial.chmod(0o666 & ~_umask())  # mkstemp's file is 0600: a new file's permissions
+        partial.chmod(NEW_FILE_MODE & ~_umask())  # mkstemp's file is 0600: a new file's permissions
         with open(partial, "wb") as out:
             _lock(out.fileno())  # held until it is linked: no other writer takes it for a killed one's
             for piece in pieces:

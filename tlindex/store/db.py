@@ -22,6 +22,7 @@ from tlindex.store.user_cache import cache_folder
 
 MIGRATIONS_TABLE = "_tlindex_migrations"
 SQLITE_HEADER = b"SQLite format 3\x00"
+WAL_FORMAT = b"\x02\x02"  # the header's file format write and read versions (bytes 18 and 19) of a WAL database
 BUSY_TIMEOUT_S = 600  # concurrent ingests wait for each other's merges (each one transaction)
 # What a migration (by its name without its number) says once, on stderr, from the rows each of its statements
 # changed (None: nothing to say).
@@ -345,6 +346,7 @@ def check_database(path: str | Path) -> None:
     with open(path, "rb") as file:
         if file.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
             raise DatabaseError(f"{path}: not a SQLite database; give --db a tlindex database or a new file name")
+    roll_back_hot_journal(path)
     try:
         conn = connect(f"file:{path}?mode=ro", uri=True)
         try:
@@ -357,6 +359,27 @@ def check_database(path: str | Path) -> None:
         shown = ", ".join(sorted(tables)[:5]) + (", …" if len(tables) > 5 else "")
         raise DatabaseError(f"{path}: a SQLite database that tlindex did not make (tables: {shown}); "
                             f"tlindex writes only to its own databases: give --db another file")
+
+
+def roll_back_hot_journal(path: Path) -> None:
+    """A rollback journal a killed writer left beside the database (a new one killed while it switched to WAL)
+    rolled back by a connection that may write, as SQLite does when one opens it: a read-only one cannot, and
+    refused to read the database ("attempt to write a readonly database"). SQLite leaves the journal of a writer
+    still running alone (its lock); a database nobody may write to is left as it is."""
+    journal = Path(f"{path}-journal")
+    try:
+        if journal.stat().st_size == 0 or not os.access(path, os.W_OK) or not os.access(path.parent, os.W_OK):
+            return
+    except OSError:
+        return  # (no journal: the usual case)
+    try:
+        conn = connect(str(path), timeout=BUSY_TIMEOUT_S)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError:
+        pass  # said by the read that follows
 
 
 def _wal(conn: sqlite3.Connection) -> None:
@@ -375,8 +398,9 @@ def _wal(conn: sqlite3.Connection) -> None:
 
 def _new_from_image(path: Path) -> None:
     """A database that does not exist yet written whole as a copy of the schema's image (its migrations recorded as
-    applied now) beside `path`, then linked into place (~3 ms where the script takes ~13): never over a file another
-    process made meanwhile, which is then opened as it is; where no file can be linked, the script makes it."""
+    applied now, in WAL mode), then linked into place (~3 ms where the script takes ~13; tlindex.owned.write_new):
+    never over a file another process made meanwhile, which is then opened as it is; where no file can be linked,
+    the script makes it."""
     if os.path.lexists(path) or not path.parent.is_dir():
         return  # (a missing folder: connect says so)
     from tlindex.owned import write_new
@@ -388,6 +412,7 @@ def _new_from_image(path: Path) -> None:
         data = image.serialize()
     finally:
         image.close()
+    data = data[:18] + WAL_FORMAT + data[20:]  # in WAL mode from the start: no journal to switch it, nor left
     try:
         write_new(path, [data], SQLITE_HEADER)
     except OSError:
