@@ -138,9 +138,9 @@ def test_an_interrupted_chunked_ingest_reads_as_a_grown_log_and_is_continued(tmp
 
 
 def test_workers_finishing_in_any_order_give_the_same_rows(tmp_path, monkeypatch):
-    """Files and chunks are merged in the plan's order whatever order the workers finish them in: every row has the
-    same id from one ingest to the next (a compile's page, a report's file names), not only the same content; and
-    files not cut in chunks, the ids one process gives them (a chunk's compiles are numbered as it is fitted)."""
+    """Files and chunks are merged in an order fixed by the input (tlindex.ingest.pipeline.merge_order) whatever
+    order the workers finish them in: every row has the same id from one ingest to the next (a compile's page, a
+    report's file names), not only the same content (the one process gives: test_chunked_ingest_equals_one_pass)."""
     import concurrent.futures
 
     def last_first(pending, timeout=None, return_when=None):  # every task done, said in the reverse order
@@ -148,16 +148,28 @@ def test_workers_finishing_in_any_order_give_the_same_rows(tmp_path, monkeypatch
         return sorted(finished, key=lambda future: future.result().staging, reverse=True), set()
 
     paths = [str(DATA / name) for name in ("ddp_4ranks_diverge", "collectives_3ranks", "cache", "train_step")]
-    ingest(tmp_path / "one.db", paths, jobs=1)
-    ingest(tmp_path / "chunked.db", paths, jobs=2, chunk_bytes=400_000)
-    monkeypatch.setattr(tlindex.ingest.pipeline, "wait", last_first)
-    ingest(tmp_path / "workers.db", paths, jobs=2, chunk_bytes=10**9)
-    ingest(tmp_path / "chunked-last-first.db", paths, jobs=2, chunk_bytes=400_000)
-    for made, like in (("workers.db", "one.db"), ("chunked-last-first.db", "chunked.db")):
-        got, expected = sqlite_tables(tmp_path / made), sqlite_tables(tmp_path / like)
+    for chunk_bytes in (10**9, 400_000):
+        ingest(tmp_path / f"{chunk_bytes}.db", paths, jobs=2, chunk_bytes=chunk_bytes)
+        with monkeypatch.context() as patched:
+            patched.setattr(tlindex.ingest.pipeline, "wait", last_first)
+            ingest(tmp_path / f"{chunk_bytes}-last-first.db", paths, jobs=2, chunk_bytes=chunk_bytes)
+        got, expected = sqlite_tables(tmp_path / f"{chunk_bytes}-last-first.db"), sqlite_tables(tmp_path / f"{chunk_bytes}.db")
         for table in expected:
             assert [_without_times(row) for row in got[table]] == [_without_times(row) for row in expected[table]], \
-                (made, table)
+                (chunk_bytes, table)
+
+
+def test_tasks_are_merged_in_the_order_they_are_expected_to_finish():
+    """A slow task planned first (a big .gz log) does not hold back the merges of the small logs after it."""
+    from tlindex.ingest.pipeline import Planned, merge_order
+    from tlindex.ingest.task import Task
+
+    def planned(*files: tuple[str, int]) -> list[Planned]:
+        return [Planned(Task(name, f"{number}.db"), size) for number, (name, size) in enumerate(files)]
+
+    assert merge_order(planned(("a.log", 10), ("b.log", 10), ("c.log", 10), ("d.log", 10)), 2) == [0, 1, 2, 3]
+    assert merge_order(planned(("big.log.gz", 20), ("s1.log", 10), ("s2.log", 10), ("s3.log", 10)), 2) == [1, 2, 3, 0]
+    assert merge_order(planned(("a.log", 30), ("b.log", 10), ("c.log", 10)), 1) == [0, 1, 2]
 
 
 def _without_times(row: dict) -> dict:

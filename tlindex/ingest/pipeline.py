@@ -383,7 +383,7 @@ def _leave(conn, deferred: bool, staging_dir: Path, lock, db_path: Path, claims:
 
 
 class Merger:
-    """Each task's staging database merged into the main one in the plan's order, and counted in the summary."""
+    """Each task's staging database merged into the main one (in merge_order), and counted in the summary."""
 
     def __init__(self, conn, summary: IngestSummary, planned: list[Planned], attach: Attacher,
                  index_early: bool = False):
@@ -474,11 +474,31 @@ def run_serially(planned: list[Planned], jobs: int, merge_result: Merger, summar
         merge_result(result)
 
 
+GZ_COST = 8  # a compressed log's bytes cost this many of a plain one's (they inflate to ~5-10 times as many)
+
+
+def merge_order(planned: list[Planned], jobs: int) -> list[int]:
+    """The planned tasks (their indexes) in the order `jobs` workers are expected to finish them: each taken, in the
+    plan's order, by the worker expected to be free first, a task costing its bytes (a compressed file's, GZ_COST
+    times). Fixed by the input and `jobs`, so two ingests merge in one order; close to the order tasks finish in, so
+    a merge seldom waits for a slow task planned early (a big .gz file first, then many small logs)."""
+    import heapq
+
+    free = [(0, worker) for worker in range(jobs)]  # (when expected free, worker)
+    expected = []
+    for index, item in enumerate(planned):
+        start, worker = heapq.heappop(free)
+        done = start + item.size * (GZ_COST if item.task.path.endswith(".gz") else 1)
+        expected.append((done, index))
+        heapq.heappush(free, (done, worker))
+    return [index for _, index in sorted(expected)]
+
+
 def run_in_parallel(planned: list[Planned], jobs: int, merge_result: Merger, summary: IngestSummary,
                     progress: Callable[[int], None] | None) -> None:
-    """The tasks in `jobs` worker processes, each merged here once it and every task planned before it have
-    finished: in the plan's order (the files' order, each file's chunks in turn), not the order they finish in, so
-    that two ingests of the same logs give every row the same id (a compile's page, a report's file names)."""
+    """The tasks in `jobs` worker processes, each merged here once it and every task expected to finish before it
+    have finished (merge_order): not in the order they finish in, which changes from one ingest to the next, so that
+    two ingests of the same logs give every row the same id (a compile's page, a report's file names)."""
     import multiprocessing
     from concurrent.futures import Future
 
@@ -496,7 +516,8 @@ def run_in_parallel(planned: list[Planned], jobs: int, merge_result: Merger, sum
             futures[pool.submit(run_in_worker, item.task)] = item
         for split in splits(planned):
             split.hashes.start()  # the workers are forked: a thread now is safe
-        planned_order, merged, pending = list(futures), 0, set(futures)
+        in_plan = list(futures)
+        planned_order, merged, pending = [in_plan[i] for i in merge_order(planned, jobs)], 0, set(futures)
         while merged < len(planned_order):
             _, pending = wait(pending, timeout=0.2, return_when="FIRST_COMPLETED")
             if progress:
