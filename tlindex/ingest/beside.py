@@ -21,11 +21,12 @@ from pathlib import Path
 from tlindex.errors import ReportError, TlindexError
 from tlindex.ingest.discover import discover
 from tlindex.ingest.pipeline import IngestSummary, ingest
-from tlindex.owned import discard, scratch_dir
+from tlindex.owned import discard, remove_dead_scratch, scratch_dir
 from tlindex.stopping import can_fork, end_forked, fork, prctl, worker_started
 from tlindex.store.compression import keep_raw
 
 DATABASE = "traces.db"  # the scratch database's name in its folder
+PREFIX = "tlindex-report-"  # its folder's name in TMPDIR, before what makes it unique
 KEEP_RAW_UP_TO = 64 << 20  # logs up to this many bytes in all: their payloads stored uncompressed (keep_raw)
 
 
@@ -76,7 +77,7 @@ def ingest_beside(paths: list[str], jobs: int | None, progress: Callable[[int, i
     except (OSError, AttributeError):
         pass
     parent = os.getpid()
-    folder = scratch_dir("tlindex-report-")
+    folder = scratch_dir(PREFIX, sweep=False)  # the dead ones are removed while the child ingests
     reading, writing = os.pipe()
     try:
         pid = fork()
@@ -91,6 +92,7 @@ def ingest_beside(paths: list[str], jobs: int | None, progress: Callable[[int, i
         os.close(reading)
         _child(parent, writing, folder / DATABASE, paths, jobs, progress, finished)  # never returns
     os.close(writing)
+    remove_dead_scratch(PREFIX)
     return Beside(pid, reading, folder)
 
 
