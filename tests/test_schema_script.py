@@ -266,3 +266,25 @@ def test_a_journal_a_killed_writer_left_is_rolled_back_and_the_database_read(tmp
     conn = db.connect_read_only(path)
     assert conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'half_written'").fetchone() == (0,)
     conn.close()
+
+
+def test_images_made_long_ago_are_forgotten_when_an_image_is_made(tmp_path, monkeypatch):
+    """The cache folder keeps an image per schema, tlindex and SQLite: those made over KEPT_IMAGE_DAYS ago (an older
+    checkout's) are removed when another is made; a recent one of another schema stays."""
+    import os
+    import time
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    folder = tmp_path / "cache" / "tlindex" / "schema"
+    folder.mkdir(parents=True)
+    old, recent = folder / "0123-old.sqlite", folder / "4567-recent.sqlite"
+    for path in (old, recent):
+        path.write_bytes(b"an image of another schema")
+    long_ago = time.time() - (db.KEPT_IMAGE_DAYS + 1) * 86400
+    os.utime(old, (long_ago, long_ago))
+    db._schema_bytes.cache_clear()
+    try:
+        db._schema_bytes()
+    finally:
+        db._schema_bytes.cache_clear()
+    assert not old.exists() and recent.exists() and len(list(folder.glob("*.sqlite"))) == 2

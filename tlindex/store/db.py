@@ -263,17 +263,34 @@ def _kept(suffix: str, make: Callable[[], bytes]) -> bytes:
             write_whole(file, [hashlib.sha256(data).digest(), data])
         except OSError:
             pass  # not kept: made again next time
+        _forget_old_images(folder)
     return data
 
 
+KEPT_IMAGE_DAYS = 30  # images (~0.8 MB each) of other schemas or tlindex versions kept this long after made
+
+
+def _forget_old_images(folder: Path) -> None:
+    """Remove the images made over KEPT_IMAGE_DAYS ago (of an older checkout or tlindex): one still used is made
+    again, once."""
+    too_old = time.time() - KEPT_IMAGE_DAYS * 86400
+    for found in folder.glob("*.sqlite"):
+        try:
+            if found.stat().st_mtime < too_old:
+                found.unlink()
+        except OSError:
+            pass
+
+
 def _schema_key() -> str:
-    """What the schema's image is made of: the schema's files (name, size, time), this tlindex's version, SQLite's."""
+    """What the schema's images are made of: the schema's files and this module, which makes them (name, size, time:
+    an edited checkout makes them again), this tlindex's version, SQLite's."""
     import hashlib
 
     from tlindex import __version__
 
     stats = [(path.name, found.st_size, found.st_mtime_ns)
-             for path in [*schema_files(), current_schema()] for found in [path.stat()]]
+             for path in [*schema_files(), current_schema(), Path(__file__)] for found in [path.stat()]]
     return hashlib.sha256(repr((stats, __version__, sqlite3.sqlite_version)).encode()).hexdigest()[:32]
 
 
