@@ -219,7 +219,7 @@ def write_whole(path: Path, pieces: Iterable[bytes], head: bytes | None = None,
 NEW_FILE_MODE = 0o644  # (less the umask) what SQLite gives a database it creates, and a new file tlindex makes
 
 
-def write_new(path: Path, pieces: Iterable[bytes], head: bytes) -> bool:
+def write_new(path: Path, pieces: list[bytes], head: bytes) -> bool:
     """Write a file that does not exist yet whole, then link it into place at `path`, never over a file that appeared
     there meanwhile: whether it was (False too where the file system makes no hard links). On Linux the file has no
     name until it is linked (O_TMPFILE): killed at any point, it leaves nothing. Elsewhere it is written beside `path`
@@ -255,7 +255,7 @@ def _unnamed_file(folder: Path) -> int | None:
         return None
 
 
-def _write_beside_and_link(path: Path, pieces: Iterable[bytes], head: bytes) -> bool:
+def _write_beside_and_link(path: Path, pieces: list[bytes], head: bytes) -> bool:
     remove_dead_partials(path, lambda found: _begins_with(found, head))
     partial = temporary_file(f".{path.name}.partial-", path.parent)
     try:
