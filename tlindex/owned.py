@@ -38,7 +38,7 @@ MARKER_MAX_BYTES = 4096  # a marker is a line of JSON; anything bigger is not on
 KINDS = ("report", "export", "trace", "staging", "scratch")
 
 _temporaries: dict[Path, None] = {}  # this process's temporaries that may still exist (insertion order)
-_locks: dict[Path, int] = {}  # partial outputs this process holds locked (their descriptors), while it lives
+_locks: dict[Path, int] = {}  # partial outputs and scratch folders this process holds locked (their descriptors)
 
 
 def marker_text(kind: str) -> str:
@@ -128,7 +128,7 @@ def scratch_dir(prefix: str, sweep: bool = True) -> Path:
     removed first (remove_dead_scratch); without, the caller does it while it waits for something else."""
     if sweep:
         remove_dead_scratch(prefix)
-    folder = temporary_dir(prefix, Path(tempfile.gettempdir()))
+    folder = temporary_dir(prefix)
     fd = os.open(folder, os.O_RDONLY)
     _lock(fd)  # before the marker: a folder marked is one held, until its command ends
     _locks[folder] = fd
@@ -198,22 +198,32 @@ def write_whole(path: Path, pieces: Iterable[bytes], head: bytes | None = None,
     `path` is as it was and nothing is left beside it. With `head` (what the file begins with), the partials a
     killed writer left beside `path` are removed first; `check()` runs just before the file is moved into place
     (it raises to leave `path` as it is)."""
-    if head is not None:
-        remove_dead_partials(path, lambda found: _begins_with(found, head))
-    partial = temporary_file(f".{path.name}.partial-", path.parent)
-    try:
-        partial.chmod(0o666 & ~_umask())  # mkstemp's file is 0600: the trace gets a new file's permissions
-        with open(partial, "wb") as out:
-            _lock(out.fileno())  # released when the file is closed, or the command dies
-            for piece in pieces:
-                out.write(piece)
+    with _written_beside(path, pieces, head, 0o666) as partial:  # the trace gets a new file's permissions
         with deferred_signals():
             if check is not None:
                 check()
             os.replace(partial, path)
             keep(partial)
+
+
+@contextmanager
+def _written_beside(path: Path, pieces: Iterable[bytes], head: bytes | None, mode: int) -> Iterator[Path]:
+    """`pieces` written whole to a partial file beside `path` (with `mode` less the umask: mkstemp's is 0600), held
+    locked while the caller moves or links it into place (no other writer takes it for a killed one's), gone after.
+    With `head`, the partials killed writers left (they begin with it) are removed first."""
+    if head is not None:
+        remove_dead_partials(path, lambda found: _begins_with(found, head))
+    partial = temporary_file(f".{path.name}.partial-", path.parent)
+    try:
+        partial.chmod(mode & ~_umask())
+        with open(partial, "wb") as out:
+            _lock(out.fileno())  # released when the file is closed, or the command dies
+            for piece in pieces:
+                out.write(piece)
+            out.flush()
+            yield partial
     finally:
-        discard(partial)  # still there only when it was not moved into place
+        discard(partial)  # still there only when it was not moved into place (a link's name, when linked)
 
 
 NEW_FILE_MODE = 0o644  # (less the umask) what SQLite gives a database it creates, and a new file tlindex makes
@@ -256,22 +266,12 @@ def _unnamed_file(folder: Path) -> int | None:
 
 
 def _write_beside_and_link(path: Path, pieces: list[bytes], head: bytes) -> bool:
-    remove_dead_partials(path, lambda found: _begins_with(found, head))
-    partial = temporary_file(f".{path.name}.partial-", path.parent)
-    try:
-        partial.chmod(NEW_FILE_MODE & ~_umask())  # mkstemp's file is 0600: a new file's permissions
-        with open(partial, "wb") as out:
-            _lock(out.fileno())  # held until it is linked: no other writer takes it for a killed one's
-            for piece in pieces:
-                out.write(piece)
-            out.flush()
-            try:
-                os.link(partial, path)
-            except OSError:  # a file there now (FileExistsError), or no hard links here
-                return False
-            return True
-    finally:
-        discard(partial)  # the partial's name (the file lives on at `path` when linked)
+    with _written_beside(path, pieces, head, NEW_FILE_MODE) as partial:
+        try:
+            os.link(partial, path)
+        except OSError:  # a file there now (FileExistsError), or no hard links here
+            return False
+        return True
 
 
 def _begins_with(path: Path, head: bytes) -> bool:
