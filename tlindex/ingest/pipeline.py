@@ -517,21 +517,21 @@ def run_in_parallel(planned: list[Planned], jobs: int, merge_result: Merger, sum
         for split in splits(planned):
             split.hashes.start()  # the workers are forked: a thread now is safe
         in_plan = list(futures)
-        planned_order, merged, pending = [in_plan[i] for i in merge_order(planned, jobs)], 0, set(futures)
-        while merged < len(planned_order):
+        in_order, merged, pending = [in_plan[i] for i in merge_order(planned, jobs)], 0, set(futures)
+        while merged < len(in_order):
             _, pending = wait(pending, timeout=0.2, return_when="FIRST_COMPLETED")
             if progress:
                 progress(counter.value)
             ready = merged
-            while ready < len(planned_order) and planned_order[ready].done():
+            while ready < len(in_order) and in_order[ready].done():
                 ready += 1
-            for future in planned_order[merged:ready]:
+            for future in in_order[merged:ready]:
                 try:
                     result = future.result()
                 except OSError as error:
                     summary.problems.append(f"{futures[future].task.path}: {error}")
                     continue
                 merge_result(result)
-            if merged < ready < len(planned_order):
+            if merged < ready < len(in_order):
                 merge_result.between()
             merged = ready

@@ -363,7 +363,7 @@ def check_database(path: str | Path) -> None:
     with open(path, "rb") as file:
         if file.read(len(SQLITE_HEADER)) != SQLITE_HEADER:
             raise DatabaseError(f"{path}: not a SQLite database; give --db a tlindex database or a new file name")
-    roll_back_hot_journal(path)
+    _roll_back_hot_journal(path)
     try:
         conn = connect(f"file:{path}?mode=ro", uri=True)
         try:
@@ -378,7 +378,7 @@ def check_database(path: str | Path) -> None:
                             f"tlindex writes only to its own databases: give --db another file")
 
 
-def roll_back_hot_journal(path: Path) -> None:
+def _roll_back_hot_journal(path: Path) -> None:
     """A rollback journal a killed writer left beside the database (a new one killed while it switched to WAL)
     rolled back by a connection that may write, as SQLite does when one opens it: a read-only one cannot, and
     refused to read the database ("attempt to write a readonly database"). SQLite leaves the journal of a writer
