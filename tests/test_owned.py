@@ -238,7 +238,8 @@ def test_a_report_killed_by_sigkill_leaves_a_partial_the_next_report_removes(tmp
     killed = subprocess.Popen([sys.executable, "-m", "tlindex", "report", str(DATA), "-o", str(out), "-j", "2"],
                               start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
-    while not [p for p in tmp_path.iterdir() if p.name.startswith(".out.partial-") and any(p.iterdir())]:
+    while not [p for p in tmp_path.iterdir() if p.name.startswith(".out.partial-")  # writing pages, its marker written
+               and any(q.name != owned.MARKER for q in p.iterdir())]:
         assert killed.poll() is None and time.monotonic() < deadline
         time.sleep(0.05)
     os.killpg(killed.pid, signal.SIGKILL)
