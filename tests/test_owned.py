@@ -301,6 +301,51 @@ def test_a_report_killed_by_sigkill_leaves_a_scratch_database_the_next_report_re
         running.wait()
 
 
+def left_unfinished(folder: Path, marker: str | None, age_s: float, other: str | None = None) -> Path:
+    """A folder as a command killed (kill -9) as it made it leaves it: no marker, or the first bytes of one."""
+    folder.mkdir(parents=True)
+    if marker is not None:
+        (folder / owned.MARKER).write_text(marker)
+    if other is not None:
+        (folder / other).write_text("someone's notes")
+    os.utime(folder, (time.time() - age_s, time.time() - age_s))
+    return folder
+
+
+def test_folders_of_commands_killed_before_their_marker_was_whole_are_removed_by_the_next(tmp_path, monkeypatch):
+    """Reproduction: a report killed while it wrote its partial's marker left an unmarked `.OUT.partial-*` that no
+    later report removed; so did a scratch folder in TMPDIR and an ingest's staging folder killed as they were
+    marked, and the old report a killed `--overwrite` was removing (`.OUT.old-*`, unmarked then).
+    The next command removes those that hold nothing but an empty or cut marker once a minute old (a running
+    command's may be that young; a staging folder without its lock file, once ten minutes old), and the old
+    report's folder, now marked. A young one, one holding anything else, or one without a marker stays."""
+    import tempfile
+
+    from tlindex.ingest import pipeline
+
+    cut = owned.marker_text("report")[:7]
+    out, temporary = tmp_path / "out", tmp_path / "tmp"
+    gone = [left_unfinished(tmp_path / ".out.partial-cut", cut, 120), left_unfinished(tmp_path / ".out.partial-empty",
+            "", 120), left_unfinished(temporary / "tlindex-report-cut", owned.marker_text("scratch")[:3], 120)]
+    kept = [left_unfinished(tmp_path / ".out.partial-young", cut, 1), left_unfinished(tmp_path / ".out.partial-notes",
+            cut, 120, other="notes.txt"), left_unfinished(temporary / "tlindex-report-notes", None, 120, "notes.txt"),
+            left_unfinished(tmp_path / ".out.partial-none", None, 120)]  # no marker at all: anyone's (a mount point)
+    old = owned.make_dir(tmp_path / ".out.old-k1ll3d", "report")
+    owned.make_dir(old / "report", "report")
+    (old / "report" / "index.html").write_text("an old report, half removed")
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    result = CliRunner().invoke(cli, ["report", str(DATA / "graph_breaks"), "-o", str(out), "--silent"])
+    assert result.exit_code == 0, result.output
+    assert not [p for p in gone + [old] if p.exists()]
+    assert sorted(p for p in [*tmp_path.iterdir(), *temporary.iterdir()] if p.name not in ("out", "tmp")) == sorted(kept)
+    staging = left_unfinished(tmp_path / ".traces.db.staging-cut", owned.marker_text("staging")[:1],
+                              pipeline.STALE_UNLOCKED_S + 60)  # no lock file in it: stale after this
+    assert ingest(tmp_path / "traces.db", [str(DATA / "graph_breaks")]).files
+    assert not staging.exists()
+    report_cut = left_unfinished(tmp_path / "cut", owned.marker_text("report")[:-4], 120)  # '{"tlindex": "rep'
+    assert owned.unfinished(report_cut, "report") and not owned.unfinished(report_cut, "export")
+
+
 def test_ingest_reads_no_link_that_leaves_the_folder_and_says_so(tmp_path):
     """Reproduction: a link named like a trace log, pointing at secret/id_rsa, was followed and the key's lines
     stored in ingest_errors (served by /db/ingest_errors.json). The key here is hand-made text, not a key."""

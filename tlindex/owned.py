@@ -12,7 +12,8 @@ the moment it exists until it is moved into place or removed, so whatever way a 
 (tlindex.stopping), `remove_temporaries` can take away what it left and say whether anything stayed.
 A partial output is also locked (flock) by its command while it lives: the partial a killed command (kill -9)
 left beside its destination is one nobody holds, and the next command writing there removes it when it is
-tlindex's (its marker, or a file's first bytes).
+tlindex's (its marker, or a file's first bytes), or when it was killed as it wrote the folder's marker
+(`unfinished`: nothing in it but an empty or cut marker).
 
 A single file tlindex writes (a chromium trace) is tlindex's when it begins with what tlindex writes first
 (`head`): any other file already at its path is refused without `replace` (`check_file`).
@@ -26,6 +27,7 @@ import os
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,6 +38,7 @@ from tlindex.stopping import deferred_signals
 MARKER = ".tlindex-owned"
 MARKER_MAX_BYTES = 4096  # a marker is a line of JSON; anything bigger is not one
 KINDS = ("report", "export", "trace", "staging", "scratch")
+UNFINISHED_AFTER_S = 60  # a folder without its whole marker counts as a killed command's once this old (`unfinished`)
 
 _temporaries: dict[Path, None] = {}  # this process's temporaries that may still exist (insertion order)
 _locks: dict[Path, int] = {}  # partial outputs and scratch folders this process holds locked (their descriptors)
@@ -64,6 +67,28 @@ def owns(folder: Path, kind: str) -> bool:
         return marker.read_text(encoding="utf-8") == marker_text(kind)
     except (OSError, ValueError):
         return False
+
+
+def unfinished(folder: Path, kind: str) -> bool:
+    """Whether `folder` is one tlindex was making as a `kind` when it was killed (kill -9) as it wrote its marker:
+    nothing in it but MARKER, empty or cut short, and older than UNFINISHED_AFTER_S (a running command's may be that
+    young). Removing it loses nothing. (A folder killed before its marker existed is empty: it could be anyone's, a
+    mount point, and stays.)"""
+    try:
+        if folder.is_symlink() or not folder.is_dir() or os.listdir(folder) != [MARKER]:
+            return False
+        if time.time() - folder.stat().st_mtime < UNFINISHED_AFTER_S:
+            return False
+        whole, marker = marker_text(kind).encode("utf-8"), folder / MARKER
+        info = marker.lstat()
+        return stat.S_ISREG(info.st_mode) and info.st_size < len(whole) and whole.startswith(marker.read_bytes())
+    except OSError:
+        return False
+
+
+def left_by_a_killed(folder: Path, kind: str) -> bool:
+    """Whether `folder` may be a killed command's `kind` to remove (if nobody holds it): tlindex's, or unfinished."""
+    return owns(folder, kind) or unfinished(folder, kind)
 
 
 def is_empty(folder: Path) -> bool:
@@ -138,10 +163,10 @@ def scratch_dir(prefix: str, sweep: bool = True) -> Path:
 
 def remove_dead_scratch(prefix: str) -> list[Path]:
     """Remove the scratch folders (`prefix`*) in TMPDIR that killed commands left (kill -9, when no way out runs),
-    and only those: marked as tlindex's, and that nobody holds. (It lists TMPDIR: ~1 ms per 1,000 entries.)"""
+    and only those: tlindex's (or unfinished), and that nobody holds. (It lists TMPDIR: ~1 ms per 1,000 entries.)"""
     parent = tempfile.gettempdir()
     return _remove_unheld(glob.glob(os.path.join(glob.escape(parent), f"{glob.escape(prefix)}*")),
-                          lambda found: owns(found, "scratch"))
+                          lambda found: left_by_a_killed(found, "scratch"))
 
 
 def keep(path: Path) -> None:
@@ -345,15 +370,25 @@ def _remove_unheld(paths: Iterable[str], ours: Callable[[Path], bool]) -> list[P
 
 def new_partial(out: Path, kind: str) -> Path:
     """A fresh folder of `kind` beside `out` to write it into, with the permissions a new folder gets here
-    (mkdtemp's are 0700: a report on a shared file server would be unreadable to others)."""
+    (mkdtemp's are 0700: a report on a shared file server would be unreadable to others). What killed commands
+    left beside `out` goes first: their partials, and the old `out` one was removing (`.OUT.old-*`)."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    remove_dead_partials(out, lambda found: owns(found, kind))
-    partial = temporary_dir(f".{out.name}.partial-", out.parent, kind)
+    remove_dead_partials(out, lambda found: left_by_a_killed(found, kind))
+    _remove_unheld(glob.glob(os.path.join(glob.escape(str(out.parent)), f".{glob.escape(out.name)}.old-*")),
+                   lambda found: left_by_a_killed(found, kind))
+    partial = _held_dir(f".{out.name}.partial-", out.parent, kind)
     partial.chmod(0o777 & ~_umask())
-    fd = os.open(partial, os.O_RDONLY)
-    _lock(fd)  # held while this command lives (its forked workers share it): a killed one's is free
-    _locks[partial] = fd
     return partial
+
+
+def _held_dir(prefix: str, parent: Path, kind: str) -> Path:
+    """A temporary folder of `kind` in `parent`, marked, and locked while this command lives (its forked workers
+    share the lock): a killed one's is free."""
+    folder = temporary_dir(prefix, parent, kind)
+    fd = os.open(folder, os.O_RDONLY)
+    _lock(fd)
+    _locks[folder] = fd
+    return folder
 
 
 def _umask() -> int:
@@ -375,8 +410,8 @@ def swap_into_place(partial: Path, out: Path, kind: str) -> None:
     old = None
     with deferred_signals():  # stopped between the two renames, the old one would be lost with the temporaries
         if out.exists():
-            old = temporary_dir(f".{out.name}.old-", out.parent)
-            out.rename(old / kind)
+            old = _held_dir(f".{out.name}.old-", out.parent, kind)  # marked: killed while it is removed, the next
+            out.rename(old / kind)  # command writing `out` removes it
         try:
             partial.rename(out)
         except BaseException:
