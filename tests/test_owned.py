@@ -318,25 +318,30 @@ def test_folders_of_commands_killed_before_their_marker_was_whole_are_removed_by
     marked, and the old report a killed `--overwrite` was removing (`.OUT.old-*`, unmarked then).
     The next command removes those that hold nothing but an empty or cut marker once a minute old (a running
     command's may be that young; a staging folder without its lock file, once ten minutes old), and the old
-    report's folder, now marked. A young one, one holding anything else, or one without a marker stays."""
+    report's folder, now marked, once a newer report is in place (before, it is the only copy). A young one, one
+    holding anything else, or one without a marker stays."""
     import tempfile
 
     from tlindex.ingest import pipeline
 
     cut = owned.marker_text("report")[:7]
     out, temporary = tmp_path / "out", tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    old = owned.make_dir(tmp_path / ".out.old-k1ll3d", "report")  # killed between its two renames: no `out` yet
+    owned.make_dir(old / "report", "report")
+    (old / "report" / "index.html").write_text("the old report, moved aside")
+    report = ["report", str(DATA / "graph_breaks"), "-o", str(out), "--silent", "--overwrite"]
+    assert CliRunner().invoke(cli, report).exit_code == 0
+    assert (old / "report" / "index.html").exists()  # the only copy then: kept
     gone = [left_unfinished(tmp_path / ".out.partial-cut", cut, 120), left_unfinished(tmp_path / ".out.partial-empty",
             "", 120), left_unfinished(temporary / "tlindex-report-cut", owned.marker_text("scratch")[:3], 120)]
     kept = [left_unfinished(tmp_path / ".out.partial-young", cut, 1), left_unfinished(tmp_path / ".out.partial-notes",
             cut, 120, other="notes.txt"), left_unfinished(temporary / "tlindex-report-notes", None, 120, "notes.txt"),
             left_unfinished(tmp_path / ".out.partial-none", None, 120)]  # no marker at all: anyone's (a mount point)
-    old = owned.make_dir(tmp_path / ".out.old-k1ll3d", "report")
-    owned.make_dir(old / "report", "report")
-    (old / "report" / "index.html").write_text("an old report, half removed")
-    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
-    result = CliRunner().invoke(cli, ["report", str(DATA / "graph_breaks"), "-o", str(out), "--silent"])
+    result = CliRunner().invoke(cli, report)
     assert result.exit_code == 0, result.output
-    assert not [p for p in gone + [old] if p.exists()]
+    assert not [p for p in gone + [old] if p.exists()]  # a newer `out` in place: the old one is superseded
     assert sorted(p for p in [*tmp_path.iterdir(), *temporary.iterdir()] if p.name not in ("out", "tmp")) == sorted(kept)
     staging = left_unfinished(tmp_path / ".traces.db.staging-cut", owned.marker_text("staging")[:1],
                               pipeline.STALE_UNLOCKED_S + 60)  # no lock file in it: stale after this

@@ -371,11 +371,13 @@ def _remove_unheld(paths: Iterable[str], ours: Callable[[Path], bool]) -> list[P
 def new_partial(out: Path, kind: str) -> Path:
     """A fresh folder of `kind` beside `out` to write it into, with the permissions a new folder gets here
     (mkdtemp's are 0700: a report on a shared file server would be unreadable to others). What killed commands
-    left beside `out` goes first: their partials, and the old `out` one was removing (`.OUT.old-*`)."""
+    left beside `out` goes first: their partials, and the old `out` one was removing (`.OUT.old-*`) once a newer
+    `out` is in place."""
     out.parent.mkdir(parents=True, exist_ok=True)
     remove_dead_partials(out, lambda found: left_by_a_killed(found, kind))
-    _remove_unheld(glob.glob(os.path.join(glob.escape(str(out.parent)), f".{glob.escape(out.name)}.old-*")),
-                   lambda found: left_by_a_killed(found, kind))
+    if out.exists():  # an old `out` moved aside is superseded once a new one took its place (killed in between, not)
+        _remove_unheld(glob.glob(os.path.join(glob.escape(str(out.parent)), f".{glob.escape(out.name)}.old-*")),
+                       lambda found: left_by_a_killed(found, kind))
     partial = _held_dir(f".{out.name}.partial-", out.parent, kind)
     partial.chmod(0o777 & ~_umask())
     return partial
