@@ -534,7 +534,7 @@ def main() -> None:
                         report_ratios.append(tlparse_runs[-1]["seconds"] / report_runs[-1]["seconds"])
                 print(name, tlindex_runs[-1], report_runs[-1] if report_runs else "",
                       tlparse_runs[-1] if tlparse_runs else "", file=sys.stderr)
-            median = lambda runs: {k: statistics.median(r[k] for r in runs)  # noqa: E731
+            median = lambda runs: {k: round(statistics.median(r[k] for r in runs), 3)  # noqa: E731
                                    for k in runs[0] if isinstance(runs[0][k], (int, float))}
             case = {"name": name, "mb": round(input_bytes(path) / 2**20), "tlindex": median(tlindex_runs),
                     "ratios": [] if unfair else [round(r, 2) for r in ratios]}
