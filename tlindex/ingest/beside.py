@@ -33,8 +33,9 @@ KEEP_RAW_UP_TO = 64 << 20  # logs up to this many bytes in all: their payloads s
 class Beside:
     """An ingest going on in a child process (`pid`), into DATABASE of a scratch folder of this process."""
 
-    def __init__(self, pid: int, pipe: int, folder: Path):
+    def __init__(self, pid: int, pipe: int, folder: Path, size: int):
         self.pid, self.pipe, self.folder = pid, pipe, folder
+        self.size = size  # bytes of the logs, as stored
         self.db = folder / DATABASE
         self.exit_code: int | None = None  # once reaped
 
@@ -77,6 +78,7 @@ def ingest_beside(paths: list[str], jobs: int | None, progress: Callable[[int, i
     except (OSError, AttributeError):
         pass
     parent = os.getpid()
+    size = _size(paths)
     folder = scratch_dir(PREFIX, sweep=False)  # the dead ones are removed while the child ingests
     reading, writing = os.pipe()
     try:
@@ -90,20 +92,20 @@ def ingest_beside(paths: list[str], jobs: int | None, progress: Callable[[int, i
         raise
     if pid == 0:
         os.close(reading)
-        _child(parent, writing, folder / DATABASE, paths, jobs, progress, finished)  # never returns
+        _child(parent, writing, folder / DATABASE, paths, size, jobs, progress, finished)  # never returns
     os.close(writing)
     remove_dead_scratch(PREFIX)
-    return Beside(pid, reading, folder)
+    return Beside(pid, reading, folder, size)
 
 
-def _child(parent: int, pipe: int, db: Path, paths: list[str], jobs: int | None,
+def _child(parent: int, pipe: int, db: Path, paths: list[str], size: int, jobs: int | None,
            progress: Callable[[int, int], None] | None, finished: Callable[[], None] | None) -> None:
     """In the child: the ingest, its summary (or what it raised) sent to the parent; the process then ends."""
     code = 1
     try:
         try:
             worker_started(parent)
-            if _size(paths) <= KEEP_RAW_UP_TO:
+            if size <= KEEP_RAW_UP_TO:
                 keep_raw()  # the database is read once, by the parent: its payloads are not compressed
             result = (True, ingest(db, paths, jobs=jobs, progress=progress, search_index=False,
                                    scratch=True))  # read once, by the parent

@@ -132,16 +132,21 @@ def renderer():
     return ReportRenderer
 
 
-def prepare(still_time: Callable[[], bool]) -> None:
-    """What a report needs before its database exists, done now (while its logs are ingested elsewhere): the
-    renderer imported; while `still_time()`, its templates loaded and the workers' pool imported, which the
-    workers forked later then have."""
+WORKERS_LIKELY_FROM = 1 << 20  # bytes of logs from which a report likely has pages for workers (build.PARALLEL_FROM:
+# the 3.6 MB vLLM log of tests/data has 184; tlparse's 0.75 MB cache_hit_miss.log 52): their pool is imported ahead
+
+
+def prepare(still_time: Callable[[], bool], size: int) -> None:
+    """What a report needs before its database exists, done now (while its logs, `size` bytes, are ingested
+    elsewhere): the renderer imported; while `still_time()`, its templates loaded and, for logs of
+    WORKERS_LIKELY_FROM bytes or more, the workers' pool imported, which the workers forked later then have (a small
+    report imports none: whether it would hung on how fast the ingest went)."""
     renderer()
     if still_time():
         from tlindex.render.site import load_templates
 
         load_templates()
-    if still_time():
+    if size >= WORKERS_LIKELY_FROM and still_time():
         import tlindex.worker_pool  # noqa: F401
 
 
@@ -188,7 +193,7 @@ def make_report(out: Path, paths: list[str], db_path: str | None, run_names: lis
             return Outcome(runs, write_report(handle.path, out, runs, overwrite, page_progress, jobs, run_facts,
                                               handle.conn), [])
     if beside is not None:
-        prepare(beside.running)  # while the child ingests
+        prepare(beside.running, beside.size)  # while the child ingests
         return _report_of_logs(beside.db, beside.wait(), out, paths, run_names, overwrite, jobs, page_progress,
                                run_facts)
     with scratch("tlindex-report-") as temporary:
