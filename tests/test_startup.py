@@ -85,8 +85,8 @@ def test_a_query_printed_as_json_loads_no_table_printer_and_no_page(tmp_path):
 def test_a_report_loads_the_renderer_without_datasette_or_the_plugin(tmp_path):
     """The report renders the pages with the server's renderer and templates (tlindex.render), not with Datasette
     (whose import was 0.05 s of every report) nor the plugin; it forks no worker for a log of a few pages, and
-    imports no pool of them. (It imported one ahead whenever the log's ingest outlasted the renderer's set-up: this
-    test failed once in a full run.)"""
+    imports no pool of them. (It imported one ahead whenever the log's ingest outlasted the renderer's set-up: the
+    likeliest cause of this test's one failure in a full run.)"""
     modules, printed = loaded_by("report", str(LOG), "-o", str(tmp_path / "out"), cwd=tmp_path)
     assert "Report of 1 run" in printed and (tmp_path / "out" / "index.html").exists()
     assert "tlindex.render.report" in modules and "jinja2" in modules
