@@ -319,7 +319,7 @@ def test_folders_of_commands_killed_before_their_marker_was_whole_are_removed_by
     The next command removes those that hold nothing but an empty or cut marker once a minute old (a running
     command's may be that young; a staging folder without its lock file, once ten minutes old), and the old
     report's folder, now marked, once a newer report is in place (before, it is the only copy). A young one, one
-    holding anything else, or one without a marker stays."""
+    holding anything else (a copy of a report named like an old one), or one without a marker stays."""
     import tempfile
 
     from tlindex.ingest import pipeline
@@ -331,9 +331,12 @@ def test_folders_of_commands_killed_before_their_marker_was_whole_are_removed_by
     old = owned.make_dir(tmp_path / ".out.old-k1ll3d", "report")  # killed between its two renames: no `out` yet
     owned.make_dir(old / "report", "report")
     (old / "report" / "index.html").write_text("the old report, moved aside")
+    copy = owned.make_dir(tmp_path / ".out.old-mine", "report")  # a copy of a report the user named so
+    (copy / "index.html").write_text("a report")
     report = ["report", str(DATA / "graph_breaks"), "-o", str(out), "--silent", "--overwrite"]
-    assert CliRunner().invoke(cli, report).exit_code == 0
-    assert (old / "report" / "index.html").exists()  # the only copy then: kept
+    failed = CliRunner().invoke(cli, [*report[:-2], "--run", "no-such-run", "--silent"])
+    assert failed.exit_code != 0 and not out.exists()
+    assert (old / "report" / "index.html").exists()  # the only copy still: kept
     gone = [left_unfinished(tmp_path / ".out.partial-cut", cut, 120), left_unfinished(tmp_path / ".out.partial-empty",
             "", 120), left_unfinished(temporary / "tlindex-report-cut", owned.marker_text("scratch")[:3], 120)]
     kept = [left_unfinished(tmp_path / ".out.partial-young", cut, 1), left_unfinished(tmp_path / ".out.partial-notes",
@@ -342,13 +345,46 @@ def test_folders_of_commands_killed_before_their_marker_was_whole_are_removed_by
     result = CliRunner().invoke(cli, report)
     assert result.exit_code == 0, result.output
     assert not [p for p in gone + [old] if p.exists()]  # a newer `out` in place: the old one is superseded
-    assert sorted(p for p in [*tmp_path.iterdir(), *temporary.iterdir()] if p.name not in ("out", "tmp")) == sorted(kept)
+    assert sorted(p for p in [*tmp_path.iterdir(), *temporary.iterdir()] if p.name not in ("out", "tmp")) == sorted(
+        kept + [copy])
     staging = left_unfinished(tmp_path / ".traces.db.staging-cut", owned.marker_text("staging")[:1],
                               pipeline.STALE_UNLOCKED_S + 60)  # no lock file in it: stale after this
     assert ingest(tmp_path / "traces.db", [str(DATA / "graph_breaks")]).files
     assert not staging.exists()
     report_cut = left_unfinished(tmp_path / "cut", owned.marker_text("report")[:-4], 120)  # '{"tlindex": "rep'
     assert owned.unfinished(report_cut, "report") and not owned.unfinished(report_cut, "export")
+
+
+def test_a_folder_is_locked_before_it_is_marked_and_unmarked_last(tmp_path, monkeypatch):
+    """Review: a report's partial folder (and the old report moved aside) was marked before its command locked it:
+    a command paused there had its folder taken for a killed one's and removed. And shutil.rmtree removes in the
+    folder's listing order, marker first as often as not: killed midway, a removal left an unmarked folder that no
+    command removes. Every folder is now locked before its marker is written, and removed marker last."""
+    real_mark, real_unlink, unlinked = owned.mark, os.unlink, []
+
+    def mark(folder: Path, kind: str) -> None:
+        probe = os.open(folder, os.O_RDONLY)
+        try:
+            assert not owned._lock(probe), f"{folder} marked before it was locked"
+        finally:
+            os.close(probe)
+        real_mark(folder, kind)
+
+    monkeypatch.setattr(owned, "mark", mark)
+    out = tmp_path / "out"
+    for _ in range(2):  # the second one moves the first aside
+        partial = owned.new_partial(out, "report")
+        for n in range(40):
+            (partial / f"page-{n}.html").write_text("a page")
+        owned.swap_into_place(partial, out, "report")
+
+    def unlink(path, *args, **kwargs):
+        unlinked.append(os.path.basename(path))
+        real_unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    owned.remove(out, "report")
+    assert not out.exists() and len(unlinked) == 41 and unlinked[-1] == owned.MARKER
 
 
 def test_ingest_reads_no_link_that_leaves_the_folder_and_says_so(tmp_path):

@@ -112,7 +112,28 @@ def remove(folder: Path, kind: str) -> None:
     """Remove a folder tlindex made as a `kind`, with everything in it; anything else is refused (NotOwned)."""
     if not owns(folder, kind):
         raise NotOwned(f"{folder}: not a {kind} folder made by tlindex (it holds no {MARKER} of one): left alone")
-    shutil.rmtree(folder)
+    remove_tree(folder)
+
+
+def remove_tree(folder: Path, ignore_errors: bool = False) -> None:
+    """A folder removed with everything in it, its MARKER last: a command killed midway (shutil.rmtree goes in the
+    folder's listing order, which can put the marker first) leaves a folder still marked as tlindex's, which the
+    next command removes, not an unmarked one that nothing would."""
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name != MARKER:
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path)
+                    else:
+                        os.unlink(entry.path)
+        if os.path.lexists(folder / MARKER):
+            os.unlink(folder / MARKER)
+        folder.rmdir()
+    except OSError:
+        if not ignore_errors:
+            raise
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 # --- temporaries ----------------------------------------------------------------------------------
@@ -187,7 +208,7 @@ def discard(path: Path) -> bool:
     (one that could not be removed stays registered, and `remove_temporaries` names it)."""
     try:
         if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path)
+            remove_tree(path)
         else:
             path.unlink(missing_ok=True)
     except FileNotFoundError:
@@ -357,7 +378,7 @@ def _remove_unheld(paths: Iterable[str], ours: Callable[[Path], bool]) -> list[P
             if not _lock(fd):
                 continue  # a running command's
             if found.is_dir() and not found.is_symlink():
-                shutil.rmtree(found, ignore_errors=True)
+                remove_tree(found, ignore_errors=True)
             else:
                 found.unlink(missing_ok=True)
             removed.append(found)
@@ -370,26 +391,25 @@ def _remove_unheld(paths: Iterable[str], ours: Callable[[Path], bool]) -> list[P
 
 def new_partial(out: Path, kind: str) -> Path:
     """A fresh folder of `kind` beside `out` to write it into, with the permissions a new folder gets here
-    (mkdtemp's are 0700: a report on a shared file server would be unreadable to others). What killed commands
-    left beside `out` goes first: their partials, and the old `out` one was removing (`.OUT.old-*`) once a newer
-    `out` is in place."""
+    (mkdtemp's are 0700: a report on a shared file server would be unreadable to others). The partials killed
+    commands left beside `out` go first."""
     out.parent.mkdir(parents=True, exist_ok=True)
     remove_dead_partials(out, lambda found: left_by_a_killed(found, kind))
-    if out.exists():  # an old `out` moved aside is superseded once a new one took its place (killed in between, not)
-        _remove_unheld(glob.glob(os.path.join(glob.escape(str(out.parent)), f".{glob.escape(out.name)}.old-*")),
-                       lambda found: left_by_a_killed(found, kind))
     partial = _held_dir(f".{out.name}.partial-", out.parent, kind)
     partial.chmod(0o777 & ~_umask())
     return partial
 
 
 def _held_dir(prefix: str, parent: Path, kind: str) -> Path:
-    """A temporary folder of `kind` in `parent`, marked, and locked while this command lives (its forked workers
-    share the lock): a killed one's is free."""
-    folder = temporary_dir(prefix, parent, kind)
-    fd = os.open(folder, os.O_RDONLY)
-    _lock(fd)
-    _locks[folder] = fd
+    """A temporary folder of `kind` in `parent`, locked while this command lives (its forked workers share the lock:
+    a killed one's is free), then marked: no other command takes a folder it sees marked for a dead one's."""
+    with deferred_signals():
+        folder = temporary_dir(prefix, parent)
+        fd = os.open(folder, os.O_RDONLY)
+        _locks[folder] = fd
+        if not _lock(fd):  # nobody else knows of it yet
+            raise OSError(f"{folder}: locked by another process as it was made")
+        mark(folder, kind)
     return folder
 
 
@@ -406,14 +426,14 @@ def replaceable(out: Path, kind: str) -> bool:
 
 def swap_into_place(partial: Path, out: Path, kind: str) -> None:
     """The complete folder becomes `out`; an old `out` (checked again: it may have changed since the command
-    started) stays until then, and is removed after."""
+    started) stays until then, and is removed after, with those killed commands left aside."""
     if out.is_symlink() or (out.exists() and not replaceable(out, kind)):
         raise NotOwned(f"{out}: changed while tlindex wrote its {kind}, and is no longer one tlindex may replace")
     old = None
     with deferred_signals():  # stopped between the two renames, the old one would be lost with the temporaries
         if out.exists():
-            old = _held_dir(f".{out.name}.old-", out.parent, kind)  # marked: killed while it is removed, the next
-            out.rename(old / kind)  # command writing `out` removes it
+            old = _held_dir(f".{out.name}.old-", out.parent, kind)  # marked: killed while it is removed, it is
+            out.rename(old / kind)  # removed by the next command that puts a new `out` in place
         try:
             partial.rename(out)
         except BaseException:
@@ -423,3 +443,19 @@ def swap_into_place(partial: Path, out: Path, kind: str) -> None:
         keep(partial)
     if old is not None:
         discard(old)
+    # a newer `out` is in place: the old ones killed commands left aside (between their renames, or while removing
+    # them) are no one's only copy any more
+    _remove_unheld(glob.glob(os.path.join(glob.escape(str(out.parent)), f".{glob.escape(out.name)}.old-*")),
+                   lambda found: _left_aside(found, kind))
+
+
+def _left_aside(folder: Path, kind: str) -> bool:
+    """Whether `folder` (named `.OUT.old-*`) is an old `out` that a killed command moved aside: tlindex's (or its
+    marker cut), holding nothing but that `kind` folder (a copy of a report someone named so holds more)."""
+    try:
+        names = set(os.listdir(folder))
+    except OSError:
+        return False
+    inside = folder / kind
+    return (names <= {MARKER, kind} and (kind not in names or (inside.is_dir() and not inside.is_symlink()))
+            and left_by_a_killed(folder, kind))

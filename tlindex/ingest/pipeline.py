@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from tlindex.ingest.merge import delete_file_rows, merge
 from tlindex.ingest.runs import Attacher, assign_runs, check_label, rank_decisions, regroup_stopped
 from tlindex.ingest.task import Resume, Task, TaskResult, init_worker, run_in_worker, run_task
 from tlindex.ingest.text_index import APPEND_ONLY, refresh_fts
-from tlindex.owned import discard, left_by_a_killed, temporary_dir
+from tlindex.owned import discard, left_by_a_killed, remove_tree, temporary_dir
 from tlindex.stopping import can_fork
 from tlindex.store.db import immediate, make_deferred_indexes, open_db
 
@@ -229,11 +228,11 @@ def remove_stale_staging(db_path: Path, keep: Path) -> None:
         try:
             if not lock_path.exists():
                 if time.time() - folder.stat().st_mtime > STALE_UNLOCKED_S:
-                    shutil.rmtree(folder, ignore_errors=True)
+                    remove_tree(folder, ignore_errors=True)
                 continue
             with open(lock_path) as handle:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while its ingest runs
-                shutil.rmtree(folder, ignore_errors=True)
+                remove_tree(folder, ignore_errors=True)
         except OSError:
             continue  # in use, or gone already
 
