@@ -124,12 +124,12 @@ def test_export_replace_replaces_only_an_export_tlindex_wrote(fixtures_db, tmp_p
 def test_ingest_removes_only_staging_folders_an_ingest_made(tmp_path):
     """A killed ingest's staging folder is removed by the next one; a folder merely named like one is not."""
     db = tmp_path / "t.db"
-    lookalike = tmp_path / ".t.db.staging-mine"  # the user's, named like a staging folder, long unlocked
+    lookalike = tmp_path / ".t.db.staging-mine0000"  # the user's, named like a staging folder, long unlocked
     lookalike.mkdir()
     (lookalike / "keep.txt").write_text("mine")
-    left = owned.make_dir(tmp_path / ".t.db.staging-killed", "staging")  # a killed ingest's
+    left = owned.make_dir(tmp_path / ".t.db.staging-killed00", "staging")  # a killed ingest's
     (left / "0.db").write_bytes(b"half a staging database")
-    empty = tmp_path / ".t.db.staging-empty"  # not even a file in it: still not one an ingest made
+    empty = tmp_path / ".t.db.staging-empty000"  # not even a file in it: still not one an ingest made
     empty.mkdir()
     old = time.time() - 3600
     for folder in (lookalike, left, empty):
@@ -209,14 +209,14 @@ def test_a_partial_file_a_killed_export_left_is_removed_by_the_next(fixtures_db,
     from tlindex.formats.chromium import HEAD
 
     (run,) = scenario_run(connect(fixtures_db), "ddp_2ranks")
-    dead = tmp_path / ".trace.json.partial-k1ll3d"
+    dead = tmp_path / ".trace.json.partial-k1ll3d00"
     dead.write_bytes(HEAD + b'{"name": "proc')
-    other = tmp_path / ".trace.json.partial-notour"
+    other = tmp_path / ".trace.json.partial-notour00"
     other.write_text("someone's notes")
     result = CliRunner().invoke(cli, ["export", "chromium", str(tmp_path / "trace.json"), "--db", str(fixtures_db),
                                       "--run", str(run)])
     assert result.exit_code == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".trace.json.partial-notour", "trace.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".trace.json.partial-notour00", "trace.json"]
 
 
 HOLDS = """import sys, time
@@ -328,26 +328,29 @@ def test_folders_of_commands_killed_before_their_marker_was_whole_are_removed_by
     out, temporary = tmp_path / "out", tmp_path / "tmp"
     temporary.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temporary))
-    old = owned.make_dir(tmp_path / ".out.old-k1ll3d", "report")  # killed between its two renames: no `out` yet
+    old = owned.make_dir(tmp_path / ".out.old-k1ll3d00", "report")  # killed between its two renames: no `out` yet
     owned.make_dir(old / "report", "report")
     (old / "report" / "index.html").write_text("the old report, moved aside")
-    copy = owned.make_dir(tmp_path / ".out.old-mine", "report")  # a copy of a report the user named so
+    copy = owned.make_dir(tmp_path / ".out.old-mine0000", "report")  # a copy of a report the user named so
     (copy / "index.html").write_text("a report")
     report = ["report", str(DATA / "graph_breaks"), "-o", str(out), "--silent", "--overwrite"]
     failed = CliRunner().invoke(cli, [*report[:-2], "--run", "no-such-run", "--silent"])
     assert failed.exit_code != 0 and not out.exists()
     assert (old / "report" / "index.html").exists()  # the only copy still: kept
-    gone = [left_unfinished(tmp_path / ".out.partial-cut", cut, 120), left_unfinished(tmp_path / ".out.partial-empty",
-            "", 120), left_unfinished(temporary / "tlindex-report-cut", owned.marker_text("scratch")[:3], 120)]
-    kept = [left_unfinished(tmp_path / ".out.partial-young", cut, 1), left_unfinished(tmp_path / ".out.partial-notes",
-            cut, 120, other="notes.txt"), left_unfinished(temporary / "tlindex-report-notes", None, 120, "notes.txt"),
-            left_unfinished(tmp_path / ".out.partial-none", None, 120)]  # no marker at all: anyone's (a mount point)
+    gone = [left_unfinished(tmp_path / ".out.partial-cut00000", cut, 120), left_unfinished(tmp_path / ".out.partial-empty000",
+            "", 120), left_unfinished(temporary / "tlindex-report-cut00000", owned.marker_text("scratch")[:3], 120)]
+    kept = [left_unfinished(tmp_path / ".out.partial-young000", cut, 1), left_unfinished(tmp_path / ".out.partial-notes000",
+            cut, 120, other="notes.txt"), left_unfinished(temporary / "tlindex-report-notes000", None, 120, "notes.txt"),
+            left_unfinished(tmp_path / ".out.partial-none0000", None, 120)]  # no marker at all: anyone's (a mount point)
+    other_output = owned.make_dir(tmp_path / ".out.old-foo.old-x1y2z3w4", "report")  # the old one of `out.old-foo`
+    owned.make_dir(other_output / "report", "report")
+    kept.append(other_output)
     result = CliRunner().invoke(cli, report)
     assert result.exit_code == 0, result.output
     assert not [p for p in gone + [old] if p.exists()]  # a newer `out` in place: the old one is superseded
     assert sorted(p for p in [*tmp_path.iterdir(), *temporary.iterdir()] if p.name not in ("out", "tmp")) == sorted(
         kept + [copy])
-    staging = left_unfinished(tmp_path / ".traces.db.staging-cut", owned.marker_text("staging")[:1],
+    staging = left_unfinished(tmp_path / ".traces.db.staging-cut00000", owned.marker_text("staging")[:1],
                               pipeline.STALE_UNLOCKED_S + 60)  # no lock file in it: stale after this
     assert ingest(tmp_path / "traces.db", [str(DATA / "graph_breaks")]).files
     assert not staging.exists()
@@ -359,7 +362,10 @@ def test_a_folder_is_locked_before_it_is_marked_and_unmarked_last(tmp_path, monk
     """Review: a report's partial folder (and the old report moved aside) was marked before its command locked it:
     a command paused there had its folder taken for a killed one's and removed. And shutil.rmtree removes in the
     folder's listing order, marker first as often as not: killed midway, a removal left an unmarked folder that no
-    command removes. Every folder is now locked before its marker is written, and removed marker last."""
+    command removes. Every folder is now locked before its marker is written (an ingest's staging folder too), and
+    removed marker last."""
+    from tlindex.ingest import pipeline
+
     real_mark, real_unlink, unlinked = owned.mark, os.unlink, []
 
     def mark(folder: Path, kind: str) -> None:
@@ -378,6 +384,13 @@ def test_a_folder_is_locked_before_it_is_marked_and_unmarked_last(tmp_path, monk
             (partial / f"page-{n}.html").write_text("a page")
         owned.swap_into_place(partial, out, "report")
 
+    def staging_mark(folder: Path, kind: str) -> None:
+        assert (folder / pipeline.STAGING_LOCK).exists(), f"{folder} marked before its ingest's lock"
+        real_mark(folder, kind)
+
+    monkeypatch.setattr(pipeline, "mark", staging_mark)
+    assert ingest(tmp_path / "t.db", [str(DATA / "graph_breaks")]).files
+
     def unlink(path, *args, **kwargs):
         unlinked.append(os.path.basename(path))
         real_unlink(path, *args, **kwargs)
@@ -385,6 +398,75 @@ def test_a_folder_is_locked_before_it_is_marked_and_unmarked_last(tmp_path, monk
     monkeypatch.setattr(os, "unlink", unlink)
     owned.remove(out, "report")
     assert not out.exists() and len(unlinked) == 41 and unlinked[-1] == owned.MARKER
+
+
+def test_a_sweep_follows_no_link_swapped_in_for_the_folder_it_removes(tmp_path, monkeypatch):
+    """Review: in a shared TMPDIR another user can make a `tlindex-report-*` folder with the scratch marker, and swap
+    it for a link to the victim's folder while the victim's next report removes it: the removal, by path, went on
+    through the link and emptied the victim's folder. It now works through the folder it opened (and locked)."""
+    import tempfile
+
+    victim, temporary = tmp_path / "victim", tmp_path / "tmp"
+    temporary.mkdir()
+    planted = owned.make_dir(temporary / "tlindex-report-evil0000", "scratch")  # marked as a dead report's scratch
+    for folder in (victim / "docs", planted / "docs"):
+        folder.mkdir(parents=True)
+    for name in ("a", "b", "c", "docs/paper"):
+        (victim / name).write_text("the victim's")
+        (planted / name).write_text("planted")
+    before, real_unlink = user_folder(victim), os.unlink
+
+    def unlink(path, *args, **kwargs):
+        if not planted.is_symlink():  # the swap, as the first entry goes
+            os.rename(planted, tmp_path / "planted.real")
+            os.symlink(victim, planted)
+        real_unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    owned.remove_dead_scratch("tlindex-report-")
+    monkeypatch.undo()
+    assert user_folder(victim) == before
+
+
+def test_what_cannot_be_removed_stays_marked_for_the_next_command(tmp_path, monkeypatch):
+    """Review: a sweep that met an entry it could not remove fell back to shutil.rmtree, which took the marker
+    with everything else it could: the rest, unmarked, was left for good. It now stays marked."""
+    dead = owned.make_dir(tmp_path / ".out.partial-dead0000", "report")
+    for name in ("index.html", "stuck.html", "trie.html"):
+        (dead / name).write_text("a page")
+    real_unlink = os.unlink
+
+    def unlink(path, *args, **kwargs):
+        if os.path.basename(path) == "stuck.html":
+            raise PermissionError(1, "Operation not permitted", path)
+        real_unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    assert owned.remove_dead_partials(tmp_path / "out", lambda found: owned.owns(found, "report"))
+    assert owned.owns(dead, "report") and (dead / "stuck.html").exists()
+    monkeypatch.undo()
+    owned.remove_dead_partials(tmp_path / "out", lambda found: owned.owns(found, "report"))  # the next command
+    assert not dead.exists()
+
+
+def test_where_no_lock_can_be_taken_a_report_is_written_and_nothing_is_swept(fixtures_db, tmp_path, monkeypatch):
+    """Review: on a file system that refuses flock (NFS without its lock daemon: ENOLCK) every report failed, its
+    fresh partial said to be "locked by another process". It is written; and since whether another command still
+    holds a partial cannot be known there, none is swept."""
+    import errno
+    import fcntl
+
+    def flock(fd, operation):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    dead = owned.make_dir(tmp_path / ".out.partial-dead0000", "report")
+    (run,) = scenario_run(connect(fixtures_db), "ddp_2ranks")
+    monkeypatch.setattr(fcntl, "flock", flock)
+    result = CliRunner().invoke(cli, ["report", "--db", str(fixtures_db), "--run", str(run), "-o", str(tmp_path / "out"),
+                                      "--silent", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out" / "index.html").exists() and dead.exists()
 
 
 def test_ingest_reads_no_link_that_leaves_the_folder_and_says_so(tmp_path):

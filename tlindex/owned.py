@@ -24,12 +24,13 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from tlindex.errors import NotOwned  # noqa: F401 (raised here, imported from here by callers)
@@ -38,6 +39,8 @@ from tlindex.stopping import deferred_signals
 MARKER = ".tlindex-owned"
 MARKER_MAX_BYTES = 4096  # a marker is a line of JSON; anything bigger is not one
 KINDS = ("report", "export", "trace", "staging", "scratch")
+_BY_DESCRIPTOR = {os.open, os.stat, os.unlink, os.rmdir} <= os.supports_dir_fd  # remove_tree's calls (not on Windows)
+TEMPFILE_SUFFIX = "[a-z0-9_]{8}"  # what tempfile adds to a prefix to name a temporary (its _RandomNameSequence)
 UNFINISHED_AFTER_S = 60  # a folder without its whole marker counts as a killed command's once this old (`unfinished`)
 
 _temporaries: dict[Path, None] = {}  # this process's temporaries that may still exist (insertion order)
@@ -69,13 +72,13 @@ def owns(folder: Path, kind: str) -> bool:
         return False
 
 
-def unfinished(folder: Path, kind: str) -> bool:
+def unfinished(folder: Path, kind: str, besides: frozenset[str] = frozenset()) -> bool:
     """Whether `folder` is one tlindex was making as a `kind` when it was killed (kill -9) as it wrote its marker:
-    nothing in it but MARKER, empty or cut short, and older than UNFINISHED_AFTER_S (a running command's may be that
-    young). Removing it loses nothing. (A folder killed before its marker existed is empty: it could be anyone's, a
-    mount point, and stays.)"""
+    nothing in it but MARKER, empty or cut short (and any of the names `besides`: a staging folder's lock file), and
+    older than UNFINISHED_AFTER_S (a running command's may be that young). Removing it loses nothing. (A folder
+    killed before its marker existed is empty: it could be anyone's, a mount point, and stays.)"""
     try:
-        if folder.is_symlink() or not folder.is_dir() or os.listdir(folder) != [MARKER]:
+        if folder.is_symlink() or not folder.is_dir() or not {MARKER} <= set(os.listdir(folder)) <= {MARKER, *besides}:
             return False
         if time.time() - folder.stat().st_mtime < UNFINISHED_AFTER_S:
             return False
@@ -115,25 +118,56 @@ def remove(folder: Path, kind: str) -> None:
     remove_tree(folder)
 
 
-def remove_tree(folder: Path, ignore_errors: bool = False) -> None:
+def remove_tree(folder: Path, ignore_errors: bool = False, held: int | None = None) -> None:
     """A folder removed with everything in it, its MARKER last: a command killed midway (shutil.rmtree goes in the
     folder's listing order, which can put the marker first) leaves a folder still marked as tlindex's, which the
-    next command removes, not an unmarked one that nothing would."""
+    next command removes, not an unmarked one that nothing would. The folder is opened without following a link and
+    emptied through that descriptor, as shutil.rmtree does: one swapped for a link meanwhile (another user's, in a
+    shared TMPDIR) is not followed. `held`: the folder as the caller opened and locked it (another one found at its
+    name is left alone). With `ignore_errors`, what cannot be removed stays, marked: a later command tries again."""
     try:
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                if entry.name != MARKER:
-                    if entry.is_dir(follow_symlinks=False):
-                        shutil.rmtree(entry.path)
-                    else:
-                        os.unlink(entry.path)
-        if os.path.lexists(folder / MARKER):
-            os.unlink(folder / MARKER)
-        folder.rmdir()
+        if not _BY_DESCRIPTOR:
+            shutil.rmtree(folder)
+            return
+        parent = os.open(folder.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            _empty(parent, folder, held)
+            os.rmdir(folder.name, dir_fd=parent)
+        finally:
+            os.close(parent)
     except OSError:
         if not ignore_errors:
             raise
-        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _empty(parent: int, folder: Path, held: int | None) -> None:
+    """remove_tree's first part: every entry of `folder` (in the folder open as `parent`) removed, MARKER last."""
+    fd = os.open(folder.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+    try:
+        if held is not None and _identity(os.fstat(held)) != _identity(os.fstat(fd)):
+            raise FileExistsError(f"{folder}: another folder than the one locked")
+        for name in os.listdir(fd):
+            if name != MARKER and stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                shutil.rmtree(name, dir_fd=fd)
+            elif name != MARKER:
+                os.unlink(name, dir_fd=fd)
+        with suppress(FileNotFoundError):
+            os.unlink(MARKER, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+def _identity(info: os.stat_result) -> tuple[int, int]:
+    return info.st_dev, info.st_ino
+
+
+def named_like(parent: Path | str, prefix: str) -> list[str]:
+    """The paths in `parent` named `prefix` and the 8 characters tempfile adds: the temporaries tlindex makes there
+    with that prefix look so, and a longer name that merely begins so (`.r.old-foo.old-x1y2z3w4`, the old folder of
+    an output `r.old-foo`, is not one of `.r.old-`'s) does not."""
+    pattern = re.compile(re.escape(prefix) + TEMPFILE_SUFFIX)
+    found = glob.glob(os.path.join(glob.escape(str(parent)), f"{glob.escape(prefix)}*"))
+    return [path for path in found if pattern.fullmatch(os.path.basename(path))]
 
 
 # --- temporaries ----------------------------------------------------------------------------------
@@ -186,8 +220,7 @@ def remove_dead_scratch(prefix: str) -> list[Path]:
     """Remove the scratch folders (`prefix`*) in TMPDIR that killed commands left (kill -9, when no way out runs),
     and only those: tlindex's (or unfinished), and that nobody holds. (It lists TMPDIR: ~1 ms per 1,000 entries.)"""
     parent = tempfile.gettempdir()
-    return _remove_unheld(glob.glob(os.path.join(glob.escape(parent), f"{glob.escape(prefix)}*")),
-                          lambda found: left_by_a_killed(found, "scratch"))
+    return _remove_unheld(named_like(parent, prefix), lambda found: left_by_a_killed(found, "scratch"))
 
 
 def keep(path: Path) -> None:
@@ -343,24 +376,27 @@ def check_file(path: Path, head: bytes, what: str, replace: bool) -> None:
         raise NotOwned(f"{path}: exists and is not a {what} tlindex wrote: left alone; --replace overwrites it")
 
 
-def _lock(fd: int) -> bool:
-    """Take an exclusive lock on an open file or folder without waiting; whether it was free (True without flock)."""
+def _lock(fd: int) -> bool | None:
+    """Take an exclusive lock on an open file or folder without waiting: True when taken, False when another
+    process holds it, None where there is no such lock (no flock, or a file system that refuses it: NFS without
+    its lock daemon)."""
     try:
         import fcntl
     except ImportError:
-        return True
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return True
-    except OSError:
+    except BlockingIOError:
         return False
+    except OSError:
+        return None
 
 
 def remove_dead_partials(out: Path, ours: Callable[[Path], bool]) -> list[Path]:
     """Remove the partial outputs (`.OUT.partial-*`) beside `out` that are tlindex's (`ours`) and that no running
     command holds (a killed one's): the paths removed."""
-    return _remove_unheld(glob.glob(os.path.join(glob.escape(str(out.parent)), f".{glob.escape(out.name)}.partial-*")),
-                          ours)
+    return _remove_unheld(named_like(out.parent, f".{out.name}.partial-"), ours)
 
 
 def _remove_unheld(paths: Iterable[str], ours: Callable[[Path], bool]) -> list[Path]:
@@ -371,14 +407,14 @@ def _remove_unheld(paths: Iterable[str], ours: Callable[[Path], bool]) -> list[P
         if found in _temporaries or not ours(found):
             continue
         try:
-            fd = os.open(found, os.O_RDONLY)
+            fd = os.open(found, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
         except OSError:
-            continue
+            continue  # gone, or a link (never followed)
         try:
-            if not _lock(fd):
-                continue  # a running command's
-            if found.is_dir() and not found.is_symlink():
-                remove_tree(found, ignore_errors=True)
+            if _lock(fd) is not True:
+                continue  # a running command's (or, without locks, perhaps one)
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                remove_tree(found, ignore_errors=True, held=fd)
             else:
                 found.unlink(missing_ok=True)
             removed.append(found)
@@ -407,7 +443,7 @@ def _held_dir(prefix: str, parent: Path, kind: str) -> Path:
         folder = temporary_dir(prefix, parent)
         fd = os.open(folder, os.O_RDONLY)
         _locks[folder] = fd
-        if not _lock(fd):  # nobody else knows of it yet
+        if _lock(fd) is False:  # nobody else knows of it yet (None: no locks here, as with flock missing)
             raise OSError(f"{folder}: locked by another process as it was made")
         mark(folder, kind)
     return folder
@@ -445,8 +481,7 @@ def swap_into_place(partial: Path, out: Path, kind: str) -> None:
         discard(old)
     # a newer `out` is in place: the old ones killed commands left aside (between their renames, or while removing
     # them) are no one's only copy any more
-    _remove_unheld(glob.glob(os.path.join(glob.escape(str(out.parent)), f".{glob.escape(out.name)}.old-*")),
-                   lambda found: _left_aside(found, kind))
+    _remove_unheld(named_like(out.parent, f".{out.name}.old-"), lambda found: _left_aside(found, kind))
 
 
 def _left_aside(folder: Path, kind: str) -> bool:

@@ -27,7 +27,7 @@ from tlindex.ingest.merge import delete_file_rows, merge
 from tlindex.ingest.runs import Attacher, assign_runs, check_label, rank_decisions, regroup_stopped
 from tlindex.ingest.task import Resume, Task, TaskResult, init_worker, run_in_worker, run_task
 from tlindex.ingest.text_index import APPEND_ONLY, refresh_fts
-from tlindex.owned import discard, left_by_a_killed, remove_tree, temporary_dir
+from tlindex.owned import discard, mark, named_like, owns, remove_tree, temporary_dir, unfinished
 from tlindex.stopping import can_fork
 from tlindex.store.db import immediate, make_deferred_indexes, open_db
 
@@ -134,7 +134,17 @@ def plan(conn, files: list[Path], staging_dir: Path, replace: bool, summary: Ing
 
 
 STAGING_LOCK = "ingest.lock"
+STAGING_NAMES = frozenset({STAGING_LOCK, f"{STAGING_LOCK}.new"})  # in a staging folder before its marker (hold_staging)
 STALE_UNLOCKED_S = 600  # a staging folder without its lock (not made by this tlindex) counts as stale after this
+
+
+def new_staging(db_path: Path) -> tuple[Path, object]:
+    """This ingest's staging folder beside the database, held (hold_staging), then marked: a staging folder seen
+    marked and unlocked is a killed ingest's."""
+    staging_dir = temporary_dir(f".{db_path.name}.staging-", db_path.resolve().parent)
+    lock = hold_staging(staging_dir)
+    mark(staging_dir, "staging")
+    return staging_dir, lock
 
 
 def hold_staging(staging_dir: Path):
@@ -221,8 +231,8 @@ def remove_stale_staging(db_path: Path, keep: Path) -> None:
         import fcntl
     except ImportError:
         return
-    for folder in db_path.resolve().parent.glob(f".{db_path.name}.staging-*"):
-        if folder == keep or not left_by_a_killed(folder, "staging"):
+    for folder in map(Path, named_like(db_path.resolve().parent, f".{db_path.name}.staging-")):
+        if folder == keep or not (owns(folder, "staging") or unfinished(folder, "staging", STAGING_NAMES)):
             continue
         lock_path = folder / STAGING_LOCK
         try:
@@ -324,8 +334,7 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
     conn = open_db(db_path, scratch)
     conn.isolation_level = None  # transactions are explicit (BEGIN IMMEDIATE ... COMMIT)
     conn.execute(f"PRAGMA cache_size = -{MERGE_CACHE_KB}")
-    staging_dir = temporary_dir(f".{Path(db_path).name}.staging-", Path(db_path).resolve().parent, "staging")
-    lock = hold_staging(staging_dir)
+    staging_dir, lock = new_staging(Path(db_path))
     # what stopped ingests merged into provisional runs (never into this ingest's run), grouped as they would have
     summary.regrouped = [(run, conn.execute("SELECT label FROM runs WHERE id = ?", (run,)).fetchone()[0])
                          for run in regroup_stopped(conn, lambda: live_ingests(Path(db_path)))]
