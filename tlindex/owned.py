@@ -89,9 +89,10 @@ def unfinished(folder: Path, kind: str, besides: frozenset[str] = frozenset()) -
         return False
 
 
-def left_by_a_killed(folder: Path, kind: str) -> bool:
-    """Whether `folder` may be a killed command's `kind` to remove (if nobody holds it): tlindex's, or unfinished."""
-    return owns(folder, kind) or unfinished(folder, kind)
+def left_by_a_killed(folder: Path, kind: str, besides: frozenset[str] = frozenset()) -> bool:
+    """Whether `folder` may be a killed command's `kind` to remove (if nobody holds it): tlindex's, or unfinished
+    (with the names `besides` beside its marker)."""
+    return owns(folder, kind) or unfinished(folder, kind, besides)
 
 
 def is_empty(folder: Path) -> bool:
@@ -208,12 +209,7 @@ def scratch_dir(prefix: str, sweep: bool = True) -> Path:
     removed first (remove_dead_scratch); without, the caller does it while it waits for something else."""
     if sweep:
         remove_dead_scratch(prefix)
-    folder = temporary_dir(prefix)
-    fd = os.open(folder, os.O_RDONLY)
-    _lock(fd)  # before the marker: a folder marked is one held, until its command ends
-    _locks[folder] = fd
-    mark(folder, "scratch")
-    return folder
+    return _held_dir(prefix, None, "scratch")
 
 
 def remove_dead_scratch(prefix: str) -> list[Path]:
@@ -436,8 +432,8 @@ def new_partial(out: Path, kind: str) -> Path:
     return partial
 
 
-def _held_dir(prefix: str, parent: Path, kind: str) -> Path:
-    """A temporary folder of `kind` in `parent`, locked while this command lives (its forked workers share the lock:
+def _held_dir(prefix: str, parent: Path | None, kind: str) -> Path:
+    """A temporary folder of `kind` in `parent` (else TMPDIR), locked while this command lives (its forked workers share the lock:
     a killed one's is free), then marked: no other command takes a folder it sees marked for a dead one's."""
     with deferred_signals():
         folder = temporary_dir(prefix, parent)

@@ -27,7 +27,7 @@ from tlindex.ingest.merge import delete_file_rows, merge
 from tlindex.ingest.runs import Attacher, assign_runs, check_label, rank_decisions, regroup_stopped
 from tlindex.ingest.task import Resume, Task, TaskResult, init_worker, run_in_worker, run_task
 from tlindex.ingest.text_index import APPEND_ONLY, refresh_fts
-from tlindex.owned import discard, mark, named_like, owns, remove_tree, temporary_dir, unfinished
+from tlindex.owned import discard, left_by_a_killed, mark, named_like, remove_tree, temporary_dir
 from tlindex.stopping import can_fork
 from tlindex.store.db import immediate, make_deferred_indexes, open_db
 
@@ -232,7 +232,7 @@ def remove_stale_staging(db_path: Path, keep: Path) -> None:
     except ImportError:
         return
     for folder in map(Path, named_like(db_path.resolve().parent, f".{db_path.name}.staging-")):
-        if folder == keep or not (owns(folder, "staging") or unfinished(folder, "staging", STAGING_NAMES)):
+        if folder == keep or not left_by_a_killed(folder, "staging", STAGING_NAMES):
             continue
         lock_path = folder / STAGING_LOCK
         try:
