@@ -27,7 +27,7 @@ WITH fresh AS MATERIALIZED (  -- every run's: the runs whose stored rows are cur
     FROM chosen c LEFT JOIN per_compile p ON p.compile = c.id
     GROUP BY c.run_id, c.rank
 ),
--- stored per run (tlindex.answers.run_answers): the rows of `computed`, in run_compile_time_totals
+-- stored per run (tlindex.answers.derived): the rows of `computed`, in run_compile_time_totals
 per_rank AS (
     SELECT * FROM computed
     UNION ALL

@@ -166,7 +166,7 @@ WITH fresh AS MATERIALIZED (  -- every run's: the runs whose stored rows are cur
     FROM (SELECT * FROM execution_groups ORDER BY first_rank)
     GROUP BY run_id HAVING count(*) > 1
 )
--- stored per run (tlindex.answers.run_answers): the rows of `computed`, in run_rank_divergence
+-- stored per run (tlindex.answers.derived): the rows of `computed`, in run_rank_divergence
 SELECT * FROM computed
 UNION ALL
 SELECT s.run_id, s.finding, s.compile_id, s.ranks, s.detail

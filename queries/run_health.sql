@@ -13,7 +13,7 @@ WITH fresh AS MATERIALIZED (  -- every run's: the runs whose stored row is curre
     UNION ALL
     SELECT * FROM run_health WHERE coalesce(:run, '') = '' AND run_id NOT IN (SELECT run_id FROM fresh)
 )
--- stored per run (tlindex.answers.run_answers): the rows of `computed`, in run_health_stored
+-- stored per run (tlindex.answers.derived): the rows of `computed`, in run_health_stored
 SELECT * FROM computed
 UNION ALL
 SELECT r.id, r.label, r.start_time, r.torch_version, s.compiles, s.recompiles, s.failures, s.graph_breaks,

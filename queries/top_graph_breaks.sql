@@ -50,7 +50,7 @@ WITH fresh AS MATERIALIZED (  -- every run's: the runs whose stored groups are c
 ), computed_functions AS (  -- and the functions each broke in
     SELECT DISTINCT run_id, key, substr(co_name, 1, 200) AS function FROM typed
 ),
--- stored per run (tlindex.answers.run_answers): the rows of `computed` and `computed_functions`, in
+-- stored per run (tlindex.answers.derived): the rows of `computed` and `computed_functions`, in
 -- run_graph_break_groups and run_graph_break_functions
 groups AS (
     SELECT * FROM computed

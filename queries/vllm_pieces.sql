@@ -54,7 +54,7 @@ WITH fresh AS MATERIALIZED (  -- every run's: the runs whose stored rows are cur
     LEFT JOIN parts g ON g.piece = p.id
     LEFT JOIN caches x ON x.piece = p.id LEFT JOIN times t ON t.piece = p.id
 ),
--- stored per run (tlindex.answers.run_answers): the rows of `computed`, in run_vllm_pieces
+-- stored per run (tlindex.answers.derived): the rows of `computed`, in run_vllm_pieces
 answered AS (
     SELECT * FROM computed
     UNION ALL

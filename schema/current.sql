@@ -1,9 +1,9 @@
--- tlindex's whole schema in one script: what the migrations schema/001_initial.sql to schema/023_open_spans_index.sql make.
+-- tlindex's whole schema in one script: what the migrations schema/001_initial.sql to schema/024_derived_at_write.sql make.
 -- A new database is made from it in one go (tlindex.store.db.apply_schema) and every migration up to the one
 -- named on the `as of` line is recorded as applied; a database made before is upgraded by the migrations.
 -- Written by `python -m tlindex.store.schema_script > schema/current.sql`, not by hand. The comments of the
 -- tables, and of the columns added after a table was made, are in the migrations (and docs/schema.md).
--- as of: 023_open_spans_index
+-- as of: 024_derived_at_write
 
 CREATE TABLE files (
     id INTEGER PRIMARY KEY,              -- file id
@@ -443,11 +443,6 @@ CREATE TABLE run_findings (
     PRIMARY KEY (run_id, position)
 );
 
-CREATE TABLE run_findings_stamps (
-    run_id INTEGER PRIMARY KEY REFERENCES runs(id), -- the run
-    stamp TEXT NOT NULL                  -- version:migrations:processes:bytes:newest process
-);
-
 CREATE INDEX envelopes_source_kind ON envelopes(source_id, kind, name);
 
 CREATE VIEW piece_compile_spans AS
@@ -544,23 +539,6 @@ SELECT t.run_id,                                               -- the run
         WHERE c.run_id = t.run_id AND e.cache = 'aotautograd' AND e.result = 'miss') AS aotautograd_misses -- AOTAutograd's cache: misses
 FROM run_totals t;
 
-CREATE TABLE run_answers_stamps (
-    run_id INTEGER PRIMARY KEY REFERENCES runs(id), -- the run
-    stamp TEXT NOT NULL                  -- run_answers_now's stamp of the run when its rows were stored
-);
-
-CREATE VIEW run_answers_now AS
-SELECT r.id AS run_id,                                         -- the run
-       '1:' || (SELECT count(*) || '.' || max(name) FROM _tlindex_migrations) || ':' || count(s.id) || ':'
-       || coalesce(sum(s.bytes), 0) || ':' || coalesce(max(s.id), '') AS stamp -- version:migrations:processes:bytes:newest process
-FROM runs r LEFT JOIN sources s ON s.run_id = r.id
-GROUP BY r.id;
-
-CREATE VIEW run_answers_fresh AS
-SELECT n.run_id                                                -- the run
-FROM run_answers_now n JOIN run_answers_stamps t ON t.run_id = n.run_id
-WHERE t.stamp = n.stamp;
-
 CREATE TABLE run_health_stored (
     run_id INTEGER PRIMARY KEY REFERENCES runs(id), -- the run
     compiles INTEGER,                    -- compilations, not counting [-/-]
@@ -649,9 +627,21 @@ CREATE TABLE run_graph_break_functions (
     PRIMARY KEY (run_id, key, function)
 );
 
-CREATE TRIGGER run_answers_removed BEFORE DELETE ON runs
+CREATE INDEX chromium_events_open ON chromium_events(source_id) WHERE ph = 'B';
+
+CREATE TABLE derived_runs (
+    run_id INTEGER PRIMARY KEY REFERENCES runs(id), -- the run
+    findings INTEGER NOT NULL            -- how many findings it has (run_findings)
+);
+
+CREATE VIEW run_answers_fresh AS
+SELECT run_id                                                  -- the run
+FROM derived_runs;
+
+CREATE TRIGGER run_derived_removed BEFORE DELETE ON runs
 BEGIN
-    DELETE FROM run_answers_stamps WHERE run_id = OLD.id;
+    DELETE FROM derived_runs WHERE run_id = OLD.id;
+    DELETE FROM run_findings WHERE run_id = OLD.id;
     DELETE FROM run_health_stored WHERE run_id = OLD.id;
     DELETE FROM run_compile_time_totals WHERE run_id = OLD.id;
     DELETE FROM run_vllm_pieces WHERE run_id = OLD.id;
@@ -659,5 +649,3 @@ BEGIN
     DELETE FROM run_graph_break_groups WHERE run_id = OLD.id;
     DELETE FROM run_graph_break_functions WHERE run_id = OLD.id;
 END;
-
-CREATE INDEX chromium_events_open ON chromium_events(source_id) WHERE ph = 'B';

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from tlindex.ingest.pipeline import ingest
 from tlindex.store.db import apply_schema
 from tlindex.store.tables import COLUMNS
 
@@ -20,6 +19,23 @@ DATA = Path(__file__).parent / "data"
 sys.path.insert(0, str(DATA))  # tests read the scenario programs of generate.py
 SHARED_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "tlparse"
 ENVELOPE_RE = re.compile(rb"^(?:\[[^\]]*\]:)?[VIWEC]\d{4} [\d:.]+ +\d+ .+?:\d+\] (\{.*\})\r?$")
+
+
+def ingest(db_path: Path | str, paths: list[str], *, run_label: str | None = None, **options):
+    """Ingest into the database at `db_path` (made if need be) as `tlindex ingest` does: tlindex.Database.ingest."""
+    from tlindex import Database
+
+    with Database(db_path, create=True) as db:
+        return db.ingest(paths, run_label, **options)
+
+
+def write_report(db_path: Path | str, out: Path, runs: list[int], overwrite: bool = False, **options):
+    """Write the report of `runs` of the database at `db_path` (tlindex.report.write_report on its Database)."""
+    from tlindex import Database
+    from tlindex.report import write_report as write
+
+    with Database(db_path) as db:
+        return write(db.conn, db.path, Path(out), runs, overwrite, **options)
 
 
 def scenario_logs(name: str) -> list[Path]:

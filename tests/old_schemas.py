@@ -30,7 +30,7 @@ def older_database(fresh: Path, target: Path, last: str) -> Path:
     conn = register(connect(str(target)))
     redact.register(conn)  # the functions migration 016 redacts with (apply_schema registers them too)
     conn.isolation_level = None
-    _migrate(conn, files, whole=False)
+    _migrate(conn, files, whole=False, steps=None)
     conn.execute("ATTACH DATABASE ? AS fresh", (f"file:{fresh}?mode=ro",))
     objects = {name for (name,) in conn.execute("SELECT name FROM fresh.sqlite_master WHERE type IN ('table', 'view')")}
     tables = [name for (name, sql) in conn.execute(

@@ -356,7 +356,7 @@ def test_bytecode_of_a_resume_function_from_the_trie(server, page):
 @pytest.fixture(scope="module")
 def fresh_server(tmp_path_factory):
     """Datasette serving a database just ingested by the command line (no search index built)."""
-    from tlindex.ingest.pipeline import ingest
+    from conftest import ingest
 
     path = tmp_path_factory.mktemp("fresh") / "fresh.db"
     ingest(path, [str(DATA / "graph_breaks"), str(DATA / "vllm_two_models")], jobs=1)

@@ -13,7 +13,7 @@ import re
 import sys
 
 import pytest
-from conftest import connect, scenario_run, write_hostile_log
+from conftest import connect, ingest, scenario_run, write_hostile_log
 from datasette.app import Datasette
 from test_queries import raw_records
 
@@ -21,7 +21,6 @@ from tlindex.answers import decompile as decompile_module
 from tlindex.answers.bytecode import parse_listing, resume_name
 from tlindex.answers.reassemble import CannotReassemble, reassemble
 from tlindex.answers.resume_functions import file_source_lines, user_traceback
-from tlindex.ingest.pipeline import ingest
 
 PY311 = sys.version_info[:2] == (3, 11)
 

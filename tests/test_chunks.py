@@ -13,12 +13,11 @@ import os
 import sqlite3
 
 import pytest
-from conftest import DATA, SHARED_CORPUS, canonical, sqlite_tables, stop_at_chunk_fit
+from conftest import DATA, SHARED_CORPUS, canonical, ingest, sqlite_tables, stop_at_chunk_fit
 
 import tlindex.ingest.chunks
 import tlindex.ingest.pipeline
 from tlindex.ingest.chunks import shrinking, split_points
-from tlindex.ingest.pipeline import ingest
 from tlindex.ingest.text_index import FTS_COLUMNS
 
 SCENARIOS = ["train_step", "recompiles", "compile_errors", "graph_breaks", "dynamic", "cache", "ddp_2ranks",

@@ -8,11 +8,10 @@ import re
 from collections import defaultdict
 
 import pytest
-from conftest import SHARED_CORPUS, connect, scenario_logs, scenario_run
+from conftest import SHARED_CORPUS, connect, ingest, scenario_logs, scenario_run
 
 from tlindex.answers.queries import load_queries, run_sql
 from tlindex.ingest.normalize.collectives import collective_of
-from tlindex.ingest.pipeline import ingest
 
 ENVELOPE_RE = re.compile(r"^[VIWEC]\d{4} [\d:.]+ +\d+ .+?:\d+\] (\{.*\})$")
 RANK_RE = re.compile(r"_rank_(\d+)_")

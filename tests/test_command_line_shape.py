@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from tlindex import Database
 from tlindex.cli import cli
-from tlindex.store.database import Database
 
 CLI = Path(__file__).resolve().parents[1] / "tlindex" / "cli.py"
 SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|CREATE|PRAGMA|ATTACH)\b\s", re.IGNORECASE)

@@ -84,9 +84,7 @@ def test_an_attempt_names_its_compile_everywhere_a_compile_is_asked_for(conn, fi
 
 def test_two_processes_of_one_rank_are_told_apart_by_pid(tmp_path):
     """rank_restart's two attempts ingested as one run (--run): each rank's 0/0 twice, named by process."""
-    from conftest import DATA
-
-    from tlindex.ingest.pipeline import ingest
+    from conftest import DATA, ingest
 
     ingest(tmp_path / "t.db", [str(DATA / "rank_restart")], jobs=1, run_label="restarted")
     conn = sqlite3.connect(tmp_path / "t.db")

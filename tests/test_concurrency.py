@@ -7,9 +7,7 @@ import traceback
 from pathlib import Path
 
 import pytest
-from conftest import DATA, connect
-
-from tlindex.ingest.pipeline import ingest
+from conftest import DATA, connect, ingest
 
 SCENARIOS = ["graph_breaks", "recompiles", "export", "ddp_2ranks"]
 TABLES = ["files", "sources", "envelopes", "compiles", "artifacts", "payloads", "strings", "volume"]

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from conftest import SHARED_CORPUS, connect
+from conftest import SHARED_CORPUS, connect, ingest
 
 from tlindex.ingest.discover import discover
-from tlindex.ingest.pipeline import ingest
 
 pytestmark = pytest.mark.skipif(not SHARED_CORPUS.is_dir(), reason="../shared/corpus/tlparse is absent")
 

@@ -6,14 +6,13 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
-from conftest import DATA, canonical, sqlite_tables, stop_at_chunk_fit
+from conftest import DATA, canonical, ingest, sqlite_tables, stop_at_chunk_fit
 
 import tlindex.ingest.deferred_indexes as deferred_indexes
 import tlindex.ingest.pipeline
-from tlindex.ingest.pipeline import ingest
+from tlindex import Database
 from tlindex.store.db import DEFERRED_INDEXES as DEFERRED
 from tlindex.store.db import deferred_indexes as missing
-from tlindex.store.db import open_db
 
 LOGS = [str(DATA / name) for name in ("train_step", "graph_breaks", "ddp_2ranks")]
 
@@ -99,7 +98,7 @@ def test_indexes_a_killed_ingest_left_out_are_made_by_the_next_writer(tmp_path, 
     for name in DEFERRED:  # as a process killed between its merges leaves the database
         conn.execute(f"DROP INDEX {name}")
     conn.close()
-    open_db(db).close()
+    Database(db, write=True).close()
     assert len(deferred_sql(db)) == len(DEFERRED) and deferred_sql(db) == deferred_sql(kept)
     ingest(db, LOGS[1:], jobs=1)
     assert schema(db) == schema(kept)

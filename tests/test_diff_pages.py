@@ -7,11 +7,9 @@ import re
 
 import pytest
 import pytest_asyncio
-from conftest import connect, write_hostile_log
+from conftest import connect, ingest, write_hostile_log
 from datasette.app import Datasette
 from test_diff import break_added_runs
-
-from tlindex.ingest.pipeline import ingest
 
 
 @pytest_asyncio.fixture

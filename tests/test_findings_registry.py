@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import scenario_run
+from conftest import copy_db, scenario_run
 
 from tlindex.answers.findings import CHECKS, check, findings, kinds, problems
 from tlindex.answers.findings.registry import FAILED, SEVERITIES, anchor
@@ -65,14 +65,30 @@ def _throwaway(registered: list[str], kind: str = "throwaway_slow_guards"):
     return kind
 
 
+def derived_again(fixtures_db, tmp_path, run: int):
+    """A copy of the fixtures database whose run is derived again, as the migration that ships a new check derives
+    every run (tlindex.answers.derived); Datasette serving it."""
+    from datasette.app import Datasette
+
+    from tlindex import Database
+    from tlindex.answers.derived import derive_runs
+    from tlindex.store.db import immediate
+
+    path = copy_db(fixtures_db, tmp_path / "traces.db")
+    with Database(path, write=True) as opened, immediate(opened.conn):
+        derive_runs(opened.conn, [run])
+    return path, Datasette([str(path)])
+
+
 @pytest.mark.asyncio
-async def test_a_new_check_is_one_registration(registered, ds, fixtures_db, db):
+async def test_a_new_check_is_one_registration(registered, fixtures_db, db, tmp_path):
     """A check registered as docs/architecture.md says shows on the run page (with its explanation linked to its
-    glossary entry, escaped), in `tlindex findings` (text and JSON), and in the glossary."""
+    glossary entry, escaped), in `tlindex findings` (text and JSON), and in the glossary, once the runs are derived."""
     doc = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
     assert "**A new finding** (one registration" in doc and "@check(" in doc
     kind = _throwaway(registered)
     (run,) = scenario_run(db, "dynamic")  # a healthy run: nothing to report before
+    fixtures_db, ds = derived_again(fixtures_db, tmp_path, run)
     found = {f.kind: f for f in findings(db, run)}
     assert found[kind].severity == "warning" and found[kind].params == {"run": str(run)}
     page = (await ds.client.get(f"/traces/-/tlindex/run/{run}")).text
@@ -92,7 +108,7 @@ async def test_a_new_check_is_one_registration(registered, ds, fixtures_db, db):
 
 
 @pytest.mark.asyncio
-async def test_a_check_that_raises_fails_alone_and_says_why(registered, ds, db):
+async def test_a_check_that_raises_fails_alone_and_says_why(registered, fixtures_db, db, tmp_path):
     kind = "throwaway_broken"
     (run,) = scenario_run(db, "ddp_4ranks_diverge")
     before = findings(db, run)
@@ -101,6 +117,7 @@ async def test_a_check_that_raises_fails_alone_and_says_why(registered, ds, db):
     def broken(conn, run, context):
         raise ValueError("odd <script>alert(1)</script> data")
     registered.append(kind)
+    _, ds = derived_again(fixtures_db, tmp_path, run)
     found = findings(db, run)
     failed = [f for f in found if f.kind == FAILED]
     assert len(failed) == 1 and kind in failed[0].text and "ValueError: odd" in failed[0].text

@@ -7,11 +7,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import connect, scenario_run
+from conftest import connect, ingest, scenario_run
 
 from tlindex.answers.diff import _load_contents, _sides, diff
 from tlindex.answers.trie import Node, build_trie
-from tlindex.ingest.pipeline import ingest
 
 
 @pytest.fixture(scope="module")

@@ -18,10 +18,9 @@ import zlib
 from pathlib import Path
 
 import pytest
-from conftest import DATA, connect
+from conftest import DATA, connect, ingest
 
 from tlindex.ingest.discover import discover
-from tlindex.ingest.pipeline import ingest
 
 REAL_LOGS = discover([str(DATA)])[0]
 ENVELOPE = re.compile(rb"^(?P<prefix>[VIWEC]\d{4} [\d:.]+ +)(?P<pid>\d+)(?P<rest> [^\]]+\] )(?P<json>\{.*\})$")

@@ -173,7 +173,7 @@ WRITE = ("import os, shutil, sys; d = os.environ['TORCH_TRACE']; os.makedirs(d, 
 
 @pytest.fixture
 def day0_db(tmp_path):
-    from tlindex.ingest.pipeline import ingest
+    from conftest import ingest
 
     db = tmp_path / "t.db"
     ingest(db, [str(SERIES[_first_day()])], run_label="day 0", jobs=1)

@@ -18,11 +18,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, connect
+from conftest import DATA, connect, ingest
 
 from tlindex.answers.health import METRICS, health
 from tlindex.cli import cli
-from tlindex.ingest.pipeline import ingest
 
 GLOG_TIME = re.compile(rb"^([VIWEF])(\d{4}) ", re.M)
 ORDERS = ("baseline first", "worse first")

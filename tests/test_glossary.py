@@ -10,7 +10,7 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 from click.testing import CliRunner
-from conftest import connect, scenario_run
+from conftest import connect, scenario_run, write_report
 from crawl import route_seeds
 
 from tlindex import pages
@@ -98,7 +98,6 @@ async def test_every_glossary_link_of_every_page_leads_to_its_entry(ds, traces_d
 
 
 def test_the_report_has_the_glossary_at_its_top(fixtures_db, tmp_path):
-    from tlindex.report import write_report
 
     runs = scenario_run(connect(fixtures_db), "cache")  # two runs: a folder each, the glossary above them
     assert len(runs) == 2

@@ -11,11 +11,10 @@ some real log.
 from __future__ import annotations
 
 import pytest
-from conftest import DATA, SHARED_CORPUS, canonical, raw_envelopes, sqlite_tables
+from conftest import DATA, SHARED_CORPUS, canonical, ingest, raw_envelopes, sqlite_tables
 
 from tlindex.ingest.discover import discover
 from tlindex.ingest.normalize.handlers import ARTIFACT_HANDLERS, CACHE_NAME_RE, HANDLERS
-from tlindex.ingest.pipeline import ingest
 
 LOGS = discover([str(DATA)])[0]
 

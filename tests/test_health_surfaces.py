@@ -75,9 +75,9 @@ def views(fixtures_db, conn) -> dict[int, dict[str, dict[str, list]]]:
 
 
 def _renderer(db_path):
-    from tlindex.report import renderer
+    from tlindex.render.report import ReportRenderer
 
-    return renderer()(db_path)
+    return ReportRenderer(db_path)
 
 
 def _page_html(conn: sqlite3.Connection, renderer, page, run: int) -> str | None:
@@ -119,7 +119,7 @@ def test_every_surface_shows_every_run_health_column_as_the_view_says(conn, view
 
 def test_ingest_says_the_compiles_the_runs_count(tmp_path, conn):
     """The summary line of an ingest of one scenario counts what run_health counts for its runs."""
-    from tlindex.ingest.pipeline import ingest
+    from conftest import ingest
 
     for directory in sorted(d for d in DATA.iterdir() if d.is_dir()):
         db = tmp_path / f"{directory.name}.db"

@@ -252,7 +252,7 @@ def test_text_people_search_is_full_text_indexed(db):
 def test_full_text_index_follows_later_ingests(tmp_path):
     import sqlite3
 
-    from tlindex.ingest.pipeline import ingest
+    from conftest import ingest
 
     db_path = tmp_path / "t.db"
 

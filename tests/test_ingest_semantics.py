@@ -12,11 +12,10 @@ import time
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, connect, scenario_logs
+from conftest import DATA, connect, ingest, scenario_logs
 
 import tlindex.ingest.merge
 from tlindex.cli import cli
-from tlindex.ingest.pipeline import ingest
 
 TABLES = ("files", "sources", "envelopes", "payloads", "compiles", "frames", "artifacts", "guards",
           "metrics", "chromium_events", "failed_guards", "graph_break_events", "cache_events", "symbols",

@@ -11,9 +11,7 @@ import hashlib
 import os
 
 import pytest
-from conftest import connect, scenario_logs
-
-from tlindex.ingest.pipeline import ingest
+from conftest import connect, ingest, scenario_logs
 
 REAL = scenario_logs("export")[0]
 

@@ -6,13 +6,13 @@ import os
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA
+from conftest import DATA, ingest
 
+from tlindex.answers.runs import PAGE_SIZE
 from tlindex.cli import cli
 from tlindex.errors import UsageError
-from tlindex.ingest.pipeline import ingest
 from tlindex.pages.rows import Args
-from tlindex.pages.runs import PAGE_SIZE, runs_data
+from tlindex.pages.runs import runs_data
 from tlindex.pages.trend import trend_data
 from tlindex.store.db import connect_read_only
 

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, connect
+from conftest import DATA, connect, ingest
 from test_odd_values import RECIPES, Case
 
 from tlindex.cli import cli
-from tlindex.ingest.pipeline import ingest
 
 LOG = next((DATA / "graph_breaks").glob("*.log"))
 

@@ -20,13 +20,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, connect
+from conftest import DATA, connect, ingest
 from crawl import crawl
 from odd_values import ODD_VALUES, oddify
 
 from tlindex import pages as routes
 from tlindex.cli import cli
-from tlindex.ingest.pipeline import ingest
 
 SAMPLE = ("graph_breaks", "vllm_piecewise", "provenance", "ddp_4ranks_diverge")  # every route has data here
 ALL_SCENARIOS = tuple(sorted(path.name for path in DATA.iterdir() if path.is_dir()))

@@ -20,14 +20,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, sqlite_tables
+from conftest import DATA, ingest, sqlite_tables
 from crawl import crawl
 from datasette.app import Datasette
 from old_schemas import EARLIER, older_database
 
 from tlindex import pages as routes
 from tlindex.cli import cli
-from tlindex.ingest.pipeline import ingest
 
 SCENARIOS = ("vllm_piecewise", "graph_breaks", "ddp_2ranks", "collectives_3ranks")
 SAMPLE = ("001_initial", "004_compressed_payloads", "009_shared_views", "012_piece_attempts")

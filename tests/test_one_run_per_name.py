@@ -17,11 +17,10 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
-from conftest import DATA
+from conftest import DATA, ingest
 
 from tlindex.answers.queries import load_queries
 from tlindex.cli import cli
-from tlindex.ingest.pipeline import ingest
 from tlindex.pages import PAGES
 
 LOGS = [next((DATA / name).glob("*.log")) for name in ("graph_breaks", "dynamic", "recompiles", "closures",

@@ -104,9 +104,10 @@ def test_a_restart_logged_without_its_reason_is_counted_from_the_attempts(tmp_pa
     """torch's failure path (a restarted analysis that then failed) logs attempt 0 and attempt 1 but an empty
     restart_reasons. Made at test time from the real vllm_restart log, whose 0/1 restarted once, by emptying the
     reasons of its compilation_metrics record (a hand-made change, said here): both readings still count 1."""
+    from conftest import ingest
+
     from tlindex.answers.health import run_health
     from tlindex.answers.queries import load_queries, run_sql
-    from tlindex.ingest.pipeline import ingest
 
     (source,) = sorted((DATA / "vllm_restart").glob("*.log"))
     reason = "\"restart_reasons\": [\"<class 'torch._dynamo.exc.TensorifyScalarRestartAnalysis'>\"]"

@@ -15,11 +15,10 @@ import time
 from pathlib import Path
 
 from click.testing import CliRunner
-from conftest import DATA, connect, scenario_logs, scenario_run
+from conftest import DATA, connect, ingest, scenario_logs, scenario_run
 
 from tlindex import owned
 from tlindex.cli import cli
-from tlindex.ingest.pipeline import ingest
 
 WRITER = """import os, shutil, sys
 for log in sys.argv[1:]:  # as torch would: its log, into TORCH_TRACE

@@ -36,14 +36,9 @@ def _deny(table: str, sql: bool = False) -> dict:
 
 @pytest.fixture(scope="module")
 def swept_db(traces_db, tmp_path_factory):
-    """The fixtures database with the payload index `tlindex search` builds lazily."""
-    from tlindex.ingest.text_index import ensure_payload_index
-
+    """The fixtures database (its payload index made by the ingest, as every index of it)."""
     path = tmp_path_factory.mktemp("swept") / "traces.db"
     shutil.copy(traces_db, path)
-    conn = connect(path)
-    ensure_payload_index(conn)
-    conn.close()
     return path
 
 

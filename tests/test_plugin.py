@@ -7,10 +7,8 @@ import sqlite3
 
 import pytest
 import pytest_asyncio
-from conftest import connect, raw_envelopes, scenario_logs, scenario_run, write_hostile_log
+from conftest import connect, ingest, raw_envelopes, scenario_logs, scenario_run, write_hostile_log
 from datasette.app import Datasette
-
-from tlindex.ingest.pipeline import ingest
 
 LINK_RE = re.compile(r'<a class="compile status-(\w+)" href="/traces/-/tlindex/compile/(\d+)">\[([^\]]+)\]</a>')
 # a trie badge of a multi-rank run: one compile id and status, labelled with the ranks that share it

@@ -15,11 +15,11 @@ from urllib.parse import unquote
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, connect, scenario_logs, scenario_run, write_hostile_log
+from conftest import DATA, connect, scenario_logs, scenario_run, write_hostile_log, write_report
 
 from tlindex.cli import cli
 from tlindex.formats.tlparse_files import EMPTY
-from tlindex.report import ReportError, write_report
+from tlindex.report import ReportError
 
 SCENARIOS = sorted(path.name for path in DATA.iterdir() if path.is_dir())
 LINK_RE = re.compile(r'\b(?:href|src)="([^"]*)"')
@@ -212,11 +212,12 @@ def test_worker_processes_write_the_same_report_as_one_process(fixtures_db, tmp_
 def test_a_logs_few_heavy_compiles_are_shared_among_the_workers(fixtures_db, tmp_path):
     """Each compile page's task renders its passes and bytecode pages too: the compiles are dealt a few to a task
     (one each when there are few), before the payload pages, so that one worker does not render them all."""
-    from tlindex.report import build, renderer
+    from tlindex.render.report import ReportRenderer
+    from tlindex.report import build
 
     conn = connect(fixtures_db)
     (run,) = scenario_run(conn, "ddp_4ranks_diverge")
-    report = build.Report(conn, fixtures_db, tmp_path, [run], renderer())
+    report = build.Report(conn, fixtures_db, tmp_path, [run], ReportRenderer)
     compiles = {report.renderer.urls.compile(c) for c in report.files.compile_runs}
     assert len(compiles) > 4
     for jobs in (1, 2, len(compiles)):
@@ -264,11 +265,9 @@ def test_a_worker_that_dies_costs_time_not_pages(fixtures_db, tmp_path, monkeypa
 def test_the_report_is_written_without_datasettes_application(fixtures_db, tmp_path):
     """The report renders the plugin's pages on its own site: importing Datasette (its app: 0.4 s; its package:
     0.05 s) is not paid."""
-    script = ("import sys; from pathlib import Path; from tlindex.report import write_report, runs_by_name; "
-              "from tlindex.store.db import connect_read_only; "
-              f"db = Path({str(fixtures_db)!r}); write_report(db, Path({str(tmp_path / 'r')!r}), "
-              "runs_by_name(connect_read_only(db), [])[:1], "
-              "False, jobs=1); print('datasette' in sys.modules)")
+    script = ("import sys; from pathlib import Path; from tlindex import Database; "
+              f"db = Database(Path({str(fixtures_db)!r})); db.report(Path({str(tmp_path / 'r')!r}), "
+              "[str(db.run_ids(None)[0][0])], jobs=1); print('datasette' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
     assert (tmp_path / "r" / "index.html").exists() and (tmp_path / "r" / "assets" / "app.css").exists()
@@ -295,10 +294,9 @@ def test_every_report_file_is_written_once(fixtures_db, tmp_path, monkeypatch):
 def test_a_report_is_the_same_whatever_the_process_rendered_before(fixtures_db, tmp_path):
     """Every run of the fixtures reported twice, in processes of other string hashes and with the pages in
     another order: byte for byte the same (a set's order, depyf's temporaries counted across pages)."""
-    script = ("import sys; from pathlib import Path; from tlindex.report import write_report, runs_by_name; "
-              "from tlindex.store.db import connect_read_only; "
-              f"db = Path({str(fixtures_db)!r}); runs = runs_by_name(connect_read_only(db), []); "
-              "write_report(db, Path(sys.argv[1]), runs if sys.argv[2] == 'up' else runs[::-1], False, jobs=1)")
+    script = ("import sys; from pathlib import Path; from tlindex import Database; from tlindex.report import "
+              f"write_report; db = Database(Path({str(fixtures_db)!r})); runs = db.run_ids(None)[0]; "
+              "write_report(db.conn, db.path, Path(sys.argv[1]), runs if sys.argv[2] == 'up' else runs[::-1], False, jobs=1)")
     for name, seed, order in (("one", "1", "up"), ("two", "2", "down")):
         subprocess.run([sys.executable, "-c", script, str(tmp_path / name), order], check=True,
                        env={**os.environ, "PYTHONHASHSEED": seed})

@@ -17,11 +17,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, connect, sqlite_tables
+from conftest import DATA, connect, ingest, sqlite_tables
 
 from tlindex.cli import cli
-from tlindex.ingest.pipeline import ingest
-from tlindex.ingest.text_index import ensure_payload_index
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -167,7 +165,7 @@ def test_a_run_keeps_what_its_command_was_and_how_it_ended(tmp_path, ending, cod
 
 
 def test_runs_ingested_from_logs_have_no_command(db):
-    from tlindex.pages.runs import runs_listing
+    from tlindex.answers.runs import runs_listing
 
     assert all(run["ran"] is None for run in runs_listing(db))
 
@@ -187,10 +185,6 @@ def test_rm_leaves_the_database_a_fresh_ingest_of_the_rest_would_be(tmp_path):
     ingest(both, [str(DATA / name) for name in SCENARIOS], jobs=1)
     rest = tmp_path / "rest.db"
     ingest(rest, [str(DATA / name) for name in SCENARIOS if name != "recompiles"], jobs=1)
-    for path in (both, rest):
-        conn = sqlite3.connect(path)
-        ensure_payload_index(conn)  # the payload text index too
-        conn.close()
     runs = {row[0]: row[1] for row in connect(both).execute("SELECT label, id FROM runs")}
     gone = [run for label, run in runs.items() if label.startswith("recompiles")]
     assert len(gone) == 1

@@ -13,11 +13,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import DATA
+from conftest import DATA, ingest
 
 from tlindex import pages
 from tlindex.answers.queries import load_queries, read_only
-from tlindex.ingest.pipeline import ingest
 from tlindex.pages.rows import Args
 from tlindex.store.db import connect_read_only
 

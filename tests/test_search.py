@@ -9,25 +9,24 @@ import sqlite3
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, connect
+from conftest import DATA, connect, ingest
 from datasette.app import Datasette
 
 from tlindex.answers.search import search
 from tlindex.cli import cli
-from tlindex.ingest.pipeline import ingest
-from tlindex.ingest.text_index import ensure_payload_index
+from tlindex.ingest.text_index import has_payload_index
 
 
 @pytest.fixture(scope="module")
 def searchable(fixtures_db, tmp_path_factory):
-    """A copy of the fixtures database named traces.db, its payload text indexed."""
+    """A copy of the fixtures database named traces.db (its payload text indexed by the ingest)."""
     path = tmp_path_factory.mktemp("search") / "traces.db"
     source = connect(fixtures_db)
     source.execute("PRAGMA wal_checkpoint(FULL)")
     source.close()
     shutil.copy(fixtures_db, path)
     conn = sqlite3.connect(path, isolation_level=None)
-    assert ensure_payload_index(conn) and not ensure_payload_index(conn)  # built once
+    assert has_payload_index(conn)
     conn.close()
     return path
 
@@ -86,11 +85,10 @@ async def test_the_search_page_groups_hits_and_never_fails_on_odd_terms(searchab
         assert "<script>alert(1)" not in response.text
 
 
-def test_ingests_after_the_index_is_built_are_searchable(tmp_path):
+def test_every_ingest_indexes_the_payloads_it_adds(tmp_path):
     db_path = tmp_path / "t.db"
     ingest(db_path, [str(DATA / "graph_breaks")], jobs=1)
     conn = sqlite3.connect(db_path, isolation_level=None)
-    ensure_payload_index(conn)
     assert not [h for h in search(conn, "aten.mm") if h.table == "payloads"]  # eager backend: no aten graphs
     conn.close()
     ingest(db_path, [str(DATA / "train_step")], jobs=1)
@@ -100,27 +98,25 @@ def test_ingests_after_the_index_is_built_are_searchable(tmp_path):
 
 @pytest.mark.asyncio
 async def test_the_search_page_finds_payload_text_on_a_fresh_database(tmp_path):
-    """No `tlindex search` ran: the page reads the payload text itself, and finds what the index finds."""
-    import sqlite3
-
-    from datasette.app import Datasette
-
-    from tlindex.ingest.pipeline import ingest
-    from tlindex.ingest.text_index import ensure_payload_index, has_payload_index
-
+    """Nothing but an ingest ran: its payload text is indexed, and the page finds what a scan of the text finds."""
     db = tmp_path / "fresh.db"
     ingest(db, [str(DATA / "train_step")], jobs=1)
-    assert not has_payload_index(sqlite3.connect(db))
-    datasette = Datasette([str(db)])
-    await datasette.invoke_startup()
-    page = await datasette.client.get("/fresh/-/tlindex/search.json?q=cpp_fused")
-    scanned = {(g["compile"], h["table"]) for g in page.json()["groups"] for h in g["hits"]}
-    assert ("payloads" in {table for _, table in scanned}) and "not indexed yet" not in str(page.json()["notes"])
-    conn = sqlite3.connect(db)
-    ensure_payload_index(conn)
-    conn.close()
-    indexed = await Datasette([str(db)]).client.get("/fresh/-/tlindex/search.json?q=cpp_fused")
-    assert {(g["compile"], h["table"]) for g in indexed.json()["groups"] for h in g["hits"]} == scanned
+    assert has_payload_index(sqlite3.connect(db))
+    page = await Datasette([str(db)]).client.get("/fresh/-/tlindex/search.json?q=cpp_fused")
+    found = {g["compile"] for g in page.json()["groups"] for h in g["hits"] if h["table"] == "payloads"}
+    assert found and found == compiles_containing(connect(db), "cpp_fused")
+
+
+def test_a_term_is_found_as_typed_where_its_words_follow_each_other(searchable):
+    """`fused_add` inside `triton_poi_fused_add_0`-like names; words that follow each other but not as typed are no
+    hit (`mm default` is in the index as `aten.mm.default`, but not as typed)."""
+    conn = connect(searchable)
+    (code,) = conn.execute("SELECT p.text FROM artifacts a JOIN payloads p ON p.hash = a.payload "
+                           "WHERE a.kind = 'inductor_output_code' ORDER BY a.id LIMIT 1").fetchone()
+    kernel = re.search(r"\b(?:cpp|triton)_\w+?_(fused_\w+?)_\d+\b", code).group(1)  # its inner words
+    assert {h.compile for h in search(conn, kernel) if h.table == "payloads"} == compiles_containing(conn, kernel)
+    assert not [h for h in search(conn, "mm default") if h.table == "payloads"
+                and "mm default" not in h.snippet.lower()]
 
 
 def test_a_function_name_or_break_reason_ranks_above_matches_deep_in_payloads(searchable):
@@ -156,6 +152,5 @@ def test_tlindex_s_own_words_about_a_line_are_not_search_results(tmp_path):
     conn = connect(db)
     (message,) = conn.execute("SELECT message FROM ingest_errors WHERE excerpt LIKE '%ZZQQXX%'").fetchone()
     words = " ".join(message.split()[:3])
-    ensure_payload_index(sqlite3.connect(db, isolation_level=None))
     assert [h for h in search(conn, "ZZQQXX") if h.table == "ingest_errors"]  # by its line
     assert not [h for h in search(conn, words) if h.table == "ingest_errors"], words  # not by tlindex's words

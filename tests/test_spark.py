@@ -12,10 +12,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from conftest import DATA, canonical
+from conftest import DATA, canonical, ingest
 
 from tlindex.formats.parquet import export_parquet
-from tlindex.ingest.pipeline import ingest
 
 pytest.importorskip("pyspark")
 pytestmark = [pytest.mark.spark, pytest.mark.slow]  # a JVM per session: minutes; CI runs them (-m "slow or not slow")

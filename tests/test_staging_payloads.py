@@ -7,10 +7,10 @@ import sqlite3
 
 from conftest import DATA
 
+from tlindex import Database
 from tlindex.ingest.chunks import split_points
 from tlindex.ingest.staging import FLUSH_ROWS, StagingWriter
 from tlindex.ingest.task import StagedBefore, Task, run_task
-from tlindex.store.db import open_db
 
 
 def _digest(text: str) -> str:
@@ -19,7 +19,7 @@ def _digest(text: str) -> str:
 
 def test_payloads_the_main_database_holds_are_not_staged_again(tmp_path):
     main = tmp_path / "traces.db"
-    conn = open_db(main)
+    conn = Database(main, create=True).conn
     known = [f"graph {i}" for i in range(0, 2 * FLUSH_ROWS + 7, 3)]  # across several batches
     with conn:
         conn.executemany("INSERT INTO payload_data (hash, size, text_size, data) VALUES (?, ?, ?, ?)",
@@ -58,7 +58,7 @@ def test_a_worker_stages_a_payload_once_for_the_chunks_of_one_file(tmp_path):
     the time a later chunk of it is merged (a real log whose second half repeats payloads of its first)."""
     log = next((DATA / "ddp_4ranks_diverge").glob("*rank_1_*.log"))
     main = tmp_path / "traces.db"
-    open_db(main).close()
+    Database(main, create=True).close()
     size = log.stat().st_size
     points = split_points(str(log), size, size // 2)
     assert len(points) == 2

@@ -45,7 +45,7 @@ def heavy(modules: set[str]) -> list[str]:
 def test_help_lists_every_command_with_its_help_and_loads_only_the_command_line(tmp_path):
     modules, printed = loaded_by("--help", cwd=tmp_path)
     assert sorted(name for name in modules if name.startswith("tlindex")) == [
-        "tlindex", "tlindex.cli", "tlindex.errors", "tlindex.output"]
+        "tlindex", "tlindex.cli", "tlindex.errors", "tlindex.output", "tlindex.version"]
     assert heavy(modules) == [] and "sqlite3" not in modules and "json" not in modules
     listed = " ".join(printed.split())
     for name, command in cli.commands.items():
@@ -66,10 +66,12 @@ def test_every_command_s_help_loads_nothing_heavy(tmp_path):
 
 
 def test_ingest_loads_the_ingest_and_nothing_heavy(tmp_path):
+    """The ingest derives each run's findings and answers as it makes the run (tlindex.answers), and renders nothing."""
     modules, printed = loaded_by("ingest", str(LOG), "--db", str(tmp_path / "t.db"), cwd=tmp_path)
     assert "1 file ingested" in printed
     assert heavy(modules) == []
-    assert [name for name in modules if name.startswith(("tlindex.answers", "tlindex.pages", "tlindex.report",
+    assert "tlindex.answers.derived" in modules
+    assert [name for name in modules if name.startswith(("tlindex.pages", "tlindex.report", "tlindex.render",
                                                            "tlindex.formats"))] == []
 
 

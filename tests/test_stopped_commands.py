@@ -32,10 +32,9 @@ from pathlib import Path
 
 import click
 import pytest
-from conftest import DATA
+from conftest import DATA, ingest
 
 from tlindex.cli import cli
-from tlindex.ingest.pipeline import ingest
 
 MARK = "TLINDEX_STOPPED_COMMAND_TEST"
 SETTLE_S = 5  # what a stopped command leaves must be gone this long after it exits

@@ -9,11 +9,10 @@ import re
 
 import pytest
 import pytest_asyncio
-from conftest import connect, scenario_run, write_hostile_log
+from conftest import connect, ingest, scenario_run, write_hostile_log, write_report
 from datasette.app import Datasette
 from test_diff import break_added_runs
 
-from tlindex.ingest.pipeline import ingest
 from tlindex.pages import artifact_diff as artifact_diff_module
 from tlindex.pages import tree as tree_module
 
@@ -264,7 +263,6 @@ async def test_huge_and_repetitive_payloads_are_compared_quickly(tmp_path):
 def test_a_report_writes_each_run_s_tree_with_its_filter_box_and_no_pick_form(fixtures_db, tmp_path):
     from test_report import broken_links
 
-    from tlindex.report import write_report
 
     conn = connect(fixtures_db)
     (run,) = scenario_run(conn, "train_step")

@@ -154,7 +154,8 @@ async def test_every_reader_of_an_older_database_sees_the_views_of_this_tlindex(
     the file is not changed."""
     from datasette.app import Datasette
 
-    from tlindex.store.db import current_views, read_database
+    from tlindex import Database
+    from tlindex.store.db import current_views
 
     old = tmp_path / "old.db"
     shutil.copy(fixtures_db, old)
@@ -166,7 +167,7 @@ async def test_every_reader_of_an_older_database_sees_the_views_of_this_tlindex(
     conn.commit()
     conn.close()
     stored = old.read_bytes()
-    reader = read_database(old)
+    reader = Database(old).conn
     assert current_views(sqlite3.connect(fixtures_db)) == []  # a current database: nothing to add
     query = load_queries()["run_health"].sql
     current = connect(fixtures_db)
@@ -242,7 +243,7 @@ def test_the_trend_and_its_gate_on_100_runs(tmp_path):
     """The series' four days copied into 25 folders (100 runs, one process each), ingested; `tlindex trend` with
     the gate on the newest run against the first (the diff of the two included) lists every run and decides.
     benchmarks/trend.py times the same (the command and the page), in process and as a process."""
-    from tlindex.ingest.pipeline import ingest
+    from conftest import ingest
 
     logs = tmp_path / "logs"
     for n in range(25):

@@ -115,16 +115,16 @@ def test_ctrl_c_stops_a_runaway_query(traces_db):
     finally:
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 130 and err.strip() == "tlindex query: interrupted (Ctrl-C)"
+    assert proc.returncode == 130 and err.strip().startswith("tlindex query: stopped (SIGINT)")
 
 
 def test_a_payload_larger_than_the_floor_reads_once_it_is_stored(tmp_path):
     import sqlite3
 
     from tlindex.store.compression import INFLATE_FLOOR, pack, register
-    from tlindex.store.db import open_db
+    from tlindex import Database
 
-    db = open_db(tmp_path / "big.db")
+    db = Database(tmp_path / "big.db", create=True).conn
     text = "x = torch.ones(3)\n" * (INFLATE_FLOOR // 10)  # 1.8 MB: past the floor
     size, data = pack(text)
     reader = register(sqlite3.connect(tmp_path / "big.db"))  # one long-lived connection, as a server has
@@ -197,10 +197,9 @@ def _umask() -> int:
 
 def test_a_record_too_long_to_hold_is_counted_not_held(tmp_path, monkeypatch):
     """HAND-MADE: a real log with a 3 MB line of zeros (no newline) spliced between two records."""
-    from conftest import DATA, connect
+    from conftest import DATA, connect, ingest
 
     from tlindex.ingest import reader
-    from tlindex.ingest.pipeline import ingest
 
     monkeypatch.setattr(reader, "MAX_RECORD_BYTES", 1 << 20)  # the real limit is 64 MiB: same code path
     real = next((DATA / "graph_breaks").iterdir()).read_bytes()
@@ -221,9 +220,8 @@ def test_runs_of_blank_lines_are_one_row_and_a_gzip_bomb_streams(tmp_path):
     """HAND-MADE: a gzip of a million newlines; a gzip of 256 MB of zeros read through the tolerant reader."""
     import gzip
 
-    from conftest import connect
+    from conftest import connect, ingest
 
-    from tlindex.ingest.pipeline import ingest
     from tlindex.ingest.task import TolerantGzip
 
     newlines = tmp_path / "newlines.log.gz"

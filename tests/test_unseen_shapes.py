@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import connect, scenario_logs, scenario_run
+from conftest import connect, ingest, scenario_logs, scenario_run
 from datasette.app import Datasette
 
 from tlindex.answers.bytecode import parse_listing
@@ -23,7 +23,6 @@ from tlindex.answers.diff import diff
 from tlindex.answers.queries import load_queries, run_sql
 from tlindex.answers.reassemble import CannotReassemble, reassemble
 from tlindex.cli import cli
-from tlindex.ingest.pipeline import ingest
 
 PY311 = sys.version_info[:2] == (3, 11)
 
@@ -395,7 +394,7 @@ def test_compiles_by_status_add_up_and_say_what_has_no_compile_id(db):
 def test_a_rank_claimed_by_two_files_is_said_with_its_files(tmp_path):
     """The 4-rank DDP job plus another job's rank-1 file, ingested as one run: 4 ranks and 5 processes, and
     `runs` says which files claim rank 1 (it said "4 ranks")."""
-    from tlindex.ingest.pipeline import ingest as run_ingest
+    from conftest import ingest as run_ingest
 
     extra = next(p for p in scenario_logs("ddp_2ranks") if "rank_1" in p.name)
     db = tmp_path / "messy.db"

@@ -7,10 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import DATA, connect, scenario_logs, scenario_run
+from conftest import DATA, connect, ingest, scenario_logs, scenario_run
 
 from tlindex.answers.queries import load_queries, run_sql
-from tlindex.ingest.pipeline import ingest
 
 
 def raw_pieces() -> list[tuple[int, dict, list[str]]]:

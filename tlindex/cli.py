@@ -14,15 +14,14 @@ from typing import TYPE_CHECKING
 
 import click
 
-from tlindex import __version__
 from tlindex.errors import TlindexError
 from tlindex.output import check_format, emit, gate_options, output_options, terminal_line
+from tlindex.version import __version__
 
 if TYPE_CHECKING:
-    import sqlite3
     from pathlib import Path
 
-    from tlindex.store.database import Database
+    from tlindex.database import Database
 
 DEFAULT_DB = "traces.db"
 
@@ -61,19 +60,12 @@ def say(text: str, **kwargs) -> None:
     click.echo(terminal_line(text), **kwargs)
 
 
-def database(db_path: str | Path, write: bool = False) -> Database:
-    """The command's one handle on an existing tlindex database (DatabaseError, said in one line, if there is none),
-    read only unless `write`: opened once, passed down, closed on the way out (`with database(...) as db`)."""
-    from tlindex.store.database import Database
+def database(db_path: str | Path, write: bool = False, create: bool = False) -> Database:
+    """The command's one tlindex.Database (DatabaseError, said in one line, if there is none), read only unless
+    `write` or `create`: opened once, passed down, closed on the way out (`with database(...) as db`)."""
+    from tlindex.database import Database
 
-    return Database(db_path, write=write)
-
-
-def run_id_of(conn: sqlite3.Connection, name: str) -> int:
-    """A run named as everywhere (id, label, log directory, unique label prefix; UnknownRun lists the matches)."""
-    from tlindex.answers.names import resolve_run
-
-    return resolve_run(conn, name)["id"]
+    return Database(db_path, write=write, create=create)
 
 
 def label_value(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
@@ -104,13 +96,9 @@ def run_list_options(fn):
                         help=f"Only the last N runs [default: {LAST_RUNS}]")(fn)
 
 
-def chosen_runs(conn: sqlite3.Connection, last: int | None, since: str | None, all_runs: bool,
-                label: str | None = None) -> list[int]:
+def chosen_runs(db: Database, last: int | None, since: str | None, all_runs: bool) -> list[int]:
     """The ids the run list options keep, oldest first; says on stderr how many were left out."""
-    from tlindex.pages.runs import RunFilter, day, last_runs
-
-    kept = None if all_runs else (last or LAST_RUNS)
-    ids, matching = last_runs(conn, RunFilter(label=label, since=day("--since", since)), kept)
+    ids, matching = db.run_ids(None if all_runs else (last or LAST_RUNS), since)
     if len(ids) < matching:
         say(f"(the last {len(ids):,} of {matching:,} runs, oldest first: --last N, --since YYYY-MM-DD or --all "
             f"for more)", err=True)
@@ -121,8 +109,8 @@ COMMAND_WORDS = "tlindex.command"  # ctx.meta: the words of the command running 
 
 
 class Commands(click.Group):
-    """tlindex's commands. Each runs stoppable (tlindex.stopping: SIGINT, SIGTERM and SIGHUP unwind it like
-    an error), and whatever way it ends, its temporaries and workers are gone after it (tlindex.owned)."""
+    """tlindex's commands. Each runs stoppable (tlindex.stopping: SIGINT, SIGTERM and SIGHUP raise KeyboardInterrupt,
+    so every `with` and `finally` runs), and whatever way it ends, its workers are gone after it."""
 
     group_class = type  # `export`, and any group added later, is one of these too
 
@@ -134,12 +122,15 @@ class Commands(click.Group):
     def invoke(self, ctx: click.Context):
         if ctx.parent is not None:  # a group within: the outermost one stops and cleans up
             return super().invoke(ctx)
-        from tlindex import owned, stopping
+        import signal
+        import sqlite3
+
+        from tlindex import stopping
 
         spared = stopping.children()  # (a process that calls the command line may have its own)
         with stopping.stoppable() as stop:
             try:
-                result = super().invoke(ctx)
+                return super().invoke(ctx)
             except click.ClickException as error:  # its message names what a log or a user named: one safe line
                 error.message = terminal_line(error.message)
                 raise
@@ -147,23 +138,20 @@ class Commands(click.Group):
                 failed = click.ClickException(terminal_line(str(error)))
                 failed.exit_code = error.exit_code
                 raise failed from None
-            except BaseException as error:
-                import sqlite3
-
-                if stop.signum is None and isinstance(error, (OSError, sqlite3.OperationalError)):
-                    from tlindex.store.db import disk_message, disk_trouble
-
-                    if disk_trouble(error):
-                        raise click.ClickException(terminal_line(disk_message(error))) from error  # one line
+            except KeyboardInterrupt:
                 if stop.signum is None:
-                    raise  # an error, or an exit: after the cleanup below
+                    stop.signum = signal.SIGINT  # (raised by Python itself: a Ctrl-C before the handlers)
+            except (OSError, sqlite3.OperationalError) as error:
+                from tlindex.store.db import disk_message, disk_trouble
+
+                if stop.signum is None and disk_trouble(error):
+                    raise click.ClickException(terminal_line(disk_message(error))) from error  # one line
+                if stop.signum is None:
+                    raise
             finally:
-                stopping.settle()  # from here on nothing is raised: the cleanup and its line are not cut short
-                left = [str(path) for path in owned.remove_temporaries()] + stopping.end_children(spared)
+                left = stopping.end_children(spared)
                 _say_what_is_left(" ".join(ctx.meta.get(COMMAND_WORDS, [])), stop, left)
-        if stop.signum is not None:
-            ctx.exit(stop.exit_code)  # 130 for Ctrl-C, 128 + N for the others
-        return result
+        ctx.exit(stop.exit_code)  # stopped: 130 for Ctrl-C, 128 + N for the others
 
 
 def _say_what_is_left(words: str, stop, left: list[str]) -> None:
@@ -194,13 +182,17 @@ def ingest(paths: tuple[str, ...], db_path: str, run_label: str | None, replace:
     import sqlite3
 
     from tlindex.errors import DatabaseError
-    from tlindex.ingest.pipeline import ingest as run_ingest
+    from tlindex.ingest.discover import discover
     from tlindex.store.db import disk_message
 
+    if not discover(list(paths))[0]:  # nothing to ingest creates no database
+        for problem in discover(list(paths))[1]:
+            say(f"error: {problem}", err=True)
+        sys.exit(1)
     bar = ProgressBar(enabled=not silent and sys.stderr.isatty())
     try:
-        summary = run_ingest(db_path, list(paths), run_label=run_label, replace=replace, jobs=jobs,
-                             progress=bar.update)
+        with database(db_path, create=True) as db:
+            summary = db.ingest(paths, run_label, replace=replace, jobs=jobs, progress=bar.update)
     except (sqlite3.OperationalError, OSError) as error:  # a full disk, a read-only folder: the database is intact
         raise DatabaseError(f"{db_path}: " + disk_message(error, "every file merged before stays whole, the rest is "
                                                           "not ingested (run the same command again once it is "
@@ -242,63 +234,16 @@ def query(name_or_sql: str, params: tuple[tuple[str, str], ...], db_path: str, *
     """Run a canned query by name (see `tlindex queries`), or any SQL; a run or compile parameter by any name."""
     import sqlite3
 
-    from tlindex.answers.queries import prepared, read_only, run_sql, sql_error_message
+    from tlindex.answers.queries import sql_error_message
     from tlindex.errors import QueryError
-    from tlindex.store.limits import cap_heap, heap_message
 
     check_format(output)
     with database(db_path) as db:
-        sql, values = prepared(db.conn, name_or_sql, dict(params))
-        cap_heap(db.conn)
-        read_only(db.conn)
-        stop = interruptible(db.conn)
         try:
-            cursor = run_sql(db.conn, sql, values)
+            cursor = db.cursor(name_or_sql, dict(params))
             emit([d[0] for d in cursor.description or []], cursor, **output)
         except sqlite3.DatabaseError as error:
-            if not stop.is_set():
-                raise QueryError(f"SQL error: {sql_error_message(error)}") from None
-        except MemoryError:  # SQLite's heap limit (cap_heap) reached
-            raise QueryError(f"SQL error: out of memory: {heap_message()}") from None
-        finally:
-            stop_interrupting()
-        if stop.is_set():  # (also when the statement's last step ended after the Ctrl-C)
-            click.echo("tlindex query: interrupted (Ctrl-C)", err=True)
-            sys.exit(130)
-
-
-def interruptible(conn: sqlite3.Connection):
-    """Make Ctrl-C stop the connection's running statement (SQLite runs in C, where Python's own
-    KeyboardInterrupt cannot reach it): the returned event is set when it did."""
-    import signal
-    import threading
-
-    stop = threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.getsignal(signal.SIGINT)
-
-        def on_sigint(signum: int, frame) -> None:
-            if stop.is_set() and callable(previous):
-                previous(signum, frame)  # a second Ctrl-C: the command's own way of stopping (tlindex.stopping)
-            stop.set()
-            conn.interrupt()
-
-        signal.signal(signal.SIGINT, on_sigint)
-        _INTERRUPTING.append((signal.SIGINT, previous))
-    conn.set_progress_handler(stop.is_set, 10_000)
-    return stop
-
-
-_INTERRUPTING: list = []  # (signal, the handler interruptible replaced), to put back
-
-
-def stop_interrupting() -> None:
-    """Put back the handlers interruptible replaced (the command's own: tlindex.stopping)."""
-    import signal
-
-    while _INTERRUPTING:
-        signum, previous = _INTERRUPTING.pop()
-        signal.signal(signum, previous)
+            raise QueryError(f"SQL error: {sql_error_message(error)}") from None
 
 
 @cli.command()
@@ -317,17 +262,13 @@ def findings(run: str | None, db_path: str, as_json: bool, last: int | None, sin
     import json
 
     from tlindex.answers.findings import problems
-    from tlindex.answers.findings.stored import store_findings, stored_findings
     from tlindex.answers.glossary import findings_lines
-    from tlindex.answers.names import run_labels
 
     with database(db_path) as db:
-        if run is None:  # a list over runs: a database made before findings were stored gets them, once
-            store_findings(db.path, lambda text: say(text, err=True))
-        ids = chosen_runs(db.conn, last, since, all_runs) if run is None else [run_id_of(db.conn, run)]
-        found = stored_findings(db.conn, ids)
-        labels = run_labels(db.conn, ids)
-        report = [(run_id, labels[run_id], found[run_id]) for run_id in ids]
+        ids = chosen_runs(db, last, since, all_runs) if run is None else [db.run(run)["id"]]
+        found = db.findings(ids=ids)
+        labels = {run_id: label for run_id, label in db.run_labels(ids).items()}
+    report = [(run_id, labels[run_id], found[run_id]) for run_id in ids]
     if as_json:
         click.echo(json.dumps([{"run": run_id, "label": label, "findings": [f.as_dict() for f in found]}
                                for run_id, label, found in report], indent=2))
@@ -353,26 +294,14 @@ def search(term: str, db_path: str, run_name: str | None, as_json: bool, limit: 
     """Find where TERM appears across all logs: names, reasons, guards, errors and payload text.
 
     TERM is literal (kernel and op names such as aten.mm or triton_poi_fused_add_0 work as typed).
-    The first search builds the payload text index (a write, once; ingests keep it current).
     """
     import json
 
-    from tlindex.answers.names import run_labels
-    from tlindex.answers.search import search as run_search
-    from tlindex.ingest.text_index import ensure_payload_index
     from tlindex.pages import hit_path
 
-    with database(db_path, write=True) as db:  # the first search builds the payload index
-        run_id = run_id_of(db.conn, run_name) if run_name is not None else None
-        started = time.perf_counter()
-        if ensure_payload_index(db.conn) and not as_json:
-            click.echo(f"(indexed the payload text for search in {time.perf_counter() - started:.1f} s, once)",
-                       err=True)
-        more: list[int] = []
-        found = run_search(db.conn, term, run_id, limit, more=more)
-        hits, left = found[:limit], len(found) - min(len(found), limit) + more[0]
-        shown_runs = sorted({hit.run for hit in hits if hit.run is not None})
-        labels = run_labels(db.conn, shown_runs)
+    with database(db_path) as db:
+        hits, left = db.search(term, run_name, limit)
+        labels = db.run_labels(sorted({hit.run for hit in hits if hit.run is not None}))
     prefix = _serve_prefix(db_path, base_url)
 
     def url(hit) -> str:
@@ -423,10 +352,10 @@ def diff_command(run_a: str, run_b: str, db_path: str, as_json: bool, graphs: bo
     """
     import json
 
-    from tlindex.answers.diff import as_text, diff
+    from tlindex.answers.diff import as_text
 
     with database(db_path) as db:
-        result = diff(db.conn, str(run_id_of(db.conn, run_a)), str(run_id_of(db.conn, run_b)), graphs=graphs)
+        result = db.diff(run_a, run_b, graphs=graphs)
     if as_json:
         click.echo(json.dumps(result, indent=2))
         return
@@ -464,26 +393,23 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
     """
     from pathlib import Path
 
+    from tlindex.database import Database
+
     out = Path(out_dir)
     bar = ProgressBar(enabled=not silent and sys.stderr.isatty())
     show = not silent and sys.stderr.isatty()
-    beside = None
 
     def progress(pages: int) -> None:
         if show and pages % 25 == 0:
             click.echo(f"\rWriting the report: {pages:,} pages", err=True, nl=False)
 
+    opened = Database.temporary() if paths and not db_path else database(db_path or DEFAULT_DB, create=bool(paths))
     try:
-        beside = _ingest_beside(paths, db_path, jobs, bar)
-        from tlindex.report import make_report
-
-        outcome = make_report(out, list(paths), db_path, list(run_names), overwrite, jobs, bar.update, progress,
-                              last=None if all_runs else (last or LAST_RUNS),
-                              say=None if silent else (lambda text: say(text, err=True)), run_facts=with_run_facts,
-                              beside=beside)
+        with opened as db:
+            outcome = db.report(out, run_names, paths=paths, last=None if all_runs else (last or LAST_RUNS),
+                                overwrite=overwrite, jobs=jobs, run_facts=with_run_facts, ingest_progress=bar.update,
+                                progress=progress, say=None if silent else (lambda text: say(text, err=True)))
     finally:
-        if beside is not None and beside.end():
-            bar.abandoned()  # the child drew it, and was stopped
         bar.close()
     if show:
         click.echo("", err=True)
@@ -494,16 +420,6 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
         webbrowser.open((out / "index.html").resolve().as_uri())
     if outcome.problems:
         sys.exit(1)
-
-
-def _ingest_beside(paths: tuple[str, ...], db_path: str | None, jobs: int | None, bar: ProgressBar):
-    """Logs to report without --db (a temporary database): their ingest started in a child, which the report's
-    imports do not wait for (tlindex.ingest.beside); None when they are ingested in this process."""
-    if not paths or db_path:
-        return None
-    from tlindex.ingest.beside import ingest_beside
-
-    return ingest_beside(list(paths), jobs, bar.update, bar.close)
 
 
 def _say_report(out: Path, outcome, silent: bool) -> None:
@@ -550,10 +466,8 @@ def export() -> None:
 @click.option("--replace", is_flag=True, help="Overwrite OUT_DIR when it is not empty")
 def parquet(out_dir: str, db_path: str, tables: tuple[str, ...], replace: bool) -> None:
     """Write every table as a Parquet dataset in OUT_DIR/<table>/, hive-partitioned by run and rank."""
-    from tlindex.formats.parquet import export_parquet
-    from tlindex.store.db import existing_database
-
-    manifest = export_parquet(existing_database(db_path), out_dir, list(tables) or None, replace)
+    with database(db_path) as db:
+        manifest = db.export_parquet(out_dir, tables, replace)
     rows = sum(t["rows"] for t in manifest["tables"].values())
     say(f"exported {len(manifest['tables'])} tables, {rows:,} rows to {out_dir}", err=True)
 
@@ -571,18 +485,16 @@ def chromium(out: str, db_path: str, run_name: str, replace: bool) -> None:
     """
     from pathlib import Path
 
-    from tlindex.formats.chromium import HEAD, trace_chunks
-    from tlindex.owned import check_file, write_whole
+    from tlindex.formats.chromium import HEAD
+    from tlindex.owned import atomic_file
 
     with database(db_path) as db:
-        run_id = run_id_of(db.conn, run_name)
+        chunks = db.chromium_trace(run_name)
         if out == "-":
-            for chunk in trace_chunks(db.conn, run_id):
+            for chunk in chunks:
                 sys.stdout.buffer.write(chunk)
         else:  # written beside OUT, moved in when whole: stopped or failing midway, OUT is as it was
-            check = lambda: check_file(Path(out), HEAD, "chromium trace", replace)  # noqa: E731
-            check()  # before the work, and again before OUT is replaced
-            write_whole(Path(out), trace_chunks(db.conn, run_id), head=HEAD, check=check)
+            atomic_file(Path(out), chunks, HEAD, "chromium trace", replace)
 
 
 @cli.command(name="spark-ingest")
@@ -616,12 +528,8 @@ def runs_command(db_path: str, as_json: bool, last: int | None, since: str | Non
     how long it took, where and by whom."""
     import json
 
-    from tlindex.answers.findings.stored import store_findings
-    from tlindex.pages.runs import runs_listing
-
     with database(db_path) as db:
-        store_findings(db.path, lambda text: say(text, err=True))
-        listed = runs_listing(db.conn, chosen_runs(db.conn, last, since, all_runs))
+        listed = db.runs(chosen_runs(db, last, since, all_runs))
     if as_json:
         click.echo(json.dumps(listed, indent=2))
         return
@@ -645,13 +553,9 @@ def rm_command(runs: tuple[str, ...], db_path: str) -> None:
     """Delete runs (ids, labels or unique label prefixes) and every row that is only theirs, in one transaction.
 
     Each run deleted is named with its id and label; a name that matches several runs deletes nothing."""
-    from tlindex.answers.names import resolve_run
-    from tlindex.ingest.runs import remove_runs
-
     with database(db_path, write=True) as db:
-        named = {run["id"]: run["label"] for run in (resolve_run(db.conn, name) for name in runs)}
-        removed = remove_runs(db.conn, list(named))
-    for run_id, label in sorted(named.items()):
+        removed = db.remove_runs(runs)
+    for run_id, label in removed["removed"].items():
         say(f"removed run {run_id} {label}", err=True)
     say(f"removed {removed['runs']} run{'s' * (removed['runs'] != 1)}: {removed['sources']} processes, "
         f"{removed['files']} log files", err=True)
@@ -663,10 +567,9 @@ def rm_command(runs: tuple[str, ...], db_path: str) -> None:
 @db_option
 def label_command(run: str, new_label: str, db_path: str) -> None:
     """Rename a run (an id, label or unique label prefix) to NEW_LABEL."""
-    from tlindex.ingest.runs import rename_run
-
     with database(db_path, write=True) as db:
-        rename_run(db.conn, run_id_of(db.conn, run), new_label)
+        renamed = db.rename_run(run, new_label)
+    say(f"run {renamed['id']}: {renamed['old']!r} is now {renamed['new']!r}", err=True)
 
 
 @cli.command(name="run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -694,10 +597,10 @@ def run_command(db_path: str, label: str | None, trace_dir: str | None, keep_tra
 
     from tlindex.run import GateCheck, run_traced
 
-    check = GateCheck.prepare(Path(db_path), baseline, fail_on, allow_unjudged) if (baseline or fail_on) else None
+    gate = GateCheck(baseline, fail_on, allow_unjudged) if (baseline or fail_on) else None
     sys.exit(run_traced(Path(db_path), list(command), label=label,
                         trace_dir=Path(trace_dir) if trace_dir else None, keep_trace=keep_trace,
-                        echo=lambda text: say(text, err=True), gate=check, program_only=program_only))
+                        echo=lambda text: say(text, err=True), gate=gate, program_only=program_only))
 
 
 @cli.command()
@@ -767,16 +670,16 @@ def serve(ctx: click.Context, db: str | None, host: str | None, port: int | None
         DEFAULT_HOST,
         Served,
         interrupt_on_stop,
+        marked,
         open_when_answering,
         passes_through,
         pick_port,
         scheme_of,
-        write_marker,
     )
     from tlindex.stopping import relay
-    from tlindex.store.db import existing_database
 
-    path = existing_database(db or os.environ.get("TLINDEX_DB", DEFAULT_DB), served=True)
+    with database(db or os.environ.get("TLINDEX_DB", DEFAULT_DB)) as opened:  # checked, brought up to date
+        path = opened.path
     args = list(ctx.args)
     interrupt_on_stop()
     if passes_through(args):  # no server on a port: nothing to pick, print or find
@@ -789,16 +692,16 @@ def serve(ctx: click.Context, db: str | None, host: str | None, port: int | None
     served = Served(host, chosen, path.stem, scheme_of(args))
     if note:
         say(note)
-    write_marker(path, served)
-    say(f"tlindex: {served.runs_url}  (runs, findings, trend; Datasette: {served.base}/)")
-    if open_browser and "--root" in args:
-        args.append("--open")  # Datasette's: its sign-in URL, which the runs page would need first
-    elif open_browser:
-        open_when_answering(served.runs_url, lambda text: say(text, err=True))
-    if hasattr(signal, "SIGHUP"):  # the server stops gracefully on SIGTERM; a closed terminal, the same way
-        relay(signal.SIGHUP, signal.SIGTERM)
-    datasette_serve.main([str(path), "-h", host, "-p", str(chosen), *args], prog_name="tlindex serve",
-                         standalone_mode=True)
+    with marked(path, served):  # while it serves, `tlindex run` finds it
+        say(f"tlindex: {served.runs_url}  (runs, findings, trend; Datasette: {served.base}/)")
+        if open_browser and "--root" in args:
+            args.append("--open")  # Datasette's: its sign-in URL, which the runs page would need first
+        elif open_browser:
+            open_when_answering(served.runs_url, lambda text: say(text, err=True))
+        if hasattr(signal, "SIGHUP"):  # the server stops gracefully on SIGTERM; a closed terminal, the same way
+            relay(signal.SIGHUP, signal.SIGTERM)
+        datasette_serve.main([str(path), "-h", host, "-p", str(chosen), *args], prog_name="tlindex serve",
+                             standalone_mode=True)
 
 
 @cli.command(name="trend")
@@ -825,15 +728,15 @@ def trend_command(runs: tuple[str, ...], db_path: str, label_prefix: str | None,
     import json
 
     from tlindex.answers.gate import lines as gate_lines
-    from tlindex.answers.health import count_runs, table
-    from tlindex.answers.trend import against_baseline, trend
+    from tlindex.answers.health import table
+    from tlindex.answers.trend import against_baseline
     from tlindex.errors import NotFound
     from tlindex.output import table_lines
 
     with database(db_path) as db:
         kept = None if runs or all_runs else (last or 100)
-        result = trend(db.conn, runs, label_prefix, baseline, fail_on, judged, allow_unjudged, last=kept)
-        matching = len(result.rows) if kept is None else count_runs(db.conn, label_prefix)
+        result = db.trend(runs, label_prefix, baseline, fail_on, judged, allow_unjudged, last=kept)
+        matching = len(result.rows) if kept is None else db.run_ids(None, label=label_prefix)[1]
     if fail_on and not result.rows:
         raise NotFound("no run to judge: no run matches" + (f" --label {label_prefix!r}" if label_prefix else ""))
     if len(result.rows) < matching:

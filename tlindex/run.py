@@ -23,14 +23,17 @@ import sys
 import time
 import urllib.request
 from collections.abc import Callable
-from contextlib import closing
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tlindex import owned
 from tlindex.serve import DEFAULT_PORT as SERVE_PORT  # where Datasette answers by default
 from tlindex.store.redact import redact_words, storable
+
+if TYPE_CHECKING:
+    from tlindex.database import Database
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -183,55 +186,43 @@ def served_url(db_path: Path, run_id: int, port: int = SERVE_PORT) -> str | None
 class GateCheck:
     """`tlindex run --baseline RUN --fail-on ...`: the baseline found before COMMAND runs, the new run judged after."""
 
-    def __init__(self, baseline_id: int | None, clauses: list | None, allow_unjudged: bool = False):
-        self.baseline_id = baseline_id
-        self.clauses = clauses
-        self.allow_unjudged = allow_unjudged
-
-    @classmethod
-    def prepare(cls, db_path: Path, baseline: str | None, clauses: list | None,
-                allow_unjudged: bool = False) -> "GateCheck":
-        """Raise GateError for bounds that need a missing baseline, a TlindexError for a baseline that is not there
-        (before COMMAND runs)."""
+    def __init__(self, baseline: str | None, clauses: list | None, allow_unjudged: bool = False):
         from tlindex.answers.gate import check_baseline
-        from tlindex.answers.names import resolve_run
-        from tlindex.errors import NotFound
-        from tlindex.store.db import check_database, connect_read_only
 
         if clauses:
-            check_baseline(clauses, baseline)
-        if baseline is None:
-            return cls(None, clauses, allow_unjudged)
-        check_database(db_path)
-        if not db_path.exists():
-            raise NotFound(f"--baseline {baseline}: {db_path} does not exist yet (no run to compare with)")
-        conn = connect_read_only(db_path)
-        try:
-            return cls(resolve_run(conn, baseline)["id"], clauses, allow_unjudged)
-        finally:
-            conn.close()
+            check_baseline(clauses, baseline)  # GateError for bounds that need a missing baseline, before COMMAND
+        self.baseline, self.clauses, self.allow_unjudged = baseline, clauses, allow_unjudged
+        self.baseline_id: int | None = None
 
-    def judge(self, db_path: Path, run_id: int | None, code: int, echo: Callable[[str], None]) -> int:
+    def prepare(self, db: Database | None, db_path: Path) -> None:
+        """The baseline found in the database (a TlindexError when it is not there), before COMMAND runs."""
+        from tlindex.errors import NotFound
+
+        if self.baseline is None:
+            return
+        if db is None:
+            raise NotFound(f"--baseline {self.baseline}: {db_path} does not exist yet (no run to compare with)")
+        self.baseline_id = db.run(self.baseline)["id"]
+
+    def judge(self, db: Database | None, run_id: int | None, code: int, echo: Callable[[str], None]) -> int:
         """Say how the new run compares (and, with bounds, the gate's verdict); the exit code to leave with:
         COMMAND's when it is not 0, else the gate's (1 when no run was written to judge)."""
         from tlindex.answers.gate import gate, lines
         from tlindex.answers.health import health
         from tlindex.answers.trend import Trend, against_baseline
-        from tlindex.store.database import Database
 
-        if run_id is None:
+        if run_id is None or db is None:
             if self.clauses:
                 allowed = " (allowed by --allow-unjudged)" if self.allow_unjudged else ": FAILED"
                 echo(f"gate: no run to judge (COMMAND wrote no trace){allowed}")
                 return code or int(not self.allow_unjudged)
             return code
-        with Database(db_path) as db:
-            base = health(db.conn, [self.baseline_id])[0] if self.baseline_id is not None else None
-            verdict = gate(db.conn, run_id, self.baseline_id, self.clauses, why="just made",
-                           allow_unjudged=self.allow_unjudged) if self.clauses else None
-            rows = health(db.conn, [run_id])
-            for line in against_baseline(Trend(rows, base, verdict, rows[0], "just made")):
-                echo(line)
+        base = health(db.conn, [self.baseline_id])[0] if self.baseline_id is not None else None
+        verdict = gate(db.conn, run_id, self.baseline_id, self.clauses, why="just made",
+                       allow_unjudged=self.allow_unjudged) if self.clauses else None
+        rows = health(db.conn, [run_id])
+        for line in against_baseline(Trend(rows, base, verdict, rows[0], "just made")):
+            echo(line)
         if verdict is None:
             return code
         for line in lines(verdict):
@@ -241,68 +232,70 @@ class GateCheck:
 
 def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: Path | None, keep_trace: bool,
                echo: Callable[[str], None], gate: GateCheck | None = None, program_only: bool = False) -> int:
-    """The whole of `tlindex run`; returns the exit code to leave with. What is stored of the command, and what its
-    folder and default label are made of, is its redacted words (only the program's with `program_only`)."""
-    from tlindex.ingest.pipeline import ingest
-    from tlindex.pages import database_path
-    from tlindex.pages import path as page_path
-    from tlindex.report import runs_of_paths
-    from tlindex.store.db import DatabaseError, check_database, connect_read_only
+    """The whole of `tlindex run`; returns the exit code to leave with. The database is opened once: before COMMAND
+    when it exists (checked, its baseline found), else after it, when there is a trace to ingest. What is stored of
+    the command, and what its folder and default label are made of, is its redacted words (only the program's with
+    `program_only`)."""
+    from tlindex.database import Database
+    from tlindex.errors import DatabaseError
 
     try:
-        check_database(db_path)  # refuse a file that is not a tlindex database before the command runs
-    except DatabaseError as error:
+        db = Database(db_path, write=True) if db_path.exists() else None
+    except DatabaseError as error:  # not a tlindex database: refused before the command runs
         echo(f"tlindex run: {error}")
         return 1
-    shown = stored_command(command, program_only)
-    folder = new_trace_folder(trace_dir or trace_base(db_path), shown)
     try:
-        ran = run_command(command, folder, shown)
-    except OSError as error:
-        echo(f"tlindex run: cannot start {shown[0]!r}: {error.strerror or error}")
-        owned.remove(folder, "trace")
-        return 127
-    code = ran.code
-    if not any(p.is_file() and p.name != owned.MARKER for p in folder.rglob("*")):
-        echo(f"tlindex run: {shown[0]} exited with {code} and wrote no trace in {folder} (did it call "
-             f"torch.compile or torch.export?)")
-        owned.remove(folder, "trace")
-        return gate.judge(db_path, None, code, echo) if gate else code
-    summary = ingest(db_path, [str(folder)], run_label=_unique_label(db_path, label or " ".join(shown)))
+        if gate is not None:
+            gate.prepare(db, db_path)
+        shown = stored_command(command, program_only)
+        folder = new_trace_folder(trace_dir or trace_base(db_path), shown)
+        try:
+            ran = run_command(command, folder, shown)
+        except OSError as error:
+            echo(f"tlindex run: cannot start {shown[0]!r}: {error.strerror or error}")
+            owned.remove(folder, "trace")
+            return 127
+        code = ran.code
+        if not any(p.is_file() and p.name != owned.MARKER for p in folder.rglob("*")):
+            echo(f"tlindex run: {shown[0]} exited with {code} and wrote no trace in {folder} (did it call "
+                 f"torch.compile or torch.export?)")
+            owned.remove(folder, "trace")
+            return gate.judge(db, None, code, echo) if gate else code
+        if db is None:
+            db = Database(db_path, create=True)
+        code = _ingested(db, folder, label or " ".join(shown), ran, echo, gate)
+        if not keep_trace:
+            owned.remove(folder, "trace")
+        return code
+    finally:
+        if db is not None:
+            db.close()
+
+
+def _ingested(db: Database, folder: Path, label: str, ran: Ran, echo: Callable[[str], None],
+              gate: GateCheck | None) -> int:
+    """What COMMAND wrote in `folder` ingested as one new run (its label made unique as the run is made), its facts
+    kept, its summary and findings said, and where to see it; the exit code to leave with."""
+    from tlindex.answers.glossary import findings_lines
+    from tlindex.pages import database_path
+    from tlindex.pages import path as page_path
+
+    summary = db.ingest([folder], _label_of(label), unique_label=True)
     _echo_summary(summary.problems, summary.notes(), summary.line(), echo)
-    with closing(connect_read_only(db_path)) as conn:
-        runs = runs_of_paths(conn, [str(folder)])  # one: every file was given the run's label
+    runs = db.runs_of([folder])  # one: every file was given the run's label
     if not runs:
-        return gate.judge(db_path, None, code, echo) if gate else code
-    record_command(db_path, runs[0], ran)
-    run = _say_findings(db_path, runs[0], echo)
-    url = served_url(db_path, run["id"])
+        return gate.judge(db, None, ran.code, echo) if gate else ran.code
+    db.record_facts(runs[0], ran.facts())
+    run = db.run(runs[0])
+    for line in findings_lines(run["id"], run["label"], db.findings(ids=[run["id"]])[run["id"]]):
+        echo(line)
+    url = served_url(db.path, run["id"])
     if url:
         echo(f"open {url}")
     else:
-        echo(f"see it: tlindex serve {shlex.quote(str(db_path))}  (it prints its URL; this run's page is "
-             f"{database_path(db_path.stem)}{page_path('run', run=run['id'])} under it)")
-    if gate is not None:
-        code = gate.judge(db_path, run["id"], code, echo)
-    if not keep_trace:
-        owned.remove(folder, "trace")
-    return code
-
-
-def _say_findings(db_path: Path, run_id: int, echo: Callable[[str], None]) -> dict:
-    """The new run's findings, computed once and stored, said as `tlindex findings` says them; the run's row."""
-    from tlindex.answers.findings.stored import store_findings, stored_findings
-    from tlindex.answers.glossary import findings_lines
-    from tlindex.answers.names import resolve_run
-    from tlindex.store.database import Database
-
-    store_findings(db_path, run_ids=[run_id])
-    with Database(db_path) as db:
-        run = resolve_run(db.conn, str(run_id))
-        found = stored_findings(db.conn, [run["id"]])[run["id"]]
-    for line in findings_lines(run["id"], run["label"], found):
-        echo(line)
-    return run
+        echo(f"see it: tlindex serve {shlex.quote(str(db.path))}  (it prints its URL; this run's page is "
+             f"{database_path(db.path.stem)}{page_path('run', run=run['id'])} under it)")
+    return gate.judge(db, run["id"], ran.code, echo) if gate is not None else ran.code
 
 
 def _echo_summary(problems: list[str], notes: list[str], line: str, echo: Callable[[str], None]) -> None:
@@ -314,36 +307,11 @@ def _echo_summary(problems: list[str], notes: list[str], line: str, echo: Callab
     echo(line)
 
 
-def record_command(db_path: Path, run_id: int, ran: Ran) -> None:
-    """Keep on the run's row what `tlindex run` knows of the command (its line, exit, signal, duration, where, who)."""
-    from tlindex.ingest.runs import record_facts
-    from tlindex.store.database import Database
-
-    with Database(db_path, write=True) as db:
-        record_facts(db.conn, run_id, ran.facts())
-
-
-def _unique_label(db_path: Path, wanted: str) -> str:
-    """The label, made unique among the database's runs (a command run twice makes two runs)."""
-    import sqlite3
-
+def _label_of(wanted: str) -> str:
+    """The run's label from the command line (made unique by the ingest, as the run is made)."""
     from tlindex.ingest.runs import normalize_label
-    from tlindex.store.db import connect_read_only
 
     wanted = normalize_label(wanted[:200])
     if re.fullmatch(r"\s*[-+]?\d+\s*", wanted):  # a command line that reads as a run id (check_label)
         wanted = f"run {wanted.strip()}"
-    if not db_path.exists():
-        return wanted
-    conn = connect_read_only(db_path)
-    try:
-        taken = {row[0] for row in conn.execute("SELECT label FROM runs")}
-    except sqlite3.Error:
-        taken = set()
-    finally:
-        conn.close()
-    label, n = wanted, 1
-    while label in taken:
-        n += 1
-        label = f"{wanted} ({n})"
-    return label
+    return wanted

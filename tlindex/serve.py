@@ -6,8 +6,8 @@ names it). The port is tried by binding it as the server will, just before Datas
 
 While it serves, a marker beside the database (`.traces.db.serve-8002.json`: tlindex's, the database,
 the URL and the server's pid) says where: `tlindex run` finds the server of its database there, on
-whichever port it took. The marker is a temporary of the command (tlindex.owned), gone on every way
-out; a server killed with -9 leaves it, so a reader believes it only while that pid runs and the URL
+whichever port it took. The marker is removed when the command ends, whatever way it ends; a server killed with -9
+leaves it, so a reader believes it only while that pid runs and the URL
 answers.
 
 When it is stopped (SIGTERM, SIGINT, SIGHUP relayed), the statements its request threads run are interrupted first:
@@ -29,6 +29,7 @@ import urllib.error
 import urllib.request
 import webbrowser
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -161,10 +162,21 @@ def write_marker(db_path: Path, served: Served) -> Path | None:
     text = json.dumps({"tlindex": MARKER_KIND, "database": str(db_path.resolve()), "name": served.name,
                        "url": served.base, "pid": os.getpid()}) + "\n"
     try:
-        owned.check_file(path, b'{"tlindex": "%s"' % MARKER_KIND.encode(), "serve marker", replace=False)
-        return owned.temporary_note(path, text)
+        owned.atomic_file(path, [text.encode("utf-8")], b'{"tlindex": "%s"' % MARKER_KIND.encode(), "serve marker")
+        return path
     except (OSError, owned.NotOwned):  # (a file of that name that is not a marker: left alone, no marker)
         return None
+
+
+@contextmanager
+def marked(db_path: Path, served: Served) -> Iterator[Path | None]:
+    """The marker of this server beside the database while the `with` runs (write_marker), removed after it."""
+    marker = write_marker(db_path, served)
+    try:
+        yield marker
+    finally:
+        if marker is not None:
+            marker.unlink(missing_ok=True)
 
 
 def read_marker(path: Path) -> dict | None:

@@ -1,25 +1,20 @@
-"""Every way out of a command runs its cleanup: signals become an exception, workers die with their parent.
+"""Stopping a command as Python stops one: SIGINT, SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread, so
+every `finally` and `with` already written runs (workers shut down, temporary folders removed); workers die with
+their parent.
 
-While a command runs (`stoppable`), SIGINT, SIGTERM and SIGHUP raise `Stopped` in the main process,
-so every `finally` and `with` already written runs on them as on an error: workers are shut down,
-temporaries removed (tlindex.owned). `Stopped` is a KeyboardInterrupt, so `except Exception` lets it
-through, as every library already does for Ctrl-C.
-
-Python runs a signal handler wherever the main thread is, and some places swallow what it raises:
-a function SQLite calls (a user function, a progress handler) turns it into an `OperationalError`
-that code may catch and carry on. So until the command is out, the stop is raised again: at the
-next line of the frames that called SQLite (sqlite3 reports what it swallowed), and every RERAISE_S
-wherever the main thread is not already unwinding from it. A signal never interrupts
-`deferred_signals` (a folder swapped into place), and a third one ends the process at once.
-
-Worker processes come from `tlindex.worker_pool.WorkerPool`, or are forked alone (`fork`: a report's ingest,
-tlindex.ingest.beside): the kernel kills them when their parent dies (Linux, `PR_SET_PDEATHSIG`; elsewhere a thread
-watches the parent), they leave signals to the parent, and the parent kills them on its way out, whatever it is
-(a forked child's own workers then die with it).
+Python runs a signal's handler between two bytecodes of the main thread, and a statement runs in SQLite's C code,
+where none runs: every connection tlindex opens has a progress handler (`STOP.progress`), Python code SQLite calls
+every few thousand steps, where a stop interrupts the statement. An exception raised inside a function SQLite calls is
+swallowed (the statement fails, the caller may carry on), so a signal handled there is only noted; the callback ends
+its statement, and the signal is raised again a moment later (`_thread.interrupt_main`, from a timer's thread), to be
+handled once SQLite has returned. A second signal while the first one's cleanup runs is counted, not raised; the third
+ends the process at once.
 """
 
 from __future__ import annotations
 
+import _thread
+import functools
 import os
 import signal
 import sys
@@ -27,37 +22,25 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from functools import cache
+from types import FrameType
 
 SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
-ALARM = getattr(signal, "SIGALRM", None)  # the re-raise's clock (POSIX; elsewhere a stop is raised once)
-RERAISE_S = 0.2  # a stop swallowed (see above) is raised again this soon
 FORCE_AFTER = 3  # signals: the third ends the process without cleaning up (the user insists)
+PROGRESS_STEPS = 10_000  # SQLite's steps between two calls of the progress handler
+RAISE_AGAIN_S = 0.005  # a stop noted inside a callback is raised again this soon
 
 
-class Stopped(KeyboardInterrupt):
-    """The command was stopped by a signal: its cleanup runs as it unwinds."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-    @property
-    def name(self) -> str:
-        return signal.Signals(self.signum).name
-
-
-@dataclass
 class Stop:
-    """What `stoppable` saw: the first signal, and how many came."""
-    signum: int | None = None
-    count: int = 0
-    settled: bool = False   # the command is out: nothing is raised any more
-    raised: bool = False    # Stopped was raised (and is raised again until the command is out)
-    previous: dict = field(default_factory=dict)
-    previous_hook: Callable | None = None
-    traced: bool = False    # a swallowed stop is being raised again by tracing (sys.settrace)
+    """This process's stop, one per process as signals are: the first signal, how many came, whether one waits to be
+    raised outside a callback."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.count = 0
+        self.pending = False  # a signal noted inside a callback, to be raised again once SQLite returns
+        self.later: threading.Timer | None = None  # what raises it again
+        self.active = False   # a command is stoppable (its handlers installed)
 
     @property
     def exit_code(self) -> int:
@@ -67,127 +50,70 @@ class Stop:
     def name(self) -> str:
         return signal.Signals(self.signum).name if self.signum else ""
 
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        """The handler of SIGNALS while a command runs."""
+        if not self.pending:  # (a signal raised again below is the same stop)
+            self.count += 1
+        if self.count >= FORCE_AFTER:
+            os._exit(128 + (self.signum or signum))
+        if self.signum is None:
+            self.signum = signum
+        if _in_callback(frame):
+            # Raised inside, SQLite would swallow it: noted, the callback ends its statement, and the signal is
+            # raised again from another thread a moment later, to be handled once SQLite has returned.
+            self.pending = True
+            self._raise_later()
+            return
+        self.pending = False
+        if not _unwinding():
+            raise KeyboardInterrupt
 
-_stop: Stop | None = None  # the running command's, while it is stoppable
+    def _raise_later(self) -> None:
+        """The signal raised again in the main thread RAISE_AGAIN_S from now, from a thread of its own (raised from the
+        main thread, it would be handled at once, inside the callback again)."""
+        if self.later is None or not self.later.is_alive():
+            self.later = threading.Timer(RAISE_AGAIN_S, _thread.interrupt_main, (self.signum or signal.SIGINT,))
+            self.later.daemon = True
+            self.later.start()
 
-
-@contextmanager
-def stoppable() -> Iterator[Stop]:
-    """Turn SIGINT, SIGTERM and SIGHUP into `Stopped` in this (main) thread while the `with` runs; call
-    `settle()` once the command is out, before what must not be interrupted (the last cleanup, its message)."""
-    global _stop
-    stop = Stop()
-    if threading.current_thread() is not threading.main_thread():  # signals reach only the main thread
-        yield stop
-        return
-    stop.previous = {sig: signal.signal(sig, _on_signal) for sig in SIGNALS}
-    if ALARM is not None:
-        signal.signal(ALARM, _on_alarm)
-    _stop = stop
-    try:
-        yield stop
-    finally:
-        settle()
-        _stop = None
-        for sig, handler in stop.previous.items():
-            signal.signal(sig, handler)
-        if ALARM is not None:
-            signal.signal(ALARM, signal.SIG_DFL)
-        if stop.raised:
-            _stop_watching(stop)
-
-
-def settle() -> None:
-    """The command is out: no stop is raised again (signals after this are counted, the third still ends it)."""
-    if _stop is not None:
-        _stop.settled = True
-        _alarm(0)
+    def progress(self) -> bool:
+        """SQLite's progress handler on tlindex's connections: whether to interrupt the statement (a stop came)."""
+        return self.pending
 
 
-def _alarm(every: float) -> None:
-    """SIGALRM every `every` seconds from now (0: none)."""
-    if hasattr(signal, "setitimer"):
-        signal.setitimer(signal.ITIMER_REAL, every, every)
+STOP = Stop()  # the registry of this process's stop
 
 
-def relay(signum: int, to: int) -> None:
-    """While the command runs, take `signum` as what stopped it but deliver `to` instead: for a server that
-    shuts down gracefully on `to` (its own handler), then raises it again for this module to see."""
-    def relayed(received: int, frame) -> None:
-        if _stop is not None and _stop.signum is None:
-            _stop.signum = received
-        signal.raise_signal(to)
-
-    if _stop is not None:  # `stoppable` puts its own handler back when the command is out
-        signal.signal(signum, relayed)
+class StatementStopped(Exception):
+    """Raised by a function SQLite calls when a stop came: its statement fails, and the stop is raised after it."""
 
 
-def _on_signal(signum: int, frame) -> None:
-    stop = _stop
-    if stop is None:
-        return
-    stop.count += 1
-    if stop.count >= FORCE_AFTER:
-        os._exit(128 + (stop.signum or signum))
-    if stop.signum is None:
-        stop.signum = signum
-    if not stop.raised:
-        stop.raised = True
-        _watch_for_swallowing(stop)
-        _alarm(RERAISE_S)
-    _raise_unless_unwinding(stop)
+def callback(function: Callable) -> Callable:
+    """A function SQLite calls (a SQL function registered on a tlindex connection), made safe for a stop: a signal
+    that comes while it runs ends its statement and is raised once SQLite has returned."""
+
+    @functools.wraps(function)
+    def called(*args):
+        if STOP.pending:
+            raise StatementStopped("stopped")
+        result = function(*args)
+        if STOP.pending:
+            raise StatementStopped("stopped")
+        return result
+
+    return called
 
 
-def _on_alarm(signum: int, frame) -> None:
-    if _stop is not None and _stop.raised:
-        _raise_unless_unwinding(_stop)
+_CALLBACKS = frozenset({callback(lambda: None).__code__, Stop.progress.__code__})
 
 
-def _raise_unless_unwinding(stop: Stop) -> None:
-    """Raise the stop, unless the command is out or the main thread is running the cleanup of a stop already."""
-    if stop.settled or _unwinding():
-        return
-    raise Stopped(stop.signum)
-
-
-def _watch_for_swallowing(stop: Stop) -> None:
-    """From the first stop on, a stop swallowed where Python reports what it cannot raise (a function SQLite
-    called, whose exception sqlite3 then reports instead of clearing it; a __del__) is raised again by the
-    frames below, at their next line: after SQLite returned, never in the next call of the function."""
-    import sqlite3
-
-    stop.previous_hook = sys.unraisablehook
-    sys.unraisablehook = _on_unraisable
-    sqlite3.enable_callback_tracebacks(True)
-
-
-def _stop_watching(stop: Stop) -> None:
-    # sqlite3's callback tracebacks stay on: there is no reading what they were, and Datasette turns them on
-    sys.unraisablehook = stop.previous_hook
-    if stop.traced:
-        sys.settrace(None)
-
-
-def _on_unraisable(unraisable) -> None:
-    """What could not be raised, while stopping: a swallowed stop is raised again below (anything else is
-    what the stop interrupted, not worth a traceback on the way out)."""
-    if isinstance(unraisable.exc_value, KeyboardInterrupt) and _stop is not None and not _stop.settled:
-        frame = sys._getframe(1)  # the Python frame that called into C (SQLite), its callback's frame gone
-        while frame is not None:
-            frame.f_trace, frame.f_trace_lines = _raise_at_line, True
-            frame = frame.f_back
-        sys.settrace(_trace_no_new_frame)  # lines are traced only while a trace function is set
-        _stop.traced = True
-
-
-def _trace_no_new_frame(frame, event: str, arg) -> None:
-    return None
-
-
-def _raise_at_line(frame, event: str, arg):
-    if event == "line" and _stop is not None and not _stop.settled and not _unwinding():
-        raise Stopped(_stop.signum)  # (an error in a trace function also turns tracing off)
-    return _raise_at_line
+def _in_callback(frame: FrameType | None) -> bool:
+    """Whether the main thread is inside a function SQLite called (its frames up to the command's)."""
+    while frame is not None:
+        if frame.f_code in _CALLBACKS:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _unwinding() -> bool:
@@ -201,12 +127,42 @@ def _unwinding() -> bool:
 
 
 @contextmanager
-def deferred_signals() -> Iterator[None]:
-    """Hold SIGINT, SIGTERM, SIGHUP (and the re-raise) back while a step runs that must not stop half-way."""
+def stoppable() -> Iterator[Stop]:
+    """SIGINT, SIGTERM and SIGHUP raise KeyboardInterrupt in the main thread while the `with` runs (Stop says which
+    came); the previous handlers are back after it."""
+    if threading.current_thread() is not threading.main_thread():  # signals reach only the main thread
+        yield STOP
+        return
+    STOP.signum, STOP.count, STOP.pending = None, 0, False
+    previous = {sig: signal.signal(sig, STOP.handle) for sig in SIGNALS}
+    STOP.active = True
+    try:
+        yield STOP
+    finally:
+        STOP.active = False
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def relay(signum: int, to: int) -> None:
+    """While the command runs, take `signum` as what stopped it but deliver `to` instead: for a server that
+    shuts down gracefully on `to` (its own handler), then raises it again for this module to see."""
+    def relayed(received: int, frame) -> None:
+        if STOP.signum is None:
+            STOP.signum = received
+        signal.raise_signal(to)
+
+    if STOP.active:  # `stoppable` puts its own handler back when the command is out
+        signal.signal(signum, relayed)
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold SIGINT, SIGTERM and SIGHUP back while a step runs that must not stop half-way (a folder swapped in)."""
     if not hasattr(signal, "pthread_sigmask"):
         yield
         return
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, [*SIGNALS, ALARM])
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
     try:
         yield
     finally:
@@ -216,17 +172,15 @@ def deferred_signals() -> Iterator[None]:
 # --- workers -----------------------------------------------------------------------------------------
 
 def worker_started(parent: int) -> None:
-    """In a new worker process: die with `parent`, and leave Ctrl-C to it (it ends the workers itself).
-
-    A forked worker inherits the parent's handlers (which raise `Stopped`): back to the defaults, then
-    the signals held while it was started let through."""
+    """In a new worker process: die with `parent`, and leave Ctrl-C to it (it ends the workers itself). A forked
+    worker inherits the parent's handlers: back to the defaults, then the signals held while it started let through."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    for sig in [*SIGNALS[1:], *([ALARM] if ALARM is not None else [])]:
+    for sig in SIGNALS[1:]:
         signal.signal(sig, signal.SIG_DFL)
-    _alarm(0)
+    STOP.signum, STOP.pending, STOP.active = None, False, False
     die_with_parent(parent)
     if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, [*SIGNALS, ALARM])
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
 
 
 def die_with_parent(parent: int) -> None:
@@ -251,8 +205,7 @@ def die_with_parent(parent: int) -> None:
 
 @cache
 def prctl() -> Callable[[int, int], int]:
-    """The C library's prctl (ctypes, ~3 ms to import and find: a parent about to fork workers finds it once for
-    them); OSError or AttributeError where there is none."""
+    """The C library's prctl; OSError or AttributeError where there is none."""
     import ctypes
 
     return ctypes.CDLL(None, use_errno=True).prctl
@@ -271,48 +224,11 @@ def children() -> set:
 
 
 def end_children(spared: set) -> list[str]:
-    """Kill and reap the worker processes this process started, but `spared`, that are still alive, and those it
-    forked itself (`fork`); what stayed."""
-    for pid in list(_forked):
-        end_forked(pid)
+    """Kill and reap the worker processes this process started with multiprocessing, but `spared`, that are still
+    alive (a pool that was not exited); what stayed."""
     left = children() - spared
     for child in left:
         child.kill()
     for child in left:
         child.join(timeout=5)
     return [f"{child.name} (pid {child.pid})" for child in children() - spared]
-
-
-_forked: set[int] = set()  # processes forked by `fork`, not yet reaped
-
-
-def fork() -> int:
-    """os.fork (where can_fork says it is safe: the caller asks first), the child registered (killed and reaped by
-    end_children unless `end_forked` first) before a stop can fall; in the child: 0, with signals held until
-    worker_started lets them through."""
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, [*SIGNALS, ALARM])
-    try:
-        pid = os.fork()
-    except BaseException:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
-        raise
-    if pid:
-        _forked.add(pid)
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
-    else:
-        _forked.clear()  # (the child's signals stay held: worker_started lets them through)
-    return pid
-
-
-def end_forked(pid: int, kill: bool = True) -> int | None:
-    """A forked child killed (unless `kill` is False: waited for), reaped; its exit status (None: not ours)."""
-    if pid not in _forked:
-        return None
-    if kill:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    _, status = os.waitpid(pid, 0)
-    _forked.discard(pid)
-    return os.waitstatus_to_exitcode(status)

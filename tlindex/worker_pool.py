@@ -9,7 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ProcessPoolExecutor
 from multiprocessing.context import BaseContext
 
-from tlindex.stopping import deferred_signals, worker_started
+from tlindex.stopping import signals_held, worker_started
 
 HANDOFF_S = 0.0005  # the switch interval while a pool runs (Python's is 0.005 s; see WorkerPool)
 
@@ -36,7 +36,7 @@ class WorkerPool(ProcessPoolExecutor):
         return self
 
     def submit(self, fn, /, *args, **kwargs) -> Future:
-        with deferred_signals():  # a submit may start a worker
+        with signals_held():  # a submit may start a worker
             return super().submit(fn, *args, **kwargs)
 
     def __exit__(self, kind, error, traceback) -> bool:
@@ -56,7 +56,7 @@ class WorkerPool(ProcessPoolExecutor):
 
     def kill(self) -> None:
         """Kill the workers now (Python 3.14 has it; before, the pool's own table of them)."""
-        with deferred_signals():
+        with signals_held():
             if hasattr(super(), "kill_workers"):
                 super().kill_workers()
                 return

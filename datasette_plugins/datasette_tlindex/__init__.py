@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from pathlib import Path
 
 from markupsafe import Markup
 from pluggy import HookimplMarker
@@ -22,6 +21,7 @@ from pluggy import HookimplMarker
 from tlindex.render.cells import cell_link
 from tlindex.render.urls import Urls
 
+from .bounded import bound
 from .database import denied, denied_to, is_tlindex, known_tlindex
 
 # Datasette's own marker (datasette.hookimpl is HookimplMarker("datasette")). Nothing of Datasette is imported
@@ -56,27 +56,22 @@ def _built_canned_queries() -> dict[str, dict]:
 
 @hookimpl
 def prepare_connection(conn):
-    """The sqlite3 shell's sqlar functions, which the `payloads` view reads compressed payloads with
-    (bounded: tlindex.store.compression), and no function that hands out native pointers, loads code or
-    allocates by its argument (tlindex.answers.queries.DENIED_FUNCTIONS), whatever SQL a request sends;
-    on the databases whose values all fit it, tlindex's limit on the length of a value (tlindex.store.limits);
-    on every one, the string functions bounded in time (tlindex.store.costly) and SQLite's heap capped for the process;
-    on a database an older tlindex wrote, the views of this one (tlindex.store.db.current_views). When `tlindex
-    serve` stops, it interrupts the connection's statement (tlindex.serve.served)."""
+    """On a tlindex database only (any other is left exactly as Datasette made it): the sqlite3 shell's sqlar
+    functions, which the `payloads` view reads compressed payloads with (bounded: tlindex.store.compression); no
+    function that hands out native pointers or loads code (tlindex.answers.queries.DENIED_FUNCTIONS); tlindex's limit
+    on the length of a value (tlindex.store.limits); on a database an older tlindex wrote, the views of this one
+    (tlindex.store.db.current_views). When `tlindex serve` stops, it interrupts the connection's statement."""
     from tlindex.answers.queries import guard_functions
+    from tlindex.serve import served
     from tlindex.store.compression import register
-    from tlindex.store.db import current_views
-    from tlindex.store.limits import bound_time, cap_heap, fits_the_limit, limit_connection
+    from tlindex.store.db import current_views, is_tlindex_connection
+    from tlindex.store.limits import limit_connection
 
-    if fits_the_limit(conn):  # every value the database holds fits: a database tlindex made (not someone's images)
-        limit_connection(conn)
-    else:
-        bound_time(conn)  # no step of a statement runs longer than a time limit can stop, on any database
-    cap_heap(conn)
+    if not is_tlindex_connection(conn):
+        return
+    limit_connection(conn)
     guard_functions(register(conn))
     current_views(conn)
-    from tlindex.serve import served
-
     served(conn)
 
 
@@ -134,8 +129,9 @@ def get_metadata(datasette, key, database, table):
 
 @hookimpl
 def startup(datasette):
-    """Datasette 1.0a: register the canned queries with add_query (canned_queries is gone there), and hide
-    the migrations table through the config (get_metadata is gone there)."""
+    """Every tlindex database brought up to date, its requests' SQL run in worker processes (bounded.py); on
+    Datasette 1.0a, the canned queries registered with add_query (canned_queries is gone there), and the migrations
+    table hidden through the config (get_metadata is gone there)."""
 
     async def inner():
         if hasattr(datasette, "add_query") and isinstance(getattr(datasette, "config", None), dict):
@@ -145,7 +141,7 @@ def startup(datasette):
         for name in list(datasette.databases):
             if await is_tlindex(datasette, name):
                 _bring_up_to_date(datasette.get_database(name))
-                _store_findings_meanwhile(datasette.get_database(name))
+                bound(datasette, datasette.get_database(name))  # a request's SQL runs in a worker process
             if await is_tlindex(datasette, name) and hasattr(datasette, "add_query"):
                 try:
                     for query_name, query in _canned_queries().items():
@@ -158,39 +154,15 @@ def startup(datasette):
     return inner
 
 
-def _store_findings_meanwhile(database) -> None:
-    """A database whose file is writable and holds runs whose findings are not stored (made by an older tlindex, or
-    ingested since): they are stored in a thread of their own while the server answers (its pages compute the missing
-    ones meanwhile, and store them so too), said on stderr."""
-    from tlindex.answers.findings.stored import BACKGROUND
-
-    BACKGROUND.say = lambda text: log.warning("%s", text)
-    if getattr(database, "is_mutable", False) and getattr(database, "path", None):
-        BACKGROUND.served.add(str(Path(database.path).resolve()))
-        conn = None
-        try:
-            from tlindex.store.db import connect_read_only
-
-            conn = connect_read_only(database.path)
-            BACKGROUND.store(conn)
-        except Exception:  # pages compute what is not stored: the server never fails on it
-            log.exception("tlindex: could not store the findings of %s", database.name)
-        finally:
-            if conn is not None:
-                conn.close()
-
-
 def _bring_up_to_date(db) -> None:
-    """A database an older tlindex made, migrated before it is served (tlindex.store.db.bring_up_to_date); one that
-    cannot be is said in one line in the log (its pages then say what they cannot read)."""
+    """A database an older tlindex made, migrated before it is served (tlindex.Database opens it so); one that cannot
+    be is said in one line in the log (its pages then say what they cannot read)."""
+    from tlindex.database import Database
     from tlindex.errors import TlindexError
-    from tlindex.store.db import bring_up_to_date
 
     if getattr(db, "path", None) and not getattr(db, "is_memory", False) and getattr(db, "is_mutable", True):
         try:
-            applied = bring_up_to_date(Path(db.path), served=True)
-            if applied:
-                log.warning("tlindex: %s migrated (%s)", db.path, ", ".join(applied))
+            Database(db.path).close()
         except TlindexError as error:
             log.warning("tlindex: %s", error)
 
@@ -327,7 +299,7 @@ ENTRY_STYLE = "margin:0.6em 0 1em;padding:0.5em 0.8em;border:1px solid #cfd9e6;b
 async def _entry_html(datasette, request, databases: list[str]) -> str:
     """A line per database the actor may open leading to its tlindex pages (runs and findings, trend, graph breaks,
     search) with its number of runs; empty if none."""
-    from tlindex.pages.runs import run_count
+    from tlindex.answers.runs import run_count
 
     lines = []
     for name in databases:

@@ -210,14 +210,11 @@ def sql_error_message(error: sqlite3.Error) -> str:
     if message == "not authorized":
         return message + (" (tlindex query only reads, and calls SQLite's own functions: no writes, ATTACH, "
                           "VACUUM INTO, load_extension or fts3_tokenizer)")
+    if message == "interrupted":
+        return message
     if too_big_message(error):
         return too_big_message(error)
     if message == "user-defined function raised exception":
-        from tlindex.store.costly import refusal
-
-        why = refusal()
-        if why:
-            return why
         return message + " (sqlar_uncompress inflates at most the largest payload stored: its size argument was larger)"
     return message
 

@@ -18,7 +18,7 @@ from tlindex.errors import SearchError  # noqa: F401 (raised here, imported from
 from tlindex.ingest.text_index import PAYLOAD_INDEX, has_payload_index
 from tlindex.store.compression import register
 
-MIN_CHARS = 3          # the trigram index cannot look for less
+MIN_CHARS = 3          # shorter terms match too much to be worth a search
 SNIPPET_CHARS = 160
 
 
@@ -197,7 +197,7 @@ def ranked(hits: list[Hit]) -> list[Hit]:
 
 def _payload_scan(conn: sqlite3.Connection, term: str, run: int | None, limit: int,
                   seconds: float) -> tuple[list[Hit], bool]:
-    """Payloads containing the term (case-insensitive, as the trigram index matches), found by reading
+    """Payloads containing the term (case-insensitive, as the index matches), found by reading
     them (no index) for at most `seconds`: (hits, whether the whole text was read). LIKE is as case-blind as
     the index (ASCII) and allocates nothing; inflating the text is the cost (about 200 MB of text a second)."""
     deadline = time.monotonic() + seconds
@@ -244,6 +244,8 @@ def _payload_hits(conn: sqlite3.Connection, match: str, term: str, run: int | No
     cursor = conn.execute(f"SELECT p.hash, p.text FROM {PAYLOAD_INDEX} f JOIN payloads p ON p.id = f.rowid "
                           f"WHERE {PAYLOAD_INDEX} MATCH ?{of_run} ORDER BY f.rank", (match, *([run] if of_run else [])))
     for hash_, text in cursor:
+        if term.lower() not in text.lower():
+            continue  # its words follow each other, but not as typed (`fused add` for `fused_add`)
         if len(hits) >= limit:
             left += 1
             break

@@ -16,9 +16,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
-from tlindex import __version__, owned
+from tlindex import owned
 from tlindex.errors import ExportError  # noqa: F401 (raised here, imported from here by callers)
 from tlindex.store.db import MIGRATIONS_TABLE, connect_read_only
+from tlindex.version import __version__
 
 BATCH_ROWS = 20_000
 PARTITION_COLUMNS = ("run_id", "rank")
@@ -129,35 +130,31 @@ def check_out_dir(out: Path, replace: bool) -> None:
 
 def export_parquet(db_path: str | Path, out_dir: str | Path, tables: list[str] | None = None,
                    replace: bool = False) -> dict:
-    """Write the tables as Parquet datasets under out_dir; return the manifest.
+    """Write the tables of the database as Parquet datasets under out_dir; return the manifest.
 
-    They are written into a folder beside out_dir and swapped in when complete: stopped or failing
-    midway, the export leaves out_dir as it was (an earlier export stays whole) and nothing beside it."""
+    They are written into a folder beside out_dir and moved into place when complete (tlindex.owned.atomic_dir):
+    stopped or failing midway, the export leaves out_dir as it was (an earlier export stays whole)."""
     out = Path(os.path.abspath(out_dir))
     # pyarrow pulls batches on a worker thread: the connection must allow it.
     conn = connect_read_only(db_path, check_same_thread=False)
-    partial = None
     try:
         available = schema_tables(conn)
         unknown = set(tables or ()) - set(available)
         if unknown:
             raise ExportError(f"no such table: {', '.join(sorted(unknown))}")
         check_out_dir(out, replace)
-        partial = owned.new_partial(out, "export")
-        manifest = new_manifest(conn)
-        for table in tables or available:
-            write_table(conn, table, partial)
-            rows = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-            manifest["tables"][table] = table_manifest(conn, table, rows)
-        (partial / MANIFEST).write_text(json.dumps(manifest, indent=2))
         try:
-            owned.swap_into_place(partial, out, "export")
+            with owned.atomic_dir(out, "export") as partial:
+                manifest = new_manifest(conn)
+                for table in tables or available:
+                    write_table(conn, table, partial)
+                    rows = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                    manifest["tables"][table] = table_manifest(conn, table, rows)
+                (partial / MANIFEST).write_text(json.dumps(manifest, indent=2))
         except owned.NotOwned as error:
-            raise ExportError(str(error))
+            raise ExportError(str(error)) from None
     finally:
         conn.close()
-        if partial is not None:
-            owned.discard(partial)  # still there only when it was not swapped in
     return manifest
 
 

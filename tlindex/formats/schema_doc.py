@@ -17,6 +17,7 @@ ADD_COLUMN_RE = re.compile(r"^ALTER TABLE (\w+) ADD COLUMN (\w+ [A-Z]+[^-]*?;\s*
 ALTER_RE = re.compile(r"^ALTER TABLE (\w+) (RENAME TO|DROP COLUMN) (\w+);", re.M)
 VIEW_COLUMN_RE = re.compile(r"(\w+)\s*,?\s*--\s*(.*)$")
 VIEW_RE = re.compile(r"((?:--[^\n]*\n)*)CREATE VIEW (\w+) AS\n(.*?);", re.S)
+DROP_RE = re.compile(r"^DROP (?:TABLE|VIEW) (?:IF EXISTS )?(\w+);", re.M)
 
 
 def tables() -> list[tuple[str, str, list[tuple[str, str, str]]]]:
@@ -24,6 +25,8 @@ def tables() -> list[tuple[str, str, list[tuple[str, str, str]]]]:
     found: dict[str, tuple[str, str, list[tuple[str, str, str]]]] = {}
     for path in schema_files():
         text = path.read_text()
+        for name in DROP_RE.findall(text):  # a later migration's drops (before what it makes again)
+            found.pop(name, None)
         for comment, name, body in TABLE_RE.findall(text):
             description = " ".join(line.lstrip("- ").strip() for line in comment.strip().splitlines())
             columns = [column for line in body.splitlines() if (column := _column(line))]

@@ -80,13 +80,11 @@ def spark_ingest(paths: list[str], out_dir: str | Path, *, master: str = "local[
         raise ExportError("; ".join(problems))
     target = Path(out_dir).resolve()
     check_out_dir(target, replace)
-    partial = owned.new_partial(target, "export")
     try:
-        manifest = _spark_ingest_into(partial, files, master, run_label, spark)
-        owned.swap_into_place(partial, target, "export")
-        return manifest
-    finally:
-        owned.discard(partial)  # still there only when it was not swapped in
+        with owned.atomic_dir(target, "export") as partial:
+            return _spark_ingest_into(partial, files, master, run_label, spark)
+    except owned.NotOwned as error:
+        raise ExportError(str(error)) from None
 
 
 def _spark_ingest_into(out: Path, files: list[Path], master: str, run_label: str | None, spark) -> dict:

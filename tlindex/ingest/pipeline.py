@@ -27,9 +27,9 @@ from tlindex.ingest.merge import delete_file_rows, merge
 from tlindex.ingest.runs import Attacher, assign_runs, check_label, rank_decisions, regroup_stopped
 from tlindex.ingest.task import Resume, Task, TaskResult, init_worker, run_in_worker, run_task
 from tlindex.ingest.text_index import APPEND_ONLY, refresh_fts
-from tlindex.owned import discard, left_by_a_killed, mark, named_like, remove_tree, temporary_dir
+from tlindex.owned import TemporaryFolder, in_use, named_like
 from tlindex.stopping import can_fork
-from tlindex.store.db import immediate, make_deferred_indexes, open_db
+from tlindex.store.db import immediate, make_deferred_indexes
 
 MERGE_CACHE_KB = 4 << 10  # the merges' index updates touch fewer pages on disk than with 2 MB; 8 MB gained little more
 
@@ -133,31 +133,13 @@ def plan(conn, files: list[Path], staging_dir: Path, replace: bool, summary: Ing
     return planned
 
 
-STAGING_LOCK = "ingest.lock"
-STAGING_NAMES = frozenset({STAGING_LOCK, f"{STAGING_LOCK}.new"})  # in a staging folder before its marker (hold_staging)
-STALE_UNLOCKED_S = 600  # a staging folder without its lock (not made by this tlindex) counts as stale after this
+STAGING_PREFIX = ".{}.staging-"  # an ingest's staging folder beside the database (the database's file name in it)
 
 
-def new_staging(db_path: Path) -> tuple[Path, object]:
-    """This ingest's staging folder beside the database, held (hold_staging), then marked: a staging folder seen
-    marked and unlocked is a killed ingest's."""
-    staging_dir = temporary_dir(f".{db_path.name}.staging-", db_path.resolve().parent)
-    lock = hold_staging(staging_dir)
-    mark(staging_dir, "staging")
-    return staging_dir, lock
-
-
-def hold_staging(staging_dir: Path):
-    """Lock a staging folder for as long as this ingest runs (the lock dies with the process)."""
-    try:
-        import fcntl
-    except ImportError:  # no flock: staging folders of killed ingests stay until removed by hand
-        return None
-    # Locked before it is visible under its name: another ingest never finds it unlocked.
-    handle = open(staging_dir / f"{STAGING_LOCK}.new", "w")
-    fcntl.flock(handle, fcntl.LOCK_EX)
-    os.rename(staging_dir / f"{STAGING_LOCK}.new", staging_dir / STAGING_LOCK)
-    return handle
+def new_staging(db_path: Path) -> TemporaryFolder:
+    """This ingest's staging folder beside the database, locked while the ingest lives (a folder seen marked and
+    unlocked is a killed ingest's, which this removes)."""
+    return TemporaryFolder(STAGING_PREFIX.format(db_path.name), db_path.resolve().parent, "staging")
 
 
 def claim_paths(db_path: Path, files: list[Path]) -> list:
@@ -224,51 +206,10 @@ def release_claims(db_path: Path, claims: list) -> None:
             pass
 
 
-def remove_stale_staging(db_path: Path, keep: Path) -> None:
-    """Remove the staging folders that killed ingests of this database left (nobody holds their lock): only
-    folders an ingest made (its marker), whatever else is named like one."""
-    try:
-        import fcntl
-    except ImportError:
-        return
-    for folder in map(Path, named_like(db_path.resolve().parent, f".{db_path.name}.staging-")):
-        if folder == keep or not left_by_a_killed(folder, "staging", STAGING_NAMES):
-            continue
-        lock_path = folder / STAGING_LOCK
-        try:
-            if not lock_path.exists():
-                if time.time() - folder.stat().st_mtime > STALE_UNLOCKED_S:
-                    remove_tree(folder, ignore_errors=True)
-                continue
-            with open(lock_path) as handle:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while its ingest runs
-                remove_tree(folder, ignore_errors=True)
-        except OSError:
-            continue  # in use, or gone already
-
-
 def live_ingests(db_path: Path) -> set[str]:
-    """The staging folders (by name) of the ingests of this database still running: each holds its lock (a folder
-    whose lock file is not there yet counts while it is young; without flock, every staging folder counts)."""
-    try:
-        import fcntl
-    except ImportError:
-        fcntl = None
-    live = set()
-    for folder in db_path.resolve().parent.glob(f".{db_path.name}.staging-*"):
-        lock_path = folder / STAGING_LOCK
-        try:
-            if fcntl is None or not lock_path.exists():
-                if fcntl is None or time.time() - folder.stat().st_mtime <= STALE_UNLOCKED_S:
-                    live.add(folder.name)
-                continue
-            with open(lock_path) as handle:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # taken: its ingest is gone
-        except BlockingIOError:
-            live.add(folder.name)
-        except OSError:
-            continue  # gone meanwhile
-    return live
+    """The staging folders (by name) of the ingests of this database still running: each holds its folder locked."""
+    return {os.path.basename(found) for found in named_like(db_path.resolve().parent, STAGING_PREFIX.format(db_path.name))
+            if in_use(Path(found))}
 
 
 def earlier_copy(conn, path: str, sha256: str, other_than: int | None) -> tuple[int, str] | None:
@@ -313,16 +254,20 @@ def split_big_files(planned: list[Planned], chunk_bytes: int,
     return result
 
 
-def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = None, replace: bool = False,
-           jobs: int | None = None, progress: Callable[[int, int], None] | None = None,
-           chunk_bytes: int | None = None, search_index: bool = True, scratch: bool = False) -> IngestSummary:
-    """Ingest the logs named by `paths` into the database at `db_path`.
+def ingest(conn: sqlite3.Connection, db_path: Path, paths: list[str], *, run_label: str | None = None, unique_label: bool = False,
+           replace: bool = False, jobs: int | None = None, progress: Callable[[int, int], None] | None = None,
+           chunk_bytes: int | None = None, search_index: bool = True,
+           derive: Callable[[sqlite3.Connection, list[int]], object] | None = None) -> IngestSummary:
+    """Ingest the logs named by `paths` into the database at `db_path`, on its connection `conn` (a tlindex.Database's,
+    which writes).
 
     `progress(done_bytes, total_bytes)` is called as work advances. With more than one job, files bigger
     than `chunk_bytes` are parsed in chunks of that size (by default: files bigger than a quarter of the
     input per worker pair, at least 8 MB, and each worker's last, in chunks shrinking to the end). Without
-    `search_index` the full-text indexes are not brought up to date (a database used once: a report's). `scratch`:
-    `db_path` is new, in a folder of the caller's that no other process knows of (tlindex.store.db.open_db).
+    `search_index` the full-text indexes are not brought up to date (a database used once: a report's).
+    `unique_label`: the files go into a new run labelled `run_label`, made unique when the run is made.
+    `derive(conn, runs)` derives what readers read of the runs made or grown, in the transaction that names their
+    processes (tlindex.answers.derived.derive_runs).
     """
     started = time.perf_counter()
     if run_label is not None:
@@ -331,63 +276,59 @@ def ingest(db_path: str | Path, paths: list[str], *, run_label: str | None = Non
     files, summary.problems = discover(paths)
     if not files:
         return summary  # nothing to ingest: no database is created either
-    conn = open_db(db_path, scratch)
-    conn.isolation_level = None  # transactions are explicit (BEGIN IMMEDIATE ... COMMIT)
     conn.execute(f"PRAGMA cache_size = -{MERGE_CACHE_KB}")
-    staging_dir, lock = new_staging(Path(db_path))
+    staging = new_staging(db_path)
+    staging_dir = staging.path
     # what stopped ingests merged into provisional runs (never into this ingest's run), grouped as they would have
     summary.regrouped = [(run, conn.execute("SELECT label FROM runs WHERE id = ?", (run,)).fetchone()[0])
-                         for run in regroup_stopped(conn, lambda: live_ingests(Path(db_path)))]
-    remove_stale_staging(Path(db_path), keep=staging_dir)
-    claims = claim_paths(Path(db_path), files)  # before planning: another ingest of a path waits here
+                         for run in regroup_stopped(conn, lambda: live_ingests(db_path), derive)]
+    claims = claim_paths(db_path, files)  # before planning: another ingest of a path waits here
     deferred, planned = False, []
     try:
         # --replace deletes payloads no longer referenced: then every payload is staged.
-        planned = plan(conn, files, staging_dir, replace, summary,
-                       None if replace else str(Path(db_path).resolve()))
+        planned = plan(conn, files, staging_dir, replace, summary, None if replace else str(db_path.resolve()))
         workers = max(1, jobs or os.cpu_count() or 1)
         if workers > 1:
             planned = split_big_files(planned, chunk_bytes or chunk_size(sum(p.size for p in planned), workers),
                                       *((None, 0) if chunk_bytes else (partial(shrinking, workers), workers)))
         total = sum(p.size for p in planned)
         deferred = defer_indexes(conn, total)
-        merger = Merger(conn, summary, planned, Attacher(run_label, staging_dir.name), search_index and not replace)
+        attach = Attacher(run_label, staging_dir.name, unique_label)
+        merger = Merger(conn, summary, planned, attach, search_index and not replace)
         runner = run_serially if max(1, min(workers, len(planned))) == 1 else run_in_parallel
         runner(planned, min(workers, len(planned)), merger, summary,
                (lambda done: progress(done, total)) if progress else None)
         if deferred:
             make_deferred_indexes(conn)
+        if summary.files and search_index:  # the search text, before the runs it belongs to are whole
+            refresh_fts(conn, rebuild=replace or summary.continued > 0)
         summary.runs = assign_runs(conn, run_label, tuple(merger.continued_files), tuple(merger.attach.touched),
-                                   regroup=(staging_dir.name,) if run_label is None else ())
+                                   regroup=(staging_dir.name,) if run_label is None else (),
+                                   replaced=tuple(merger.replaced_runs), derive=derive)
         for run_id in summary.runs:
             label = conn.execute("SELECT label FROM runs WHERE id = ?", (run_id,)).fetchone()
             summary.rank_decisions += [(label[0], said) for said in rank_decisions(conn, run_id)] if label else []
-        if summary.files and search_index:
-            refresh_fts(conn, rebuild=replace or summary.continued > 0)
         if progress:
             progress(total, total)
     finally:
         for split in splits(planned):
             split.hashes.stop()  # a failed or stopped ingest: no hashing ahead of merges that will not come
-        _leave(conn, deferred, staging_dir, lock, Path(db_path), claims)
+        _leave(conn, deferred, staging, db_path, claims)
     summary.seconds = time.perf_counter() - started
     return summary
 
 
-def _leave(conn, deferred: bool, staging_dir: Path, lock, db_path: Path, claims: list) -> None:
+def _leave(conn, deferred: bool, staging: TemporaryFolder, db_path: Path, claims: list) -> None:
     """What an ingest holds let go, whether it ended, failed or was stopped; the indexes it deferred made again
-    (when that fails too, the next open_db makes them)."""
+    (when that fails too, the next open of the database makes them)."""
     try:
         if deferred:
             make_deferred_indexes(conn)
     except sqlite3.Error:
         pass
     finally:
-        discard(staging_dir)
-        if lock is not None:
-            lock.close()
+        staging.remove()
         release_claims(db_path, claims)
-        conn.close()
 
 
 class Merger:
@@ -398,7 +339,14 @@ class Merger:
         self.conn, self.summary, self.attach = conn, summary, attach
         self.by_staging = {p.task.staging: p for p in planned}
         self.continued_files: list[int] = []   # grown logs continued: their runs change
+        self.replaced_runs: set[int] = set()   # runs that held a file replaced (rewritten, --replace): derived again
         self.index_early = index_early
+
+    def _replacing(self, file_id: int | None) -> None:
+        """A file about to be replaced: its runs (which lose its processes) noted, to be derived again."""
+        if file_id is not None:
+            self.replaced_runs |= {run for (run,) in self.conn.execute(
+                "SELECT DISTINCT run_id FROM sources WHERE file_id = ? AND run_id IS NOT NULL", (file_id,))}
 
     def between(self) -> None:
         """While workers still parse: the full-text indexes of the tables no later merge rewrites brought up
@@ -410,6 +358,8 @@ class Merger:
     def __call__(self, result: TaskResult) -> None:
         item = self.by_staging[result.staging]
         if item.split is not None:
+            if item.chunk == 0:
+                self._replacing(item.split.replace_file)
             item.split.add(self.conn, item.chunk, result, self.attach)
             if item.split.done:
                 self._split_done(item.split)
@@ -451,6 +401,7 @@ class Merger:
             return
         copy_of = (lambda c, file_id: c.execute("UPDATE main.files SET copy_of = ? WHERE id = ?",
                                                 (earlier[0], file_id))) if earlier else None
+        self._replacing(replace_file)
         merge(conn, result.staging, replace_file=replace_file,
               resumed_file=-item.task.resume.file_id if result.resumed else None, complete=copy_of,
               attach=self.attach)

@@ -3,7 +3,7 @@
 Migrations 002, 005 and 006 added tables and columns whose rows the normalizers make at ingest from records every
 database keeps (envelopes and their payloads): a database ingested before them holds no collective ops, op estimates
 or graph executions (002), no guard identities (005) and no compile fingerprints (006), and migrating it left them
-empty. Migration 021 runs `derive` in its transaction (registered in tlindex.store.db.AFTER_MIGRATIONS): the
+empty. Migration 021 runs `derive` in its transaction (tlindex.Database passes it to every open): the
 normalizers' own handlers read each stored record that has no rows, the identities and prints are computed as the
 normalizer and the merge compute them, `BATCH` records (guards, compiles) at a time, so that memory stays bounded.
 """
@@ -17,7 +17,6 @@ from types import SimpleNamespace
 from tlindex.ingest.fingerprints import PRINTS, write_prints
 from tlindex.ingest.guard_keys import guard_identity
 from tlindex.ingest.normalize.handlers import ARTIFACT_HANDLERS, HANDLERS
-from tlindex.store import db
 
 STEP = "021_derived_by_normalizers"
 BATCH = 500  # records, guards or compiles read at once (a batch of payloads is what memory holds)
@@ -115,4 +114,3 @@ def derive(conn: sqlite3.Connection) -> str | None:
     return f"rows an older tlindex did not make, derived from the records it stored (migration {STEP}): {derived}"
 
 
-db.AFTER_MIGRATIONS[STEP.partition("_")[2]] = derive

@@ -55,15 +55,21 @@ def _unique_label(conn: sqlite3.Connection, base: str) -> str:
 
 class Attacher:
     """Each merged file's new sources attached to a run in the merge's own transaction (merge's `attach` hook), so
-    that no source is ever visible without a run: to the run of `label`, else to a provisional run of this ingest
-    for the file's directory (runs.ingest = `ingest`, this ingest's staging folder), regrouped by `assign_runs`."""
+    that no source is ever visible without a run: to the run of `label` (with `unique`, a run of its own made at the
+    first merge, its label made unique in that transaction: two `tlindex run` of one command are two runs), else to
+    a provisional run of this ingest for the file's directory (runs.ingest = `ingest`, this ingest's staging folder),
+    regrouped by `assign_runs`."""
 
-    def __init__(self, label: str | None, ingest: str):
-        self.label, self.ingest = label, ingest
+    def __init__(self, label: str | None, ingest: str, unique: bool = False):
+        self.label, self.ingest, self.unique = label, ingest, unique
         self.touched: set[int] = set()  # the runs of `label` attached to
 
     def __call__(self, conn: sqlite3.Connection, file_id: int) -> None:
-        if self.label is not None:
+        if self.label is not None and self.unique:
+            run_id = next(iter(self.touched), None) or conn.execute(
+                "INSERT INTO main.runs (label) VALUES (?)", (_unique_label(conn, self.label),)).lastrowid
+            self.touched.add(run_id)
+        elif self.label is not None:
             run_id = _run_for_label(conn, self.label)
             self.touched.add(run_id)
         else:
@@ -90,30 +96,44 @@ def _detach(conn: sqlite3.Connection, runs: str, params: tuple) -> None:
     conn.execute(f"DELETE FROM runs WHERE id IN ({runs})", params)
 
 
-def regroup_stopped(conn: sqlite3.Connection, live: Callable[[], set[str]]) -> list[int]:
+Derive = Callable[[sqlite3.Connection, list[int]], object]  # what readers read of runs, derived by the writer
+
+
+def regroup_stopped(conn: sqlite3.Connection, live: Callable[[], set[str]], derive: Derive | None = None) -> list[int]:
     """The provisional runs of ingests that are gone (`live()`: the staging folders of the ingests still running,
     asked while this holds the write lock, so no ingest merges in between) grouped as an ingest groups its sources,
-    and any source an older tlindex left without a run; the runs made. One transaction."""
+    and any source an older tlindex left without a run; the runs made (derived by `derive`). One transaction."""
     with immediate(conn):
         running = live()
         stopped = tuple(row[0] for row in conn.execute("SELECT DISTINCT ingest FROM runs WHERE ingest IS NOT NULL")
                         if row[0] not in running)
         if not stopped and not conn.execute("SELECT 1 FROM sources WHERE run_id IS NULL LIMIT 1").fetchone():
             return []
-        return _assign(conn, None, regroup=stopped)
+        made = _assign(conn, None, regroup=stopped)
+        if derive is not None:
+            derive(conn, made)
+        return made
 
 
 def assign_runs(conn: sqlite3.Connection, label: str | None = None, changed_files: tuple[int, ...] = (),
-                touched_runs: tuple[int, ...] = (), regroup: tuple[str, ...] = (), all_mine: bool = False) -> list[int]:
+                touched_runs: tuple[int, ...] = (), regroup: tuple[str, ...] = (), all_mine: bool = False,
+                replaced: tuple[int, ...] = (), derive: Derive | None = None) -> list[int]:
     """Give every source without a run its run, the provisional runs of the ingests `regroup` names first undone
-    (their sources grouped as if never attached); return the runs touched. One transaction.
+    (their sources grouped as if never attached); return the runs touched. One transaction, in which `derive` derives
+    what readers read of the runs touched and of the runs `replaced` files were taken from, once they are whole.
 
     With `label`, sources without a run are not taken (an ingest with a label attached its own as it merged them:
     a source without a run is another's) unless `all_mine` (a database only this caller writes: Spark's driver);
     `touched_runs` and the runs of `changed_files` (continued logs: their sources keep their run) are refreshed.
     """
     with immediate(conn):
-        return _assign(conn, label, changed_files, touched_runs, regroup, all_mine)
+        touched = _assign(conn, label, changed_files, touched_runs, regroup, all_mine)
+        for run_id in set(replaced) - set(touched):
+            if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
+                _refresh_run(conn, run_id)  # it lost processes: named and counted again
+        if derive is not None:
+            derive(conn, sorted(set(touched) | set(replaced)))
+        return touched
 
 
 def _assign(conn: sqlite3.Connection, label: str | None = None, changed_files: tuple[int, ...] = (),
@@ -344,10 +364,6 @@ def check_label(label: str) -> str:
     return redact_text(storable(label))
 
 
-# Tables of what is derived of a run and stored by the layers above (tlindex.answers.findings.stored): removed with it.
-STORED_PER_RUN = ("run_findings", "run_findings_stamps")
-
-
 def remove_runs(conn: sqlite3.Connection, run_ids: list[int]) -> dict[str, int]:
     """Delete runs and every row that belongs only to them, in one transaction: their processes' rows,
     their files (when no other run has a process in them), payloads no other record uses, and their
@@ -395,10 +411,7 @@ def remove_runs(conn: sqlite3.Connection, run_ids: list[int]) -> dict[str, int]:
         doomed_files = [row[0] for row in conn.execute(files, ids + ids)]
         conn.execute(f"DELETE FROM main.sources WHERE run_id IN ({marks})", ids)
         conn.executemany("DELETE FROM main.files WHERE id = ?", [(file_id,) for file_id in doomed_files])
-        for table in STORED_PER_RUN:  # what is derived of a run and stored (its findings)
-            if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (table,)).fetchone():
-                conn.execute(f"DELETE FROM main.{table} WHERE run_id IN ({marks})", ids)
-        conn.execute(f"DELETE FROM main.runs WHERE id IN ({marks})", ids)
+        conn.execute(f"DELETE FROM main.runs WHERE id IN ({marks})", ids)  # (a trigger: what was derived of them)
         unused = UNUSED_PAYLOADS
         if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (PAYLOAD_INDEX,)).fetchone():
             conn.execute(f"INSERT INTO {PAYLOAD_INDEX} ({PAYLOAD_INDEX}, rowid, text) "
@@ -417,11 +430,13 @@ def record_facts(conn: sqlite3.Connection, run_id: int, facts: dict) -> None:
                      [facts.get(name) for name in RUN_FACTS] + [run_id])
 
 
-def rename_run(conn: sqlite3.Connection, run_id: int, label: str) -> None:
-    """Give a run a new label (labels are unique: another run's label is refused; see check_label)."""
+def rename_run(conn: sqlite3.Connection, run_id: int, label: str) -> str:
+    """Give a run a new label (labels are unique: another run's label is refused; see check_label); the label as
+    stored."""
     label = check_label(label)
     with immediate(conn):
         taken = conn.execute("SELECT id FROM runs WHERE label = ? AND id != ?", (label, run_id)).fetchone()
         if taken:
             raise TlindexError(f"run {taken[0]} is already labelled {label!r}")
         conn.execute("UPDATE runs SET label = ? WHERE id = ?", (label, run_id))
+    return label

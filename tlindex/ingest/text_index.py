@@ -5,11 +5,12 @@ external-content tables filled after each ingest rather than kept by triggers,
 which would slow the bulk load: new rows are appended to them, and an ingest
 that replaced or rewrote rows (--replace, a grown log) rebuilds them.
 
-Payload text (graphs, generated code, guards) has an index of its own,
-`payloads_fts`: FTS5's trigram tokenizer, so that a search finds text inside
-identifiers (`fused_add` in `triton_poi_fused_add_0`, `aten.mm`, `::`). It is
-about twice the distinct payload text and is built by the first `tlindex search`
-(ensure_payload_index), not by every ingest; once built, ingests keep it current.
+Payload text (graphs, generated code, guards) has an index of its own, `payloads_fts`, over each distinct
+payload once, kept by every ingest as the others are. Its tokenizer is FTS5's default, as the other indexes': words
+split at `_`, `.` and `::`, so a term is found where its words follow each other (`fused_add` in
+`triton_poi_fused_add_0`, `aten.mm`), and the search then keeps the payloads that hold it as typed. FTS5's trigram
+tokenizer would also find `used_ad`, at 8 times the cost: 0.13 s per MB of payload text, as long as the ingest
+itself, and an index twice the text; this one costs 0.016 s per MB and a quarter of the text.
 """
 
 from __future__ import annotations
@@ -39,30 +40,21 @@ def has_payload_index(conn) -> bool:
     return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (PAYLOAD_INDEX,)).fetchone() is not None
 
 
-def ensure_payload_index(conn) -> bool:
-    """Build the payload text index if it is missing; return whether it was built now."""
+def index_payloads(conn, rebuild: bool = False) -> None:
+    """The payload index made if it is missing (or a trigram one an older tlindex made), and brought up to date
+    (payloads are keyed by hash; their rowids only grow), in the caller's transaction."""
     register(conn)  # the index reads the payloads view
-    if has_payload_index(conn):
-        return False
-    with immediate(conn):
-        if not has_payload_index(conn):
-            conn.execute(f"CREATE VIRTUAL TABLE {PAYLOAD_INDEX} USING FTS5 (text, content='payloads', "
-                         f"content_rowid='id', tokenize='trigram')")
-            conn.execute(f"INSERT INTO {PAYLOAD_INDEX} ({PAYLOAD_INDEX}) VALUES ('rebuild')")
-    return True
-
-
-def _refresh_payload_index(conn, rebuild: bool) -> None:
-    """Keep a built payload index current (payloads are keyed by hash; their rowids only grow)."""
-    if not has_payload_index(conn):
-        return
-    register(conn)
-    with immediate(conn):
-        if rebuild:
-            conn.execute(f"INSERT INTO {PAYLOAD_INDEX} ({PAYLOAD_INDEX}) VALUES ('rebuild')")
-        else:
-            conn.execute(f"INSERT INTO {PAYLOAD_INDEX} (rowid, text) SELECT id, text FROM payloads "
-                         f"WHERE id > (SELECT coalesce(max(id), 0) FROM {PAYLOAD_INDEX}_docsize)")
+    made = conn.execute("SELECT sql FROM sqlite_master WHERE name = ?", (PAYLOAD_INDEX,)).fetchone()
+    if made is not None and "trigram" in made[0]:
+        conn.execute(f"DROP TABLE {PAYLOAD_INDEX}")
+        made = None
+    if made is None:
+        conn.execute(f"CREATE VIRTUAL TABLE {PAYLOAD_INDEX} USING FTS5 (text, content='payloads', content_rowid='id')")
+    if rebuild or made is None:
+        conn.execute(f"INSERT INTO {PAYLOAD_INDEX} ({PAYLOAD_INDEX}) VALUES ('rebuild')")
+    else:
+        conn.execute(f"INSERT INTO {PAYLOAD_INDEX} (rowid, text) SELECT id, text FROM payloads "
+                     f"WHERE id > (SELECT coalesce(max(id), 0) FROM {PAYLOAD_INDEX}_docsize)")
 
 
 def refresh_fts(conn: sqlite3.Connection, rebuild: bool = False, tables: tuple[str, ...] | None = None) -> None:
@@ -90,4 +82,5 @@ def refresh_fts(conn: sqlite3.Connection, rebuild: bool = False, tables: tuple[s
                 conn.execute(f"INSERT INTO [{table}_fts] (rowid, {names}) SELECT rowid, {names} FROM [{table}] "
                              f"WHERE rowid > (SELECT coalesce(max(id), 0) FROM [{table}_fts_docsize])")
     if tables is None:
-        _refresh_payload_index(conn, rebuild)
+        with immediate(conn):
+            index_payloads(conn, rebuild)

@@ -6,21 +6,10 @@ import dataclasses
 import sqlite3
 from collections.abc import Mapping
 
+from tlindex.answers.sql import dicts, one  # noqa: F401 (the pages' until their SQL moves)
 from tlindex.errors import NotFound, UsageError
 
 SQLITE_MAX = (1 << 63) - 1
-
-
-def dicts(cursor: sqlite3.Cursor) -> list[dict]:
-    """A cursor's rows as dicts, by column name."""
-    columns = [d[0] for d in cursor.description]
-    return [dict(zip(columns, row)) for row in cursor.fetchall()]
-
-
-def one(conn: sqlite3.Connection, sql: str, params=()) -> dict | None:
-    """The first row of a query as a dict, or None."""
-    found = dicts(conn.execute(sql, params))
-    return found[0] if found else None
 
 
 class Args:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import sqlite3
 
-from tlindex.answers.findings import export_issue_count, findings, problems
+from tlindex.answers.derived import stored_findings
+from tlindex.answers.findings import export_issue_count, problems
 from tlindex.answers.health import run_health
 from tlindex.answers.queries import load_queries
+from tlindex.answers.runs import command_facts
 from tlindex.answers.vllm import has_vllm
 from tlindex.errors import NotFound
 from tlindex.ingest.runs import rank_decisions
 from tlindex.pages.rows import Args, dicts, one
-from tlindex.pages.runs import command_facts
 from tlindex.store.kinds import RECOMPILE
 
 COMPILES_SHOWN = 500
@@ -27,7 +28,7 @@ def run_data(conn: sqlite3.Connection, args: Args, run: int) -> dict:
     found["rank_decisions"] = rank_decisions(conn, run)
     found["totals"] = one(conn, "SELECT * FROM run_totals WHERE run_id = ?", (run,)) or {}
     found["restarts"] = (run_health(conn, run, ("restarts",)) or {}).get("restarts") or 0
-    found["findings"] = findings(conn, run)
+    found["findings"] = stored_findings(conn, [run])[run]  # as the ingest that made the run stored them
     found["problems"] = problems(found["findings"])
     found["exports"] = export_verdict(conn, run)
     found["vllm"] = has_vllm(conn, run)

@@ -1,192 +1,35 @@
-"""The runs page: a screen of the database's runs (or those named), with their counts and worst finding; the runs
-lists of the command line."""
+"""The runs page: a screen of the database's runs (or those named), with their counts and worst finding."""
 
 from __future__ import annotations
 
-import datetime
-import json
-import re
-import shlex
 import sqlite3
-from dataclasses import dataclass
 
+from tlindex.answers.derived import stored_findings
 from tlindex.answers.findings import problems
-from tlindex.answers.findings.stored import has_store, stale, stored_findings
-from tlindex.errors import UsageError
+from tlindex.answers.runs import RunFilter, biggest_compile, command_facts, day, listed_runs, run_rows
 from tlindex.ingest.runs import rank_decisions, ranks_text
-from tlindex.pages.rows import Args, dicts, one
-
-PAGE_SIZE = 50  # runs a screen of the runs page shows (and `tlindex runs` lists by default)
-COMMAND_FAILED = "coalesce(r.exit_code, 0) != 0 OR r.signal IS NOT NULL"
-FAILING = f"EXISTS (SELECT 1 FROM run_findings f WHERE f.run_id = r.id AND f.severity = 'error') OR {COMMAND_FAILED}"
-
-
-@dataclass(frozen=True)
-class RunFilter:
-    """Which runs a list shows: a label prefix, a first and last day (YYYY-MM-DD, of their start), failing ones
-    only (a compile failed, or the command `tlindex run` ran failed)."""
-
-    label: str | None = None
-    since: str | None = None
-    until: str | None = None
-    failing: bool = False
-
-    @classmethod
-    def of(cls, args: Args) -> RunFilter:
-        return cls(args.get("label") or None, day("since", args.get("since")), day("until", args.get("until")),
-                   args.get("failing", "") not in ("", "0"))
-
-    def where(self, conn: sqlite3.Connection) -> tuple[str, list]:
-        """The SQL condition on runs `r` and its parameters."""
-        clauses, params = ["1"], []
-        if self.label:
-            clauses.append("substr(r.label, 1, ?) = ?")
-            params += [len(self.label), self.label]
-        if self.since:
-            clauses.append("r.start_time >= ?")
-            params.append(self.since)
-        if self.until:
-            clauses.append("r.start_time < date(?, '+1 day')")
-            params.append(self.until)
-        if self.failing:  # the runs whose findings are not stored (yet) are computed here: none is missed
-            unstored = [run for run, found in stored_findings(conn, stale(conn)).items()
-                        if any(finding.severity == "error" for finding in found)]
-            clauses.append(f"({FAILING if has_store(conn) else COMMAND_FAILED} OR r.id IN ({','.join('?' * len(unstored))}))")
-            params += unstored
-        return " AND ".join(clauses), params
-
-    def as_args(self) -> list[tuple[str, str]]:
-        return [(k, v) for k, v in (("label", self.label), ("since", self.since), ("until", self.until),
-                                    ("failing", "1" if self.failing else None)) if v]
-
-
-def day(name: str, text: str | None) -> str | None:
-    """A YYYY-MM-DD argument, or UsageError (400)."""
-    if not text:
-        return None
-    try:
-        if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
-            raise ValueError
-        return datetime.date.fromisoformat(text).isoformat()
-    except ValueError:
-        raise UsageError(f"{name} must be a day as YYYY-MM-DD, not {text[:40]!r}") from None
-
-
-def listed_runs(conn: sqlite3.Connection, chosen: RunFilter, page: int | None, size: int = PAGE_SIZE) -> dict:
-    """One screen of the runs `chosen` keeps, counted from the newest (page 1, the default: the newest `size` runs),
-    oldest first within it: their ids, and where the screen is among them (`number` of `pages`, `matching` runs of
-    `total`, the first shown being the `first`-th oldest)."""
-    where, params = chosen.where(conn)
-    total = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
-    matching = conn.execute(f"SELECT count(*) FROM runs r WHERE {where}", params).fetchone()[0]
-    pages = max(1, -(-matching // size))
-    number = 1 if page is None else page
-    if not 1 <= number <= pages:
-        raise UsageError(f"page must be a whole number from 1 to {pages}, not {number}")
-    ids = [row[0] for row in conn.execute(f"SELECT r.id FROM runs r WHERE {where} ORDER BY r.start_time DESC, "
-                                          f"r.id DESC LIMIT ? OFFSET ?", [*params, size, (number - 1) * size])][::-1]
-    return {"ids": ids, "number": number, "pages": pages, "size": size, "matching": matching, "total": total,
-            "first": max(1, matching - number * size + 1), "args": chosen.as_args()}
-
-
-def last_runs(conn: sqlite3.Connection, chosen: RunFilter, last: int | None) -> tuple[list[int], int]:
-    """The ids of the last `last` runs `chosen` keeps (all of them when None), oldest first, and how many it keeps."""
-    where, params = chosen.where(conn)
-    matching = conn.execute(f"SELECT count(*) FROM runs r WHERE {where}", params).fetchone()[0]
-    ids = [row[0] for row in conn.execute(f"SELECT r.id FROM runs r WHERE {where} ORDER BY r.start_time DESC, r.id DESC"
-                                          f" LIMIT ?", [*params, -1 if last is None else last])]
-    return ids[::-1], matching
+from tlindex.pages.rows import Args
 
 
 def runs_data(conn: sqlite3.Connection, args: Args) -> dict:
     """A screen of runs (the newest by default; `?page=2` the 50 before them, `?label=`, `?since=`, `?until=`,
     `?failing=1`), or those of `?run=`, oldest first, with their counts, worst finding and biggest compile."""
     only = args.runs(conn) or None
-    chosen = RunFilter.of(args)
+    chosen = run_filter(args)
     paging = None if only else listed_runs(conn, chosen, args.integer("page"))
     ids = only if only else paging["ids"]
-    runs = _rows(conn, ids)
+    runs = run_rows(conn, ids)
     found = stored_findings(conn, ids)
     for run in runs:
         run["ran"] = command_facts(run)
         run["ranks_text"] = ranks_text(run["world_size"], run["source_count"] or 0, rank_decisions(conn, run["id"]))
         run["worst"] = (problems(found[run["id"]]) or [None])[0]
         run["problem_count"] = len(problems(found[run["id"]]))
-        run["biggest"] = one(conn, """
-            SELECT id, compile_id, co_name, rank, envelope_bytes + payload_bytes AS bytes FROM compiles
-            WHERE run_id = ? AND compile_id != '-/-' ORDER BY bytes DESC, id LIMIT 1""", (run["id"],))
+        run["biggest"] = biggest_compile(conn, run["id"])
     return {"runs": runs, "only": only, "paging": paging, "filter": dict(chosen.as_args())}
 
 
-def _rows(conn: sqlite3.Connection, ids: list[int]) -> list[dict]:
-    """The runs' rows with their counts, oldest first."""
-    if not ids:
-        return []
-    return dicts(conn.execute(f"""
-        SELECT r.*, (SELECT count(*) FROM compiles c WHERE c.run_id = r.id AND c.compile_id != '-/-') AS compiles,
-               (SELECT count(*) FROM compiles c WHERE c.run_id = r.id AND c.status = 'error') AS errors,
-               (SELECT sum(bytes) FROM sources s WHERE s.run_id = r.id) AS bytes
-        FROM runs r WHERE r.id IN ({",".join("?" * len(ids))}) ORDER BY r.start_time, r.id""", ids))
-
-
-def run_count(conn: sqlite3.Connection) -> int:
-    """How many runs the database holds (Datasette's home page says it beside the link to the runs)."""
-    return conn.execute("SELECT count(*) FROM runs").fetchone()[0]
-
-
-def runs_listing(conn: sqlite3.Connection, ids: list[int] | None = None) -> list[dict]:
-    """The runs (of `ids`, else every run), oldest first, as `tlindex runs` lists them: id, label, start and end,
-    torch, ranks, compiles, failures, worst finding, and what `tlindex run` knew of the command that wrote it
-    (else null)."""
-    rows = dicts(conn.execute("SELECT * FROM runs ORDER BY start_time, id") if ids is None else
-                 conn.execute(f"SELECT * FROM runs WHERE id IN ({','.join('?' * len(ids))}) ORDER BY start_time, id",
-                              ids))
-    found = stored_findings(conn, [run["id"] for run in rows])
-    listed = []
-    for run in rows:
-        run_id = run["id"]
-        counts = conn.execute("SELECT compiles, failures FROM run_totals WHERE run_id = ?", (run_id,)).fetchone() \
-            or (0, 0)
-        worst = problems(found[run_id])
-        listed.append({"id": run_id, "label": run["label"], "start": run["start_time"], "end": run["end_time"],
-                       "torch": run["torch_version"], "ranks": run["world_size"], "processes": run["source_count"],
-                       "ranks_text": ranks_text(run["world_size"], run["source_count"] or 0,
-                                                rank_decisions(conn, run_id)),
-                       "compiles": counts[0], "failures": counts[1],
-                       "worst_finding": worst[0].text if worst else None, "ran": command_facts(run)})
-    return listed
-
-
-def command_facts(run: dict) -> dict | None:
-    """What `tlindex run` kept of the command that wrote a run (schema/014_run_facts.sql), with the command line as a
-    shell would take it and how it ended in words; None for a run ingested from logs (or a database older than them).
-    On a connection that withholds them (withhold_run_facts: a report), `withheld` and no line, user, host or cwd."""
-    withheld = bool(run.get(WITHHELD_FLAG))
-    if not run.get("command") and not withheld:
-        return None
-    try:
-        words = json.loads(run["command"])
-        line = shlex.join(words) if isinstance(words, list) else str(words)
-    except (ValueError, TypeError):
-        words, line = None, None if run["command"] is None else str(run["command"])
-    ended = (f"killed by {run['signal']}" if run.get("signal") else
-             f"exit {run['exit_code']}" if run.get("exit_code") is not None else "exit unknown")
-    return {"command": words, "line": line, "ended": ended, "exit_code": run.get("exit_code"),
-            "signal": run.get("signal"), "duration_s": run.get("duration_s"), "started": run.get("started"),
-            "cwd": run.get("cwd"), "host": run.get("host"), "user": run.get("user"), "withheld": withheld}
-
-
-WITHHELD = ("command", "cwd", "host", "user")  # where and by whom a run was made: not in a shared report
-WITHHELD_FLAG = "run_facts_withheld"  # the column that says so, on a connection that withholds them
-
-
-def withhold_run_facts(conn: sqlite3.Connection) -> None:
-    """Make `runs` on this connection a TEMP view of the table without the WITHHELD columns (NULL; the temp schema is
-    searched first), and with WITHHELD_FLAG set where `tlindex run` kept them: every page, canned query and SQL the
-    connection reads, a page added later too, then leaves out where and by whom the runs were made (a report does
-    unless --with-run-facts)."""
-    columns = [row[1] for row in conn.execute("PRAGMA main.table_info(runs)")]
-    if not set(WITHHELD) <= set(columns):
-        return  # a database older than the run facts holds none
-    shown = ", ".join(f"NULL AS {name}" if name in WITHHELD else f'"{name}"' for name in columns)
-    conn.execute(f"CREATE TEMP VIEW runs AS SELECT {shown}, command IS NOT NULL AS {WITHHELD_FLAG} FROM main.runs")
+def run_filter(args: Args) -> RunFilter:
+    """The runs `?label=`, `?since=`, `?until=` and `?failing=1` keep."""
+    return RunFilter(args.get("label") or None, day("since", args.get("since")), day("until", args.get("until")),
+                     args.get("failing", "") not in ("", "0"))

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tlindex.answers.queries import load_queries
-from tlindex.pages.runs import withhold_run_facts
+from tlindex.answers.runs import withhold_run_facts
 from tlindex.report.files import ReportFiles, log_folders
 from tlindex.report.output import Output, ReportSummary, note_degraded
 from tlindex.report.pages import PageWriter, seeds

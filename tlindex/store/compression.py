@@ -1,8 +1,7 @@
 """Payload text stored compressed, in the format of SQLite's archive ("sqlar") functions.
 
 `payload_data.data` holds the payload's UTF-8 text zlib-compressed, or the text itself when
-compressing would not make it smaller (or when nobody would read it twice: a report's scratch
-database, `keep_raw`); `text_size` is its length in bytes. That is exactly what
+compressing would not make it smaller; `text_size` is its length in bytes. That is exactly what
 the sqlite3 shell's built-in `sqlar_uncompress(data, size)` reads, so the view
 
     payloads(id, hash, size, text) = CAST(sqlar_uncompress(data, text_size) AS TEXT)
@@ -23,6 +22,8 @@ from __future__ import annotations
 import sqlite3
 import zlib
 
+from tlindex.stopping import callback
+
 try:  # ISA-L writes the same zlib streams about 3x faster than zlib itself (and a little smaller)
     from isal import isal_zlib as _deflater
 
@@ -32,25 +33,9 @@ except ImportError:  # no wheel for this platform: the standard library's zlib, 
     LEVEL = 1  # 3.9x smaller at ~80-90 MB/s per core; level 6 gains 10 % at half the speed
 
 
-RAW_UP_TO = 1 << 20  # keep_raw: texts up to this many bytes stored as they are
-
-
-def keep_raw() -> None:
-    """From now on this process stores texts up to RAW_UP_TO bytes as they are, which sqlar allows: for a database
-    read once and thrown away (a report's scratch database, written by a process of its own: tlindex.ingest.beside),
-    compressing each payload to inflate it again when its page is written costs time and saves nothing."""
-    global _raw_up_to
-    _raw_up_to = RAW_UP_TO
-
-
-_raw_up_to = -1  # texts up to this many bytes are stored as they are (keep_raw); none unless asked
-
-
 def pack(text: str) -> tuple[int, bytes]:
     """(byte length of the text, what `payload_data.data` stores for it)."""
     raw = text.encode("utf-8")
-    if len(raw) <= _raw_up_to:
-        return len(raw), raw
     packed = _deflater.compress(raw, LEVEL)
     return len(raw), packed if len(packed) < len(raw) else raw
 
@@ -107,7 +92,8 @@ def sqlar_compress(data: bytes | str | None) -> bytes | str | None:
 
 
 def register(conn: sqlite3.Connection) -> sqlite3.Connection:
-    """Give a connection the sqlar functions the `payloads` view (and migration 004) use."""
-    conn.create_function("sqlar_uncompress", 2, _BoundedInflate(conn), deterministic=True)
-    conn.create_function("sqlar_compress", 1, sqlar_compress, deterministic=True)
+    """Give a connection the sqlar functions the `payloads` view (and migration 004) use (a stop that comes while one
+    runs ends its statement: tlindex.stopping.callback)."""
+    conn.create_function("sqlar_uncompress", 2, callback(_BoundedInflate(conn)), deterministic=True)
+    conn.create_function("sqlar_compress", 1, callback(sqlar_compress), deterministic=True)
     return conn

@@ -11,14 +11,13 @@ import time
 from contextlib import contextmanager
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping
 
 from tlindex.errors import DatabaseError
 from tlindex.store import redact
 from tlindex.store.compression import register
 from tlindex.store.limits import connect
 from tlindex.store.resources import current_schema, schema_files
-from tlindex.store.user_cache import cache_folder
 
 MIGRATIONS_TABLE = "_tlindex_migrations"
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -27,11 +26,9 @@ BUSY_TIMEOUT_S = 600  # concurrent ingests wait for each other's merges (each on
 # What a migration (by its name without its number) says once, on stderr, from the rows each of its statements
 # changed (None: nothing to say).
 NOTICES = {"redacted_secrets": redact.migration_notice}
-# What a migration (by its name without its number) derives beyond SQL, in its transaction, from what a database
-# stores: a step of the layer whose code it runs, registered there (tlindex.ingest.rederive, loaded with
-# tlindex.ingest); it returns what to say once on stderr (None: nothing).
-AFTER_MIGRATIONS: dict[str, Callable[[sqlite3.Connection], str | None]] = {}
-STEPS = ("derived_by_normalizers",)  # the migrations that have such a step
+# The migrations (by name without their number) that derive rows beyond SQL, in their transaction, from what a
+# database stores: each a function of the layer whose code it runs, which tlindex.Database passes to every open.
+STEPS = ("derived_by_normalizers", "derived_at_write")
 
 
 def disk_full(error: BaseException) -> bool:
@@ -91,20 +88,19 @@ def _applied(conn: sqlite3.Connection) -> set[str]:
     return {row[0] for row in conn.execute(f"SELECT name FROM {MIGRATIONS_TABLE}")} if exists else set()
 
 
-def apply_schema(conn: sqlite3.Connection, whole: bool = True, private: bool = False) -> list[str]:
+Step = Callable[[sqlite3.Connection], "str | None"]  # a migration's step beyond SQL: what it says once (or None)
+
+
+def apply_schema(conn: sqlite3.Connection, steps: Mapping[str, Step] | None = None, whole: bool = True) -> list[str]:
     """Apply every schema/NNN_*.sql migration not yet applied; return the names applied.
 
-    Each file is one migration, recorded in _tlindex_migrations, so a database
-    made by an older tlindex is upgraded in place the next time it is opened. A
-    new (empty) database is given schema/current.sql instead, the whole schema in
-    one script, and every migration it stands for is recorded as applied (then any
-    later one in turn); a new private database (in memory, or a scratch file
-    without a journal, or one the caller says is `private`: a report's scratch
-    database) is a copy of one made so, once per process. With
-    `whole=False` a new database is given the migrations one by one. The check and
-    the migrations run under one write lock, so processes opening a new database
-    at once apply each migration exactly once. A database that records a
-    migration this tlindex does not know was written by a newer one: refused.
+    Each file is one migration, recorded in _tlindex_migrations, so a database made by an older tlindex is upgraded
+    in place the next time it is opened. A new (empty) database is given schema/current.sql instead, the whole
+    schema in one script, and every migration it stands for is recorded as applied (then any later one in turn);
+    with `whole=False` it is given the migrations one by one. A migration named in STEPS also derives rows beyond
+    SQL: `steps` gives the function of each (tlindex.Database passes them all, whatever command runs). The check and
+    the migrations run under one write lock, so processes opening a new database at once apply each migration exactly
+    once. A database that records a migration this tlindex does not know was written by a newer one: refused.
     """
     register(conn)  # migration 004 compresses with sqlar_compress
     redact.register(conn)  # migration 016 redacts stored commands and labels
@@ -116,16 +112,10 @@ def apply_schema(conn: sqlite3.Connection, whole: bool = True, private: bool = F
                             f"are unknown to this one); upgrade tlindex to use it")
     if known <= done:
         return []
-    copied = []
-    if whole and not done and (private or _private(conn)) and _empty(conn):
-        schema_image().backup(conn)  # its pages copied: a fraction of the time the script takes
-        copied = sorted(_applied(conn))
-        if known <= set(copied):
-            return copied
-    return copied + _migrate(conn, files, whole)
+    return _migrate(conn, files, whole, steps)
 
 
-def _migrate(conn: sqlite3.Connection, files: list[Path], whole: bool) -> list[str]:
+def _migrate(conn: sqlite3.Connection, files: list[Path], whole: bool, steps: Mapping[str, Step] | None) -> list[str]:
     """The migrations a database lacks applied under one write lock (schema/current.sql for a new one, when
     `whole`); the names applied."""
     applied, notices = [], []
@@ -146,7 +136,7 @@ def _migrate(conn: sqlite3.Connection, files: list[Path], whole: bool) -> list[s
             _record(conn, [path.stem])
             applied.append(path.stem)
             notice = NOTICES.get(path.stem.partition("_")[2])
-            said = notice(changes) if notice else _step(conn, path.stem)
+            said = notice(changes) if notice else _step(conn, path.stem, steps)
             notices += [said] if said else []
     if notices:  # said once: the migrations are recorded as applied in the transaction just committed
         where = next((file for _, name, file in conn.execute("PRAGMA database_list") if name == "main"), "")
@@ -155,29 +145,20 @@ def _migrate(conn: sqlite3.Connection, files: list[Path], whole: bool) -> list[s
     return applied
 
 
-def _step(conn: sqlite3.Connection, stem: str) -> str | None:
-    """A migration's step beyond SQL (AFTER_MIGRATIONS), run; refused when it is not loaded and there is data."""
+def _step(conn: sqlite3.Connection, stem: str, steps: Mapping[str, Step] | None) -> str | None:
+    """A migration's step beyond SQL, run (a database without envelopes has nothing to derive); refused when the
+    caller gave none (only tlindex.Database opens a database that holds rows)."""
     name = stem.partition("_")[2]
-    if name not in STEPS:
+    if name not in STEPS or not conn.execute("SELECT 1 FROM envelopes LIMIT 1").fetchone():
         return None
-    step = AFTER_MIGRATIONS.get(name)
-    if step is None and conn.execute("SELECT 1 FROM envelopes LIMIT 1").fetchone():
-        raise DatabaseError(f"schema migration {stem} derives rows with tlindex.ingest, which is not loaded")
-    return step(conn) if step else None
+    if steps is None or name not in steps:
+        raise DatabaseError(f"schema migration {stem} derives rows: open the database with tlindex.Database")
+    return steps[name](conn)
 
 
 def _empty(conn: sqlite3.Connection) -> bool:
     """Whether a database holds nothing but the (empty) record of its migrations."""
     return not conn.execute("SELECT 1 FROM sqlite_master WHERE tbl_name != ?", (MIGRATIONS_TABLE,)).fetchone()
-
-
-def _private(conn: sqlite3.Connection) -> bool:
-    """Whether no other connection can be making a database's schema at the same time: one in memory (or a temporary
-    one), or a scratch file written without a journal (journal_mode=OFF: never shared, never recovered, as the
-    ingest's staging files are). A shared database is made under its write lock instead (`_migrate`)."""
-    if any(name == "main" and not file for _, name, file in conn.execute("PRAGMA database_list")):
-        return True
-    return conn.execute("PRAGMA journal_mode").fetchone()[0] == "off"
 
 
 def schema_image() -> sqlite3.Connection:
@@ -187,21 +168,11 @@ def schema_image() -> sqlite3.Connection:
 
 @cache
 def _schema_image(pid: int) -> sqlite3.Connection:
-    """An in-memory database of the current schema, one per process (`pid`: a forked worker opens its own rather
-    than use a connection it inherited); new private databases (the in-memory ones whose schema
-    tlindex.store.tables and the type checks read, the staging files of an ingest, a report's scratch database)
-    are copies."""
+    """An in-memory database of the current schema, made by its script once per process (`pid`: a forked worker
+    makes its own rather than use a connection it inherited)."""
     image = register(connect(":memory:", check_same_thread=False))  # copied from any thread, never written again
-    image.deserialize(_schema_bytes())
+    _migrate(image, schema_files(), whole=True, steps={})
     return image
-
-
-@cache
-def _schema_bytes() -> bytes:
-    """The current schema's database, serialized: kept by forked workers, which open their image from it (bytes
-    cross a fork; a connection must not), and in the user's cache folder (`_kept`: making it takes ~15 ms of every
-    command that writes a database; reading it, ~0.5 ms)."""
-    return _kept("", _made_by_script)
 
 
 def staging_image() -> sqlite3.Connection:
@@ -213,85 +184,12 @@ def staging_image() -> sqlite3.Connection:
 @cache
 def _staging_image(pid: int) -> sqlite3.Connection:
     """The staging files' image, one per process (`pid`: as `_schema_image`)."""
-    image = register(connect(":memory:", check_same_thread=False))
-    image.deserialize(_kept("-staging", _without_indexes))
+    image = register(connect(":memory:", check_same_thread=False, isolation_level=None))
+    schema_image().backup(image)
+    for (index,) in image.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+                                  ).fetchall():
+        image.execute(f"DROP INDEX {index}")
     return image
-
-
-def _made_by_script() -> bytes:
-    image = register(connect(":memory:"))
-    try:
-        _migrate(image, schema_files(), whole=True)
-        return image.serialize()
-    finally:
-        image.close()
-
-
-def _without_indexes() -> bytes:
-    """The schema's image less its indexes (dropping 43 of them took ~7 ms of each staging file made)."""
-    image = register(connect(":memory:", isolation_level=None))
-    try:
-        schema_image().backup(image)
-        for (index,) in image.execute("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
-                                      ).fetchall():
-            image.execute(f"DROP INDEX {index}")
-        return image.serialize()
-    finally:
-        image.close()
-
-
-def _kept(suffix: str, make: Callable[[], bytes]) -> bytes:
-    """An image's bytes as the user's cache folder keeps them (keyed by the schema's files, this tlindex and SQLite,
-    and `suffix`), else `make()`'s, then kept. A cached file carries the SHA-256 of its bytes: one that does not
-    match them is made again; an unwritable folder is no error."""
-    import hashlib
-
-    folder = cache_folder("schema")
-    file = folder / f"{_schema_key()}{suffix}.sqlite" if folder is not None else None
-    try:
-        cached = file.read_bytes() if file is not None else b""
-    except OSError:
-        cached = b""
-    digest, data = cached[:32], cached[32:]
-    if data and hashlib.sha256(data).digest() == digest:
-        return data
-    data = make()
-    if file is not None:
-        from tlindex.owned import write_whole
-
-        try:  # written beside and moved into place: a reader never sees half of it, a stop leaves nothing
-            write_whole(file, [hashlib.sha256(data).digest(), data])
-        except OSError:
-            pass  # not kept: made again next time
-        _forget_old_images(folder)
-    return data
-
-
-KEPT_IMAGE_DAYS = 30  # images (~0.8 MB each) of other schemas or tlindex versions kept this long after made
-
-
-def _forget_old_images(folder: Path) -> None:
-    """Remove the images made over KEPT_IMAGE_DAYS ago (of an older checkout or tlindex): one still used is made
-    again, once."""
-    too_old = time.time() - KEPT_IMAGE_DAYS * 86400
-    for found in folder.glob("*.sqlite"):
-        try:
-            if found.stat().st_mtime < too_old:
-                found.unlink()
-        except OSError:
-            pass
-
-
-def _schema_key() -> str:
-    """What the schema's images are made of: the schema's files and this module, which makes them (name, size, time:
-    an edited checkout makes them again), this tlindex's version, SQLite's."""
-    import hashlib
-
-    from tlindex import __version__
-
-    stats = [(path.name, found.st_size, found.st_mtime_ns)
-             for path in [*schema_files(), current_schema(), Path(__file__)] for found in [path.stat()]]
-    return hashlib.sha256(repr((stats, __version__, sqlite3.sqlite_version)).encode()).hexdigest()[:32]
 
 
 # Indexes of envelopes that a big ingest into an empty database makes after its merges (tlindex.ingest.deferred_indexes).
@@ -348,7 +246,7 @@ def _apply_whole(conn: sqlite3.Connection, migrations: list[str]) -> list[str]:
 
 
 def connect_read_only(path: str | Path, **kwargs) -> sqlite3.Connection:
-    """A read-only connection to a tlindex database, with the functions its `payloads` view needs (limited) and
+    """A read-only connection to a tlindex database, with the functions its `payloads` view needs (bounded) and
     the views of this tlindex (current_views)."""
     conn = register(connect(f"file:{path}?mode=ro", uri=True, **kwargs))
     current_views(conn)
@@ -413,111 +311,88 @@ def _wal(conn: sqlite3.Connection) -> None:
             time.sleep(0.01)
 
 
-def _new_from_image(path: Path) -> None:
-    """A database that does not exist yet written whole as a copy of the schema's image (its migrations recorded as
-    applied now, in WAL mode), then linked into place (~3 ms where the script takes ~13; tlindex.owned.write_new):
-    never over a file another process made meanwhile, which is then opened as it is; where no file can be linked,
-    the script makes it."""
-    if os.path.lexists(path) or not path.parent.is_dir():
-        return  # (a missing folder: connect says so)
-    from tlindex.owned import write_new
+def open_database(path: str | Path, steps: Mapping[str, Step], *, create: bool = False,
+                  write: bool = False) -> sqlite3.Connection:
+    """The one way tlindex opens a database file: checked (DatabaseError naming it: missing unless `create`, not
+    SQLite, not tlindex's), brought up to date (migrated, with `steps`: an older tlindex's database is read as this
+    tlindex's), then a connection that writes (`create` or `write`: WAL, transactions explicit) or reads only.
 
-    image = register(connect(":memory:", isolation_level=None))
-    try:
-        image.deserialize(_schema_bytes())
-        image.execute(f"UPDATE {MIGRATIONS_TABLE} SET applied_at = strftime('%Y-%m-%dT%H:%M:%SZ', 'now')")
-        data = image.serialize()
-    finally:
-        image.close()
-    data = data[:18] + WAL_FORMAT + data[20:]  # in WAL mode from the start: no journal to switch it, nor left
-    try:
-        write_new(path, [data], SQLITE_HEADER)
-    except OSError:
-        pass  # a folder that cannot be written to: connect says so
-
-
-def open_db(path: str | Path, scratch: bool = False) -> sqlite3.Connection:
-    """Open (creating if needed) a tlindex database with the current schema, in WAL mode.
-
-    WAL lets Datasette read the database while an ingest writes to it. Raises
-    DatabaseError for a file that is not (or cannot become) a tlindex database. The indexes an ingest killed
-    between its merges left out (DEFERRED_INDEXES) are made again. `scratch`: a new database that no other process
-    knows of (a report's, in a temporary folder of its own), made as a copy of the schema image, as private ones are.
-    """
-    check_database(path)
-    if not scratch:
-        _new_from_image(Path(path))
-    try:
-        conn = connect(str(path), timeout=BUSY_TIMEOUT_S)
-        if scratch:
-            apply_schema(conn, private=True)  # a copy of the image, before WAL: written in place
-        _wal(conn)
-        conn.execute("PRAGMA synchronous=NORMAL")
-        apply_schema(conn)
-        make_deferred_indexes(conn)
-    except sqlite3.DatabaseError as error:
-        raise DatabaseError(f"{path}: cannot be opened as a tlindex database ({error})")
-    return conn
-
-
-def existing_database(db_path: str | Path, served: bool = False) -> Path:
-    """The database a reading command opens: it exists and is a tlindex database (an older tlindex's brought up to
-    date: bring_up_to_date, `served` passed on), else DatabaseError saying why."""
-    path = Path(db_path)
-    if not path.exists():
-        raise DatabaseError(f"{path}: no such database (run `tlindex ingest` first)")
+    A database that lacks only views is read through this tlindex's views (current_views), unchanged, until a command
+    that writes opens it; one that lacks more and cannot be written is refused in one line, saying how to read it. A newer tlindex's database
+    is read as it is and never written."""
+    path = Path(path)
     if path.is_dir():
         raise DatabaseError(f"{path}: a directory, not a database (give --db the database file)")
+    new = not path.exists() or path.stat().st_size == 0
+    if new and not create:
+        raise DatabaseError(f"{path}: no such database (run `tlindex ingest` first)")
     check_database(path)
+    if not new and not _made_by_tlindex(path):
+        if not create:
+            raise DatabaseError(f"{path}: not a tlindex database (empty); run `tlindex ingest` to make one")
+    elif not new and not create and not write:
+        missing = _missing(path)
+        if all(_views_only(stem) for stem in missing):
+            return connect_read_only(path)  # read through this tlindex's views, the file unchanged (none: current)
+        if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+            if all(_views_only(stem) or stem.partition("_")[2] in STEPS for stem in missing):
+                return connect_read_only(path)  # read as it is (what a step derives: underived)
+            raise DatabaseError(f"{path}: made by an older tlindex (without schema migrations {', '.join(missing)}), "
+                                f"and read-only here, so it cannot be brought up to date: copy it where it can be "
+                                f"written")
+    conn = _writer(path, steps)
+    if create or write:
+        return conn
+    conn.close()
+    return connect_read_only(path)
+
+
+def is_tlindex_connection(conn: sqlite3.Connection) -> bool:
+    """Whether a connection (Datasette's, say) is to a database tlindex made (false on any error)."""
     try:
-        conn = connect_read_only(path)
+        return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                            (MIGRATIONS_TABLE,)).fetchone() is not None
+    except sqlite3.Error:
+        return False
+
+
+def _made_by_tlindex(path: Path) -> bool:
+    try:
+        conn = connect(f"file:{path}?mode=ro", uri=True)
         try:
-            made_by_tlindex = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (MIGRATIONS_TABLE,)).fetchone()
+            return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (MIGRATIONS_TABLE,)).fetchone() is not None
         finally:
             conn.close()
     except sqlite3.DatabaseError as error:
         raise DatabaseError(f"{path}: cannot be read as a SQLite database ({error})") from None
-    if not made_by_tlindex:
-        raise DatabaseError(f"{path}: not a tlindex database (empty); run `tlindex ingest` to make one")
-    bring_up_to_date(path, served)
-    return path
 
 
-def bring_up_to_date(path: Path, served: bool = False) -> list[str]:
-    """Migrate a database an older tlindex made (its tables and columns, and the rows a later migration derives from
-    what it stores), so that every command and page reads it as one of this tlindex; the migrations applied. One that
-    lacks only views is read through this tlindex's (current_views), unchanged, unless it is `served` (by Datasette,
-    or written into a report, which read the file's own views): then its views are written too when it can be
-    written. One that lacks more and cannot be written to is refused in one line, saying how to read it."""
-    conn = connect_read_only(path)
+def _missing(path: Path) -> list[str]:
+    """The migrations of this tlindex a database lacks (none for a newer tlindex's: it is read as it is)."""
+    conn = connect(f"file:{path}?mode=ro", uri=True)
     try:
-        done, known = _applied(conn), [p.stem for p in schema_files()]
+        done = _applied(conn)
     finally:
         conn.close()
-    missing = [stem for stem in known if stem not in done]
-    if not missing or done - set(known):  # (a newer tlindex's: read as it is, never migrated by an older one)
-        return []
-    writable = os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
-    if all(_views_only(stem) for stem in missing) and not (served and writable):
-        return []  # read through this tlindex's views (current_views), unchanged
-    if not writable:
-        if all(_views_only(stem) or stem.partition("_")[2] in STEPS for stem in missing):
-            return []  # what only a step derives is left underived: its tables are there, read as they are
-        raise DatabaseError(f"{path}: made by an older tlindex (without schema migrations {', '.join(missing)}), and "
-                            f"read-only here, so it cannot be brought up to date: copy it where it can be written")
-    open_db(path).close()  # (a newer tlindex's database: refused there, in one line)
-    return missing
+    known = [p.stem for p in schema_files()]
+    return [] if done - set(known) else [stem for stem in known if stem not in done]
 
 
-def read_database(db_path: str | Path) -> sqlite3.Connection:
-    """A read-only connection to an existing tlindex database (existing_database says why not)."""
-    return connect_read_only(existing_database(db_path))
-
-
-def write_database(db_path: str | Path) -> sqlite3.Connection:
-    """A connection that writes to an existing tlindex database, transactions explicit (`immediate`)."""
-    conn = open_db(existing_database(db_path))
-    conn.isolation_level = None
+def _writer(path: Path, steps: Mapping[str, Step]) -> sqlite3.Connection:
+    """A connection that writes: WAL (Datasette reads while an ingest writes), the schema brought up to date, the
+    indexes an ingest killed between its merges left out made again (DEFERRED_INDEXES)."""
+    try:
+        conn = connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)  # transactions explicit: `immediate`
+        try:
+            _wal(conn)
+            conn.execute("PRAGMA synchronous=NORMAL")
+            apply_schema(conn, steps)
+            make_deferred_indexes(conn)
+        except BaseException:
+            conn.close()
+            raise
+    except sqlite3.DatabaseError as error:
+        raise DatabaseError(f"{path}: cannot be opened as a tlindex database ({error})") from None
     return conn
 
 

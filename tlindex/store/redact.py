@@ -22,6 +22,8 @@ import json
 import re
 import sqlite3
 
+from tlindex.stopping import callback
+
 SECRET_WORDS = frozenset({"token", "key", "apikey", "secret", "password", "passwd", "pwd", "auth", "credential",
                           "credentials", "cookie", "session"})
 MASK = "***"
@@ -112,8 +114,8 @@ def redact_command(stored: str | None) -> str | None:
 def register(conn: sqlite3.Connection) -> sqlite3.Connection:
     """The SQL functions migration 016 redacts stored commands and labels with: tlindex_redact_command(command),
     tlindex_redact(text)."""
-    conn.create_function("tlindex_redact_command", 1, redact_command, deterministic=True)
-    conn.create_function("tlindex_redact", 1, redact_text, deterministic=True)
+    conn.create_function("tlindex_redact_command", 1, callback(redact_command), deterministic=True)
+    conn.create_function("tlindex_redact", 1, callback(redact_text), deterministic=True)
     return conn
 
 

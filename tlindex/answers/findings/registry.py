@@ -17,10 +17,6 @@ from dataclasses import asdict, dataclass, field
 
 from tlindex.answers.findings.words import short
 
-# What the checks say, versioned: bump it whenever a check's sentence, count or kind changes, so findings stored
-# by an older version (tlindex.answers.findings.stored) are known stale and computed again.
-FINDINGS_VERSION = 2  # 2: graph-break groups, outliers named whole (items), texts cut at a word
-
 SEVERITIES = ("error", "warning", "info")
 FAILED = "not_computed"  # the kind of the finding a check that raised becomes
 
