@@ -13,8 +13,10 @@ it lands.
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import sqlite3
+import time
 from contextlib import chdir
 from pathlib import Path
 from unittest import mock
@@ -27,17 +29,46 @@ from test_odd_values import RECIPES, Case
 
 from tlindex import pages
 from tlindex.cli import cli
-from tlindex.ingest.runs import normalize_label
+from tlindex.ingest.runs import check_label, normalize_label
 from tlindex.run import stored_command
-from tlindex.store.redact import LINE_CHARS, WORD_CHARS, redact_text, redact_words, secret_name
+from tlindex.store import redact
+from tlindex.store.redact import LINE_CHARS, MASK, WORD_CHARS, redact_text, redact_words, scrub, secret_name, storable
+from tlindex.store.secret_shapes import SHAPES, shape_of
 
 SECRET = "S3CRET"  # every planted secret holds it; nothing tlindex shows may
-PLANTED = ["--token=S3CRETa", "--api-key", "S3CRETb", "https://bob:S3CRETc@example.org/x", "HF_TOKEN=S3CRETd"]
-REDACTED = ["--token=***", "--api-key", "***", "https://bob:***@example.org/x", "HF_TOKEN=***"]
+HF = "hf_S3CRETmAbCdEfGhIjKlMnOpQrStUvWxYz12"  # hf_ and 35 letters and digits
+PLANTED = ["--token=S3CRETa", "--api-key", "S3CRETb", "https://bob:S3CRETc@example.org/x",
+           "https://h.example/x?download=true&access_token=S3CRETh", "-H", "Authorization: Bearer S3CRETi",
+           "--config", '{"api_key": "S3CRETj", "db": {"password": "S3CRETk"}}', "PGPASSWORD=S3CRETl", HF,
+           "--password", "-xS3CRETn", "HF_TOKEN=S3CRETd"]
+REDACTED = ["--token=***", "--api-key", "***", "https://bob:***@example.org/x",
+            "https://h.example/x?download=true&access_token=***", "-H", "Authorization: Bearer ***",
+            "--config", '{"api_key": "***", "db": {"password": "***"}}', "PGPASSWORD=***", "***",
+            "--password", "***", "HF_TOKEN=***"]
 SURVIVE = ["--max-tokens", "4096", "--keep-alive", "https://example.org/plain", "MAX_TOKENS=4096"]
 CWD, HOST, USER = "cwd-Qz7", "host-Qz7", "user-Qz7"  # the run facts, recognisable wherever they show
 LOG = next((DATA / "graph_breaks").glob("*.log"))
 COPY = 'cp "$0" "$TORCH_TRACE/x.log"'
+
+# One token of each shape the secret scanners know (tlindex.store.secret_shapes.SHAPES, by gitleaks rule id).
+TOKENS = {
+    "huggingface-access-token": "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",
+    "github-pat": "ghp_" + "aB3dE6gH9j" * 3 + "kL2mN5",
+    "github-oauth": "gho_" + "Zy8xW7vU6t" * 3 + "sR5qP4",
+    "github-app-token": "ghs_" + "Q1w2E3r4T5" * 3 + "y6U7i8",
+    "github-refresh-token": "ghr_" + "Mn0bV9cX8z" * 3 + "Lk7Jh6",
+    "github-fine-grained-pat": "github_pat_11ABCDEFG0abcdefghij12_" + "aB3dE6gH9jkL2mN5pQ8rS1tU4vW7xY0zA3bC6dE9fG2hJ5kL8mN1pQ4",
+    "openai-api-key": "sk-proj-SevzWEV_NmNnMndQ5gn6PjFcX_9ay5SEKse8AL0EuYAB0cIgFW7Equ3vCbUbYShvii6L3rBw3W",
+    "aws-access-token": "AKIALALEMEL33243OLIB",
+    "slack-bot-token": "xoxb-781236542736-2364535789652-GkwFDQoHqzXDVsC6GzqYUypD",
+    "gcp-api-key": "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
+    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "gitlab-pat": "glpat-aB3dE6gH9jkL2mN5pQ8r",
+    "stripe-access-token": "sk_live_aB3dE6gH9jkL2mN5pQ8rS1tU",
+    "npm-access-token": "npm_" + "aB3dE6gH9j" * 3 + "kL2mN5",
+    "pypi-upload-token": "pypi-AgEIcHlwaS5vcmc" + "CJDE4YjU5ZTQ1LWNmNDctNDI2Zi05ZGM3LTYyMDU3NGQzM2QwMQ" + "AAI",
+}
+ANTHROPIC = "sk-ant-api03-" + "abc123xyz-456def789ghij-klmnopqrstuvwx-3456yza789bcde-1234fghijklmnopby56aaaogaop" + "AA"
 
 
 @pytest.mark.parametrize("words, expected", [
@@ -49,7 +80,65 @@ COPY = 'cp "$0" "$TORCH_TRACE/x.log"'
      ["https://bob:***@example.org/x", "git+ssh://u:***@h/r", "https://bob:***@h/x"]),
     (["HF_TOKEN=V", "AWS_SECRET_ACCESS_KEY=V", "cookie=V"], ["HF_TOKEN=***", "AWS_SECRET_ACCESS_KEY=***", "cookie=***"]),
     (["--token", "--verbose"], ["--token", "--verbose"]),  # a flag before another option: nothing to hide
-    (["sh", "-c", "export HF_TOKEN=V; run --password V"], ["sh", "-c", "export HF_TOKEN=*** run --password ***"]),
+    (["sh", "-c", "export HF_TOKEN=V; run --password V"], ["sh", "-c", "export HF_TOKEN=***; run --password ***"]),
+    # URLs: a secret parameter after another one, a presigned S3 URL, a fragment, a password holding `/`
+    (["https://h/x?download=true&access_token=V"], ["https://h/x?download=true&access_token=***"]),
+    (["https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=V%2F20240101&X-Amz-Date=1"
+      "&X-Amz-Signature=V"],
+     ["https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=***&X-Amz-Date=1"
+      "&X-Amz-Signature=***"]),
+    (["https://a.blob.core.windows.net/c/f?sv=2020&se=2024&sig=V;sp=r"],
+     ["https://a.blob.core.windows.net/c/f?sv=2020&se=2024&sig=***;sp=r"]),
+    (["https://app/cb#state=1&access_token=V&token_type=bearer"],
+     ["https://app/cb#state=1&access_token=***&token_type=bearer"]),
+    (["https://bob:pa/ss@h/x"], ["https://bob:***@h/x"]),
+    # headers, as one word or inside a script; the header's name and the auth scheme stay
+    (["curl", "-H", "Authorization: Bearer V", "https://h/x"], ["curl", "-H", "Authorization: Bearer ***", "https://h/x"]),
+    (["sh", "-c", "curl -H 'X-Api-Key: V' -H \"Authorization: token V\" https://h/x"],
+     ["sh", "-c", "curl -H 'X-Api-Key: ***' -H \"Authorization: token ***\" https://h/x"]),
+    (["wget", "--header=Authorization:Bearer V", "https://h/x"], ["wget", "--header=Authorization:Bearer ***",
+                                                                   "https://h/x"]),
+    (["curl", "-H", "Cookie: a=V; b=V"], ["curl", "-H", "Cookie: ***"]),
+    (["curl", "-H", "x-api-key: V"], ["curl", "-H", "x-api-key: ***"]),
+    # JSON, YAML and TOML pairs inside a word
+    (["--config", '{"api_key": "V", "n": 1}'], ["--config", '{"api_key": "***", "n": 1}']),
+    (["--config", '{"auth": {"user": "bob", "password": "V"}, "port": 5}'],
+     ["--config", '{"auth": {"user": "bob", "password": "***"}, "port": 5}']),
+    (["--config", '{"client_secret":"V","pin":{"pass":12345},"use_auth_token":true}'],
+     ["--config", '{"client_secret":"***","pin":{"pass":"***"},"use_auth_token":true}']),
+    (["--yaml", "password: V"], ["--yaml", "password: ***"]),
+    (["--toml", 'api_key = "V"'], ["--toml", 'api_key = "***"']),
+    (["python", "-c", "run(headers={'Authorization': 'Bearer V'}, private_key='V')"],
+     ["python", "-c", "run(headers={'Authorization': '***'}, private_key='***')"]),
+    # a secret word anywhere in a name
+    (["PGPASSWORD=V", "DBPASS=V", "db_pass=V", "MYSQL_PWD=V", "x-api-key=V"],
+     ["PGPASSWORD=***", "DBPASS=***", "db_pass=***", "MYSQL_PWD=***", "x-api-key=***"]),
+    (["refresh_token=V", "clientSecret=V", "-Dpassword=V", "authtoken=V"],
+     ["refresh_token=***", "clientSecret=***", "-Dpassword=***", "authtoken=***"]),
+    # NAME=VALUE lists
+    (["a=1&token=V&b=2", "a=1;password=V;b=2", "a=1,secret=V,b=2", "password=V,W"],
+     ["a=1&token=***&b=2", "a=1;password=***;b=2", "a=1,secret=***,b=2", "password=***"]),
+    # the value after a secret option, whatever it starts with
+    (["--password", "-xV", "--token", "-", "--api-key", "'V W'"], ["--password", "***", "--token", "***", "--api-key",
+                                                                     "'***'"]),
+    # plurals and short forms
+    (["--secrets", "V", "--passwords", "V", "--pass", "V", "--pw", "V", "--passphrase", "V", "--bearer", "V"],
+     ["--secrets", "***", "--passwords", "***", "--pass", "***", "--pw", "***", "--passphrase", "***", "--bearer",
+      "***"]),
+    # -p is a password only after the programs that take it so
+    (["mysql", "-u", "root", "-pV", "db"], ["mysql", "-u", "root", "-p***", "db"]),
+    (["/usr/bin/mysqldump", "-p", "db"], ["/usr/bin/mysqldump", "-p", "db"]),  # prompts; db is the database
+    (["sshpass", "-p", "V", "ssh", "-p", "2222", "h"], ["sshpass", "-p", "***", "ssh", "-p", "2222", "h"]),
+    (["curl", "-u", "bob:V", "https://h/x"], ["curl", "-u", "bob:***", "https://h/x"]),
+    (["curl", "--user=bob:V", "-u", "x:y"], ["curl", "--user=bob:***", "-u", "x:y"]),  # one password a command
+    (["redis-cli", "-a", "V", "ping"], ["redis-cli", "-a", "***", "ping"]),
+    (["sh", "-c", "mysql -uroot -pV db; pytest -p no:cacheprovider"],
+     ["sh", "-c", "mysql -uroot -p*** db; pytest -p no:cacheprovider"]),
+    # tokens of a known shape, anywhere in a word
+    *[([f"--model-{i}", f"{prefix}{token}{suffix}"], [f"--model-{i}", f"{prefix}***{suffix}"])
+      for i, ((prefix, suffix), token) in enumerate(zip([("", ""), ("x=", ""), ("path/", "/file"), ("'", "'"),
+                                                         ("Token ", ""), ("a,", ",b"), ("(", ")"), ("key:", "")] * 3,
+                                                        [*TOKENS.values(), ANTHROPIC]))],
     (SURVIVE + ["--keys-file", "k", "--tokenizer", "t", "monkey=1"], SURVIVE + ["--keys-file", "k", "--tokenizer",
                                                                                "t", "monkey=1"]),
 ])
@@ -59,9 +148,122 @@ def test_each_shape_of_secret_is_redacted_and_lookalikes_survive(words, expected
     assert redact_words(expected) == expected  # redacting again changes nothing (the migration may meet either)
 
 
+LOOKALIKES = [
+    "--max-tokens 4096", "--keep-alive", "MAX_TOKENS=4096", "--tokenizer t", "--keys-file k", "monkey=1",
+    "pip install sk-learn scikit-learn", "from huggingface_hub import hf_hub_download", "--passes 3",
+    "--password-file /run/secrets/db", "HF_TOKEN_PATH=/home/u/.cache/huggingface/token", "--token-type jwt",
+    "--max-token-length 512", "--pad-token-id 0 --eos_token </s> --mask_token [MASK]", "--bypass-cache yes",
+    "/usr/lib/python3/site-packages/torch/_dynamo/eval_frame.py", "TORCH_LOGS=+dynamo,recompiles TORCH_TRACE=/tmp/t",
+    "torch._dynamo.config.cache_size_limit=8", "pytest -p no:cacheprovider -n 0", "ssh -p 2222 host", "mysql -p db",
+    "https://h.example:8080/a@b", "https://example.org/x?page=2&sort=asc#top", "key-value store", "sk-learn-intelex-x",
+    "hf_" + "x" * 34, "ghp_" + "x" * 36, "AKIA123", "eyJhbGciOi.x", "xoxo-indieweb-1.jpg", "glpat-short",
+    "{\"model\": \"gpt2\", \"max_new_tokens\": 64}", "session_count: 3", "Note: the token expired", "a = b",
+]
+
+
+@pytest.mark.parametrize("text", LOOKALIKES)
+def test_what_only_looks_like_a_secret_survives(text):
+    assert redact_text(text) == text and redact_words(text.split()) == text.split() and scrub(text) == text
+
+
+@pytest.mark.parametrize("rule", [rule for rule, _, _ in SHAPES])
+def test_every_shape_of_the_scanners_rules_is_masked_wherever_it_is(rule):
+    token = TOKENS[rule]  # every rule of secret_shapes.SHAPES has its token here
+    assert shape_of(token) == rule
+    for text in (token, f"x {token} y", f"--flag={token}", f"u/{token}/v", f'"{token}"'):
+        masked = text.replace(token, MASK)
+        assert scrub(text) == masked and redact_text(text) == masked, text
+    assert scrub(token[:12]) == token[:12]  # its prefix alone is not a token
+
+
+def test_scrub_masks_only_the_shapes_in_any_text():
+    log = f"V0101 12:00:00 1 x.py:1] {{\"token\": \"plain\"}} Bearer plain {TOKENS['github-pat']}\n" * 3
+    assert scrub(log) == log.replace(TOKENS["github-pat"], MASK) and scrub(scrub(log)) == scrub(log)
+    assert scrub(ANTHROPIC) == MASK and scrub("") == "" and scrub(None) is None
+
+
 def test_a_name_is_split_into_words_at_dashes_underscores_and_case():
     assert [secret_name(n) for n in ("HF_TOKEN", "apiKey", "APIKEY", "x-api-key", "Credentials", "passwd")] == [True] * 6
     assert [secret_name(n) for n in ("MAX_TOKENS", "keep-alive", "monkey", "tokenizer", "keys")] == [False] * 5
+    glued = ("PGPASSWORD", "DBPASS", "db_pass", "MYSQL_PWD", "client_secret", "private_key", "access_token",
+             "refresh_token", "X-Amz-Credential", "X-Amz-Security-Token", "passphrase", "--bearer", "--pw", "Cookie",
+             "Authorization", "Proxy-Authorization", "HUGGINGFACEHUB_API_TOKEN", "secrets", "passwords")
+    assert [n for n in glued if not secret_name(n)] == []
+    plain = ("--passes", "password-file", "token_path", "pad_token_id", "eos_token", "bypass", "compass", "tokens",
+             "num_keys", "--token-type", "X-Amz-Signature", "sig", "")  # a signature is a secret in a URL's query
+    assert [n for n in plain if secret_name(n)] == []
+
+
+def test_redacting_twice_changes_nothing():
+    texts = [*LOOKALIKES, *TOKENS.values(), " ".join(PLANTED), " ".join(REDACTED), "Cookie: a=1 --token V",
+             "'password': 123, 'b': 2", '{"password": 123, "tokens": [1, 2]}', '{"secrets": ["a", "b"]}',
+             "a=1&&token=V", "Authorization=Bearer V", "--token Bearer V", "token: \"a b\" # c", "x=--token=V",
+             "https://bob:@h/x", "https://bob:***@h/x?sig=***", '"Authorization: Bearer V" more', "--token ''"]
+    for text in texts:
+        once = redact_text(text)
+        assert redact_text(once) == once, text
+        assert SECRET not in once or SECRET not in text
+    words = [*PLANTED, *SURVIVE, "x" * (WORD_CHARS * 2), "--token=" + "V" * WORD_CHARS, *["--token", "V"] * 2000]
+    once = redact_words(words)
+    assert redact_words(once) == once and once[-1].startswith("…(") and redact.redact_command(json.dumps(once)) == \
+        json.dumps(once)
+
+
+def test_a_json_word_is_parsed_and_every_secret_in_it_masked():
+    document = {"secrets": ["a", "b"], "nested": [{"api_key": 5, "name": "n"}], "url": "https://u:pw@h/x",
+                "api\u005fkey2": "V", "ok": None, "token": True}
+    redacted = json.loads(redact_text(json.dumps(document, indent=2)))
+    assert redacted == {"secrets": ["***", "***"], "nested": [{"api_key": "***", "name": "n"}],
+                        "url": "https://u:***@h/x", "api_key2": "***", "ok": None, "token": True}
+
+
+def test_a_word_is_redacted_whole_then_cut():
+    for name, secret in (("", TOKENS["huggingface-access-token"]), ("", TOKENS["jwt"]), ("--token=", "S3CRET" * 9),
+                         ("Authorization: Bearer ", "S3CRET" * 9)):
+        word = "a " * ((WORD_CHARS - len(name) - 12) // 2) + name + secret + " b" * 100  # 12 characters before the cut
+        for stored in (redact_words([word])[0], storable(word), redact_text(storable(word)), check_label(word)):
+            assert len(stored) < WORD_CHARS + 50 and stored.endswith("more characters)")
+            assert secret[:12] not in stored and SECRET not in stored, stored[-80:]
+        assert redact_words(redact_words([word])) == redact_words([word])
+
+
+ODD = ["", " ", "\x00", "\ud800", "\udcff\udcfe", b"caf\xe9".decode("utf-8", "surrogateescape"), "…(", "…(5 more "
+       "characters)", "{", "[", "[" * 5_000 + "]" * 5_000, '{"a": ' * 3_000, '{"a": NaN, "token": Infinity}',
+       '{"token": 1e999}', '{"token": "\\ud800"}', "[" * 100 + '{"token": "x"}' + "]" * 100, "\\", "'\"'\"", "-" * 9,
+       "--", "-p", "mysql", "mysql -p", "curl -u", "curl -u :", "https://", "a://b:@", "::::", "= = =", "a=", "=a",
+       "Authorization:", "Authorization: Bearer", "Bearer", "\"token\":", "'token': '", "token = \"", "x\n" * 100,
+       "\t--token\t", "--token\nV", "sk-" * 100, "eyJ." * 100, "\u202e--token=V", "ｔｏｋｅｎ=V", "TOKEN=\u00e9\u00e9"]
+
+
+def test_redaction_never_raises_and_is_idempotent_on_odd_input():
+    rng = random.Random(48)
+    alphabet = "aZ9_-=&;,?#:/@\"' \t\n{}[]()\\.…" + "\udcff\ud800é"
+    texts = ODD + ["".join(rng.choice(alphabet) for _ in range(rng.randrange(60))) for _ in range(2_000)]
+    for text in texts:
+        once = redact_text(text)
+        assert isinstance(once, str) and redact_text(once) == once, repr(text)
+        assert isinstance(storable(text), str) and isinstance(scrub(text), str)
+        words = redact_words(text.split(" "))
+        assert redact_words(words) == words, repr(text)
+        assert isinstance(redact.redact_command(text), str)
+    for value in (None, 5, 1.5, b"x", ["--token", "V"]):
+        assert redact_text(value) == value and isinstance(storable(value), str)
+    assert redact.redact_command(None) is None and redact.redact_command("[1, null, {}]") == '["1", "None", "{}"]'
+
+
+HUGE = ("a", "=", "&", '"', "'", "-", ":", " ", "\\", "{", "a=", "a: ", '"a":', "sk-", "eyJ-", "a://b:", "token=",
+        "--token ", "mysql -p ", "Bearer ", "a=1&", "-a ")
+
+
+@pytest.mark.parametrize("word", [
+    *[char * (5_000_000 // len(char)) for char in HUGE[:10]],
+    *[char * (1_000_000 // len(char)) + " token" for char in HUGE],  # with a secret word: every pass reads it
+], ids=[f"{char!r}x5MB" for char in HUGE[:10]] + [f"{char!r}x1MB" for char in HUGE])
+def test_redaction_takes_linear_time_on_a_huge_word(word):
+    for redaction in (redact_text, scrub, redact_words, storable):
+        started = time.perf_counter()
+        redaction([word] if redaction is redact_words else word)
+        assert time.perf_counter() - started < 5, redaction  # a regex that backtracks takes minutes here, not seconds
 
 
 def test_bad_input_is_stored_bounded_and_never_fails_the_run():
