@@ -32,16 +32,16 @@ def test_the_command_line_holds_no_sql():
 
 def test_the_command_line_raises_only_the_librarys_errors():
     """Every `raise` of a new error names a TlindexError (or click's usage error); the one ClickException made is
-    where Commands turns an error into the command's one line."""
+    where Commands turns an error into the command's one line (`_one_line`)."""
     tree = _tree()
     raised = {ast.unparse(node.exc.func) for node in ast.walk(tree)
               if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call)}
     made = [node for node in ast.walk(tree)
             if isinstance(node, ast.Call) and ast.unparse(node.func) == "click.ClickException"]
     assert raised - {"click.UsageError", "click.ClickException"} <= {
-        "TlindexError", "UsageError", "NotFound", "DatabaseError", "QueryError", "click.BadParameter"}
-    invoke = next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "invoke")
-    assert {id(node) for node in made} <= {id(node) for node in ast.walk(invoke)}
+        "TlindexError", "UsageError", "NotFound", "DatabaseError", "QueryError", "click.BadParameter", "_one_line"}
+    one_line = next(node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "_one_line")
+    assert {id(node) for node in made} <= {id(node) for node in ast.walk(one_line)}
 
 
 def test_a_database_handle_closes_its_connection_on_the_way_out_even_on_an_error(traces_db):

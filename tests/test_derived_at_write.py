@@ -67,7 +67,7 @@ def test_a_query_over_every_run_reads_the_stored_rows_and_computes_a_run_not_der
     with Database(path) as db:
         assert {name: answer(db.conn, name) for name in derived.STORED} == expected
         first = db.conn.execute("SELECT min(id) FROM runs").fetchone()[0]
-        assert [f.as_dict() for f in db.findings(ids=[first])[first]] == \
+        assert [f.as_dict() for f in db.findings(first)] == \
             [f.as_dict() for f in findings(db.conn, first)]
 
 
@@ -82,12 +82,12 @@ def test_a_run_that_grows_is_derived_again_by_the_ingest_that_grows_it(tmp_path)
     path = tmp_path / "traces.db"
     ingest(path, [str(growing)], jobs=1)
     with Database(path) as db:
-        before = [f.text for f in db.findings(ids=[1])[1]]
+        before = [f.text for f in db.findings(1)]
     with open(growing, "ab") as out:
         out.write(b"".join(lines[half:]))
     assert ingest(path, [str(growing)], jobs=1).continued == 1
     with Database(path) as db:
-        after = [f.as_dict() for f in db.findings(ids=[1])[1]]
+        after = [f.as_dict() for f in db.findings(1)]
         assert after == [f.as_dict() for f in findings(db.conn, 1)] and [f["text"] for f in after] != before
 
 
@@ -105,7 +105,7 @@ def test_a_log_rewritten_in_place_at_the_same_size_gets_its_new_findings(tmp_pat
     ingest(path, [str(logs)], jobs=1)
     with Database(path) as db:
         (run,) = [row[0] for row in db.conn.execute("SELECT id FROM runs")]
-        assert [f.as_dict() for f in db.findings(ids=[run])[run]] == [f.as_dict() for f in findings(db.conn, run)]
+        assert [f.as_dict() for f in db.findings(run)] == [f.as_dict() for f in findings(db.conn, run)]
 
 
 def test_a_run_whose_ranks_an_ingest_names_is_stored_with_its_divergence(tmp_path):
@@ -115,7 +115,7 @@ def test_a_run_whose_ranks_an_ingest_names_is_stored_with_its_divergence(tmp_pat
     ingest(path, [str(DATA / "ddp_4ranks_diverge")], jobs=2)
     with Database(path) as db:
         listed = db.runs()
-        stored = db.findings(ids=[listed[0]["id"]])[listed[0]["id"]]
+        stored = db.findings(listed[0]["id"])
         assert [f.as_dict() for f in stored] == [f.as_dict() for f in findings(db.conn, listed[0]["id"])]
     assert any(f.kind.startswith("divergence") and f.severity == "error" for f in stored)
     assert listed[0]["worst_finding"] == next(f.text for f in stored if f.severity == "error")

@@ -204,12 +204,12 @@ def test_every_single_file_output_refuses_a_file_it_did_not_make(fixtures_db, tm
 
 
 def test_a_partial_file_a_killed_export_left_is_removed_by_the_next(fixtures_db, tmp_path):
-    """A killed writer's `.OUT.partial-*` (tlindex's head, nobody holding it) goes; one that is not tlindex's stays."""
+    """A killed writer's `.OUT.partial-*` (tlindex's, nobody holding it) goes; one that is not tlindex's stays."""
     from tlindex.formats.chromium import HEAD
 
     (run,) = scenario_run(connect(fixtures_db), "ddp_2ranks")
-    dead = tmp_path / ".trace.json.partial-k1ll3d00"
-    dead.write_bytes(HEAD + b'{"name": "proc')
+    dead = owned.make_dir(tmp_path / ".trace.json.partial-k1ll3d00", "export")
+    (dead / "trace.json").write_bytes(HEAD + b'{"name": "proc')
     other = tmp_path / ".trace.json.partial-notour00"
     other.write_text("someone's notes")
     result = CliRunner().invoke(cli, ["export", "chromium", str(tmp_path / "trace.json"), "--db", str(fixtures_db),
@@ -221,8 +221,9 @@ def test_a_partial_file_a_killed_export_left_is_removed_by_the_next(fixtures_db,
 HOLDS = """import sys, time
 from pathlib import Path
 from tlindex import owned
-partial = owned.new_partial(Path(sys.argv[1]), "report")
-print(partial, flush=True)
+out = Path(sys.argv[1])
+partial = owned.TemporaryFolder(f".{out.name}.partial-", out.parent, "report")
+print(partial.path, flush=True)
 time.sleep(60)
 """
 
@@ -259,7 +260,7 @@ def test_a_report_killed_by_sigkill_leaves_a_partial_the_next_report_removes(tmp
 
 SCRATCH_HOLDER = """import sys, time
 from tlindex import owned
-print(owned.scratch_dir("tlindex-report-"), flush=True)
+print(owned.TemporaryFolder("tlindex-report-").path, flush=True)
 time.sleep(60)
 """
 
@@ -321,8 +322,6 @@ def test_folders_of_commands_killed_before_their_marker_was_whole_are_removed_by
     holding anything else (a copy of a report named like an old one), or one without a marker stays."""
     import tempfile
 
-    from tlindex.ingest import pipeline
-
     cut = owned.marker_text("report")[:7]
     out, temporary = tmp_path / "out", tmp_path / "tmp"
     temporary.mkdir()
@@ -349,12 +348,11 @@ def test_folders_of_commands_killed_before_their_marker_was_whole_are_removed_by
     assert not [p for p in gone + [old] if p.exists()]  # a newer `out` in place: the old one is superseded
     assert sorted(p for p in [*tmp_path.iterdir(), *temporary.iterdir()] if p.name not in ("out", "tmp")) == sorted(
         kept + [copy])
-    staging = left_unfinished(tmp_path / ".traces.db.staging-cut00000", owned.marker_text("staging")[:1],
-                              pipeline.STALE_UNLOCKED_S + 60)  # no lock file in it: stale after this
+    staging = left_unfinished(tmp_path / ".traces.db.staging-cut00000", owned.marker_text("staging")[:1], 120)
     assert ingest(tmp_path / "traces.db", [str(DATA / "graph_breaks")]).files
     assert not staging.exists()
     report_cut = left_unfinished(tmp_path / "cut", owned.marker_text("report")[:-4], 120)  # '{"tlindex": "rep'
-    assert owned.unfinished(report_cut, "report") and not owned.unfinished(report_cut, "export")
+    assert owned._unfinished(report_cut, "report") and not owned._unfinished(report_cut, "export")
 
 
 def test_a_folder_is_locked_before_it_is_marked_and_unmarked_last(tmp_path, monkeypatch):
@@ -363,8 +361,6 @@ def test_a_folder_is_locked_before_it_is_marked_and_unmarked_last(tmp_path, monk
     folder's listing order, marker first as often as not: killed midway, a removal left an unmarked folder that no
     command removes. Every folder is now locked before its marker is written (an ingest's staging folder too), and
     removed marker last."""
-    from tlindex.ingest import pipeline
-
     real_mark, real_unlink, unlinked = owned.mark, os.unlink, []
 
     def mark(folder: Path, kind: str) -> None:
@@ -378,17 +374,10 @@ def test_a_folder_is_locked_before_it_is_marked_and_unmarked_last(tmp_path, monk
     monkeypatch.setattr(owned, "mark", mark)
     out = tmp_path / "out"
     for _ in range(2):  # the second one moves the first aside
-        partial = owned.new_partial(out, "report")
-        for n in range(40):
-            (partial / f"page-{n}.html").write_text("a page")
-        owned.swap_into_place(partial, out, "report")
-
-    def staging_mark(folder: Path, kind: str) -> None:
-        assert (folder / pipeline.STAGING_LOCK).exists(), f"{folder} marked before its ingest's lock"
-        real_mark(folder, kind)
-
-    monkeypatch.setattr(pipeline, "mark", staging_mark)
-    assert ingest(tmp_path / "t.db", [str(DATA / "graph_breaks")]).files
+        with owned.atomic_dir(out, "report") as partial:
+            for n in range(40):
+                (partial / f"page-{n}.html").write_text("a page")
+    assert ingest(tmp_path / "t.db", [str(DATA / "graph_breaks")]).files  # its staging folder: the same way
 
     def unlink(path, *args, **kwargs):
         unlinked.append(os.path.basename(path))
@@ -423,7 +412,7 @@ def test_a_sweep_follows_no_link_swapped_in_for_the_folder_it_removes(tmp_path, 
 
     monkeypatch.setattr(os, "unlink", unlink)
     monkeypatch.setattr(tempfile, "tempdir", str(temporary))
-    owned.remove_dead_scratch("tlindex-report-")
+    owned.sweep(temporary, "tlindex-report-", "scratch")
     monkeypatch.undo()
     assert user_folder(victim) == before
 
@@ -442,10 +431,10 @@ def test_what_cannot_be_removed_stays_marked_for_the_next_command(tmp_path, monk
         real_unlink(path, *args, **kwargs)
 
     monkeypatch.setattr(os, "unlink", unlink)
-    assert owned.remove_dead_partials(tmp_path / "out", lambda found: owned.owns(found, "report"))
+    owned.sweep(tmp_path, ".out.partial-", "report")
     assert owned.owns(dead, "report") and (dead / "stuck.html").exists()
     monkeypatch.undo()
-    owned.remove_dead_partials(tmp_path / "out", lambda found: owned.owns(found, "report"))  # the next command
+    owned.sweep(tmp_path, ".out.partial-", "report")  # the next command
     assert not dead.exists()
 
 

@@ -60,7 +60,7 @@ def test_every_command_s_help_loads_nothing_heavy(tmp_path):
     modules, printed = loaded_by(*" ; ".join(f"{name} --help" for name in names).split(), cwd=tmp_path)
     assert heavy(modules) == []
     assert sorted(module for module in modules if module.startswith("tlindex.") and module not in (
-        "tlindex.cli", "tlindex.errors", "tlindex.output", "tlindex.owned", "tlindex.stopping")) == []
+        "tlindex.cli", "tlindex.errors", "tlindex.output", "tlindex.version", "tlindex.owned", "tlindex.stopping")) == []
     for name in names:
         assert f"Usage: tlindex {name} " in printed, name
 

@@ -121,8 +121,8 @@ def test_ctrl_c_stops_a_runaway_query(traces_db):
 def test_a_payload_larger_than_the_floor_reads_once_it_is_stored(tmp_path):
     import sqlite3
 
-    from tlindex.store.compression import INFLATE_FLOOR, pack, register
     from tlindex import Database
+    from tlindex.store.compression import INFLATE_FLOOR, pack, register
 
     db = Database(tmp_path / "big.db", create=True).conn
     text = "x = torch.ones(3)\n" * (INFLATE_FLOOR // 10)  # 1.8 MB: past the floor

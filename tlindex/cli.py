@@ -123,7 +123,6 @@ class Commands(click.Group):
         if ctx.parent is not None:  # a group within: the outermost one stops and cleans up
             return super().invoke(ctx)
         import signal
-        import sqlite3
 
         from tlindex import stopping
 
@@ -131,27 +130,39 @@ class Commands(click.Group):
         with stopping.stoppable() as stop:
             try:
                 return super().invoke(ctx)
-            except click.ClickException as error:  # its message names what a log or a user named: one safe line
-                error.message = terminal_line(error.message)
-                raise
-            except TlindexError as error:  # the one place the library's errors become the command's one line
-                failed = click.ClickException(terminal_line(str(error)))
-                failed.exit_code = error.exit_code
-                raise failed from None
-            except KeyboardInterrupt:
+            except BaseException as error:
+                if stop.signum is None and not isinstance(error, KeyboardInterrupt):
+                    raise _one_line(error)
                 if stop.signum is None:
                     stop.signum = signal.SIGINT  # (raised by Python itself: a Ctrl-C before the handlers)
-            except (OSError, sqlite3.OperationalError) as error:
-                from tlindex.store.db import disk_message, disk_trouble
-
-                if stop.signum is None and disk_trouble(error):
-                    raise click.ClickException(terminal_line(disk_message(error))) from error  # one line
-                if stop.signum is None:
-                    raise
+                # stopped: however the command unwound (a statement the stop interrupted became an error), it stopped
             finally:
                 left = stopping.end_children(spared)
                 _say_what_is_left(" ".join(ctx.meta.get(COMMAND_WORDS, [])), stop, left)
-        ctx.exit(stop.exit_code)  # stopped: 130 for Ctrl-C, 128 + N for the others
+        ctx.exit(stop.exit_code)  # 130 for Ctrl-C, 128 + N for the others
+
+
+def _one_line(error: BaseException) -> BaseException:
+    """What the command says of an error that ended it: a ClickException's message and the library's errors
+    (TlindexError) as one safe line with their exit code, the disk's troubles in one line; anything else as it is
+    (a bug: its traceback)."""
+    import sqlite3
+
+    if isinstance(error, click.ClickException):  # its message names what a log or a user named: one safe line
+        error.message = terminal_line(error.message)
+        return error
+    if isinstance(error, TlindexError):  # the one place the library's errors become the command's one line
+        failed = click.ClickException(terminal_line(str(error)))
+        failed.exit_code = error.exit_code
+        failed.__cause__ = None
+        failed.__suppress_context__ = True
+        return failed
+    if isinstance(error, (OSError, sqlite3.OperationalError)):
+        from tlindex.store.db import disk_message, disk_trouble
+
+        if disk_trouble(error):
+            return click.ClickException(terminal_line(disk_message(error)))
+    return error
 
 
 def _say_what_is_left(words: str, stop, left: list[str]) -> None:
@@ -266,7 +277,7 @@ def findings(run: str | None, db_path: str, as_json: bool, last: int | None, sin
 
     with database(db_path) as db:
         ids = chosen_runs(db, last, since, all_runs) if run is None else [db.run(run)["id"]]
-        found = db.findings(ids=ids)
+        found = db.findings_of(ids)
         labels = {run_id: label for run_id, label in db.run_labels(ids).items()}
     report = [(run_id, labels[run_id], found[run_id]) for run_id in ids]
     if as_json:

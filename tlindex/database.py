@@ -184,13 +184,16 @@ class Database:
 
         return runs_of_paths(self.conn, [str(path) for path in paths])
 
-    def findings(self, run: str | int | None = None, ids: Sequence[int] | None = None) -> dict[int, list[Finding]]:
-        """What is wrong with each run (`run`, else `ids`, else the last 50), most severe first, as stored when the
-        run was written."""
+    def findings(self, run: str | int) -> list[Finding]:
+        """What is wrong with a run, most severe first, as stored when the run was written."""
+        run_id = self.run(run)["id"]
+        return self.findings_of([run_id])[run_id]
+
+    def findings_of(self, ids: Sequence[int] | None = None) -> dict[int, list[Finding]]:
+        """The findings of each run `ids` (else of the last 50), by id."""
         from tlindex.answers.derived import stored_findings
 
-        chosen = [self.run(run)["id"]] if run is not None else list(ids) if ids is not None else self.run_ids()[0]
-        return stored_findings(self.conn, chosen)
+        return stored_findings(self.conn, list(ids) if ids is not None else self.run_ids()[0])
 
     def query(self, name_or_sql: str, **params: Any) -> list[dict[str, Any]]:
         """A canned query by name (`tlindex queries`) or any SQL, with named parameters (a run or compile by any

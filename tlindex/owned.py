@@ -252,9 +252,8 @@ def _swap(partial: TemporaryFolder, out: Path, kind: str) -> None:
     first (`.OUT.old-*`), then removed. Killed between the two renames, the old one stays there, whole."""
     if out.is_symlink() or (out.exists() and not replaceable(out, kind)):
         raise NotOwned(f"{out}: changed while tlindex wrote its {kind}, and is no longer one tlindex may replace")
-    # (`out` is there: the old ones killed commands left aside, between their renames, are no one's only copy)
     old = TemporaryFolder(f".{out.name}.old-", out.parent, kind, ours=lambda found: _left_aside(found, kind)) \
-        if out.exists() else None
+        if out.exists() else None  # (`out` is there: what killed commands left aside is no one's only copy)
     try:
         with signals_held():  # stopped between the two renames, the old one would be removed as a temporary
             if old is not None:
@@ -269,6 +268,8 @@ def _swap(partial: TemporaryFolder, out: Path, kind: str) -> None:
     finally:
         if old is not None:
             old.remove()
+    # a newer `out` is in place: the old ones killed commands left aside (between their renames) are no one's only copy
+    sweep(out.parent, f".{out.name}.old-", kind, ours=lambda found: _left_aside(found, kind))
 
 
 def _left_aside(folder: Path, kind: str) -> bool:

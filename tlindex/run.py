@@ -287,7 +287,7 @@ def _ingested(db: Database, folder: Path, label: str, ran: Ran, echo: Callable[[
         return gate.judge(db, None, ran.code, echo) if gate else ran.code
     db.record_facts(runs[0], ran.facts())
     run = db.run(runs[0])
-    for line in findings_lines(run["id"], run["label"], db.findings(ids=[run["id"]])[run["id"]]):
+    for line in findings_lines(run["id"], run["label"], db.findings(run["id"])):
         echo(line)
     url = served_url(db.path, run["id"])
     if url:

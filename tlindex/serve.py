@@ -318,7 +318,10 @@ def interrupt_on_stop() -> None:
         return
 
     def interrupting(self, sig, frame) -> None:
+        from tlindex.served_sql import stop_all
+
         interrupt_all()
+        stop_all()  # the statements requests run in worker processes (tlindex.served_sql)
         handle_exit(self, sig, frame)
 
     interrupting.interrupts = True  # type: ignore[attr-defined]

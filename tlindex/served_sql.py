@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 
 GRACE_S = 1.0  # how long past its time limit a statement runs before its worker is killed
@@ -126,6 +127,8 @@ class Worker:
 class Workers:
     """The server's worker processes, each taken by one statement at a time; started when first needed."""
 
+    SERVED: weakref.WeakSet[Workers] = weakref.WeakSet()  # the registry of every pool of this process (stop_all)
+
     def __init__(self, size: int = WORKERS, limits: Limits | None = None):
         self.limits = limits or Limits()
         self.idle: queue.LifoQueue[Worker | None] = queue.LifoQueue()
@@ -134,6 +137,7 @@ class Workers:
         self.started: set[Worker] = set()
         self.lock = threading.Lock()
         self.stopped = False
+        Workers.SERVED.add(self)
 
     def run(self, request: dict, timeout_s: float) -> dict:
         if self.stopped:
@@ -160,6 +164,12 @@ class Workers:
             self.started.clear()
         for worker in workers:
             worker.kill()
+
+
+def stop_all() -> None:
+    """Every pool's workers killed (a server that stops: the statements they run answer at once)."""
+    for workers in list(Workers.SERVED):
+        workers.stop()
 
 
 # --- in the worker process ---------------------------------------------------------------------------

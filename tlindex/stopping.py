@@ -139,7 +139,9 @@ def stoppable() -> Iterator[Stop]:
     try:
         yield STOP
     finally:
-        STOP.active = False
+        STOP.active, STOP.pending = False, False
+        if STOP.later is not None:
+            STOP.later.cancel()  # (the command is out: nothing is raised again)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 

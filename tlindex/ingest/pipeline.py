@@ -305,9 +305,7 @@ def ingest(conn: sqlite3.Connection, db_path: Path, paths: list[str], *, run_lab
         summary.runs = assign_runs(conn, run_label, tuple(merger.continued_files), tuple(merger.attach.touched),
                                    regroup=(staging_dir.name,) if run_label is None else (),
                                    replaced=tuple(merger.replaced_runs), derive=derive)
-        for run_id in summary.runs:
-            label = conn.execute("SELECT label FROM runs WHERE id = ?", (run_id,)).fetchone()
-            summary.rank_decisions += [(label[0], said) for said in rank_decisions(conn, run_id)] if label else []
+        summary.rank_decisions = decisions_said(conn, summary.runs)
         if progress:
             progress(total, total)
     finally:
@@ -316,6 +314,15 @@ def ingest(conn: sqlite3.Connection, db_path: Path, paths: list[str], *, run_lab
         _leave(conn, deferred, staging, db_path, claims)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def decisions_said(conn: sqlite3.Connection, runs: list[int]) -> list[tuple[str, str]]:
+    """(run label, what was decided of its ranks) of each run that had a decision to make."""
+    said = []
+    for run_id in runs:
+        label = conn.execute("SELECT label FROM runs WHERE id = ?", (run_id,)).fetchone()
+        said += [(label[0], decision) for decision in rank_decisions(conn, run_id)] if label else []
+    return said
 
 
 def _leave(conn, deferred: bool, staging: TemporaryFolder, db_path: Path, claims: list) -> None:

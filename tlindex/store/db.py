@@ -318,8 +318,8 @@ def open_database(path: str | Path, steps: Mapping[str, Step], *, create: bool =
     tlindex's), then a connection that writes (`create` or `write`: WAL, transactions explicit) or reads only.
 
     A database that lacks only views is read through this tlindex's views (current_views), unchanged, until a command
-    that writes opens it; one that lacks more and cannot be written is refused in one line, saying how to read it. A newer tlindex's database
-    is read as it is and never written."""
+    that writes opens it; one that lacks more and cannot be written is refused in one line, saying how to read it. A
+    newer tlindex's database is read as it is and never written."""
     path = Path(path)
     if path.is_dir():
         raise DatabaseError(f"{path}: a directory, not a database (give --db the database file)")
