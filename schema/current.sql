@@ -1,9 +1,9 @@
--- tlindex's whole schema in one script: what the migrations schema/001_initial.sql to schema/024_derived_at_write.sql make.
+-- tlindex's whole schema in one script: what the migrations schema/001_initial.sql to schema/025_label_source_and_uploads.sql make.
 -- A new database is made from it in one go (tlindex.store.db.apply_schema) and every migration up to the one
 -- named on the `as of` line is recorded as applied; a database made before is upgraded by the migrations.
 -- Written by `python -m tlindex.store.schema_script > schema/current.sql`, not by hand. The comments of the
 -- tables, and of the columns added after a table was made, are in the migrations (and docs/schema.md).
--- as of: 024_derived_at_write
+-- as of: 025_label_source_and_uploads
 
 CREATE TABLE files (
     id INTEGER PRIMARY KEY,              -- file id
@@ -29,7 +29,7 @@ CREATE TABLE runs (
     end_time TEXT,                       -- last envelope time of any of its sources
     world_size INTEGER,                  -- number of distinct ranks (NULL when not distributed)
     source_count INTEGER                 -- number of sources (processes)
-, command TEXT, cwd TEXT, host TEXT, user TEXT, started TEXT, duration_s REAL, exit_code INTEGER, signal TEXT, ingest TEXT);
+, command TEXT, cwd TEXT, host TEXT, user TEXT, started TEXT, duration_s REAL, exit_code INTEGER, signal TEXT, ingest TEXT, label_source TEXT);
 
 CREATE TABLE sources (
     id INTEGER PRIMARY KEY,              -- source id
@@ -649,3 +649,23 @@ BEGIN
     DELETE FROM run_graph_break_groups WHERE run_id = OLD.id;
     DELETE FROM run_graph_break_functions WHERE run_id = OLD.id;
 END;
+
+CREATE TABLE uploads (
+    id INTEGER PRIMARY KEY,              -- the upload (its status page: /<db>/-/tlindex/upload/<id>)
+    digest TEXT NOT NULL UNIQUE,         -- sha256 of the bytes posted: its folder in the spool
+    name TEXT,                           -- the file name the client gave
+    bytes INTEGER NOT NULL,              -- how many bytes were posted
+    label TEXT,                          -- the label asked for (redacted), else none: the run's is its logs' folder's
+    facts TEXT,                          -- the run facts posted (JSON: command, exit_code, duration_s; redacted)
+    baseline TEXT,                       -- the run the gate compares it with, when asked
+    fail_on TEXT,                        -- the gate's bounds, when asked
+    token TEXT,                          -- the name of the token that posted it
+    state TEXT NOT NULL,                 -- queued, ingesting, done or failed
+    run_id INTEGER REFERENCES runs(id),  -- the run it became (NULL until done, or when the run was removed)
+    message TEXT,                        -- done: the run's findings in one line; failed: why
+    verdict TEXT,                        -- the gate's verdict, when asked (JSON: exit code and lines)
+    received_at TEXT NOT NULL,           -- when its last byte arrived (UTC)
+    finished_at TEXT                     -- when it was done or failed (UTC)
+);
+
+CREATE INDEX uploads_run ON uploads(run_id);

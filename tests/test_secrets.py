@@ -393,7 +393,7 @@ def test_a_report_shows_no_secret_and_leaves_the_run_facts_out_unless_asked(plan
     assert _files_leaking(out, SECRET, CWD, HOST, USER) == []
     page = (out / "run-1" / "index.html").read_text()
     assert "left out of this report" in page and "--with-run-facts" in page
-    assert "--token=***" in page  # the label (the command line, redacted) stays
+    assert "Run run 1 " in page and "--token" not in page  # a label made of the command line is left out: `run 1`
     facts = tmp_path / "with-facts"
     result = CliRunner().invoke(cli, ["report", "--db", str(db), "-o", str(facts), "--silent", "-j", "2",
                                       "--with-run-facts"])
@@ -486,3 +486,25 @@ def test_a_hostile_command_line_is_stored_bounded_and_the_run_keeps_its_exit_cod
     assert words[-2:] == ["--password", "***"] and len(label) <= 200
     listed = CliRunner().invoke(cli, ["runs", "--db", str(db)])
     assert "\x1b" not in listed.output and "^[[31m⏎ b" in listed.output and not _leaks(listed.output)
+
+
+def test_a_label_made_from_a_folder_name_and_the_working_directory_are_redacted(tmp_path):
+    """Issue 62: a log folder named after a command (`logs/HF_TOKEN=…`) gave its run a label in clear, and `tlindex
+    run` kept the working directory as it was."""
+    from conftest import ingest
+
+    from tlindex import Database
+    from tlindex.run import run_command
+
+    folder = tmp_path / f"HF_TOKEN={SECRET}f" / f"job-{HF}"
+    folder.mkdir(parents=True)
+    shutil.copy(LOG, folder / LOG.name)
+    ingest(tmp_path / "t.db", [str(folder)], jobs=1)
+    with Database(tmp_path / "t.db") as db:
+        (label,) = [run["label"] for run in db.runs()]
+    assert not _leaks(label) and label.startswith("job-***@"), label
+    cwd = tmp_path / f"work-PGPASSWORD={SECRET}m"
+    cwd.mkdir()
+    with chdir(cwd):
+        ran = run_command(["true"], tmp_path)
+    assert not _leaks(ran.cwd) and ran.cwd.endswith("work-PGPASSWORD=***"), ran.cwd

@@ -112,17 +112,20 @@ class Database:
     # --- writing -------------------------------------------------------------------------------------
 
     def ingest(self, paths: Sequence[str | Path], label: str | None = None, *, jobs: int | None = None,
-               replace: bool = False, unique_label: bool = False, progress: Callable[[int, int], None] | None = None,
+               replace: bool = False, unique_label: bool = False, label_source: str = "given",
+               progress: Callable[[int, int], None] | None = None,
                chunk_bytes: int | None = None, search_index: bool = True) -> IngestSummary:
         """Ingest log files, TORCH_TRACE folders, globs and .gz files; the summary (files, envelopes, compiles, the
         runs made or grown). `label`: every file into the run of that label (`unique_label`: a new run, its label
-        made unique in the transaction that makes it, as `tlindex run` asks). Each run made is whole when it is
+        made unique in the transaction that makes it, as `tlindex run` asks; `label_source`: who chose it, `given` or
+        `command`). Each run made is whole when it is
         visible: its processes named, its findings, answers and search text stored in the same transaction."""
         from tlindex.answers.derived import derive_runs
         from tlindex.ingest.pipeline import ingest
 
         self._writing("an ingest")
         return ingest(self.conn, self.path, [str(path) for path in paths], run_label=label, unique_label=unique_label,
+                      label_source=label_source,
                       replace=replace, jobs=jobs, progress=progress, chunk_bytes=chunk_bytes,
                       search_index=search_index, derive=derive_runs)
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from tlindex import owned
 from tlindex.serve import DEFAULT_PORT as SERVE_PORT  # where Datasette answers by default
-from tlindex.store.redact import redact_words, storable
+from tlindex.store.redact import redact_text, redact_words, storable
 
 if TYPE_CHECKING:
     from tlindex.database import Database
@@ -114,7 +114,7 @@ def run_command(command: list[str], trace_dir: Path, shown: list[str] | None = N
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     user = _user()
-    return Ran(command=list(shown if shown is not None else command), cwd=storable(os.getcwd()),
+    return Ran(command=list(shown if shown is not None else command), cwd=redact_text(storable(os.getcwd())),
                host=storable(socket.gethostname()), user=storable(user) if user is not None else None,
                started=started.replace(tzinfo=None).isoformat(timespec="microseconds"),
                duration_s=round(time.monotonic() - clock, 3), exit_code=code if code >= 0 else None,
@@ -263,7 +263,7 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
             return gate.judge(db, None, code, echo) if gate else code
         if db is None:
             db = Database(db_path, create=True)
-        code = _ingested(db, folder, label or " ".join(shown), ran, echo, gate)
+        code = _ingested(db, folder, label or " ".join(shown), "given" if label else "command", ran, echo, gate)
         if not keep_trace:
             owned.remove(folder, "trace")
         return code
@@ -272,7 +272,7 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
             db.close()
 
 
-def _ingested(db: Database, folder: Path, label: str, ran: Ran, echo: Callable[[str], None],
+def _ingested(db: Database, folder: Path, label: str, source: str, ran: Ran, echo: Callable[[str], None],
               gate: GateCheck | None) -> int:
     """What COMMAND wrote in `folder` ingested as one new run (its label made unique as the run is made), its facts
     kept, its summary and findings said, and where to see it; the exit code to leave with."""
@@ -280,7 +280,7 @@ def _ingested(db: Database, folder: Path, label: str, ran: Ran, echo: Callable[[
     from tlindex.pages import database_path
     from tlindex.pages import path as page_path
 
-    summary = db.ingest([folder], _label_of(label), unique_label=True)
+    summary = db.ingest([folder], _label_of(label), unique_label=True, label_source=source)
     _echo_summary(summary.problems, summary.notes(), summary.line(), echo)
     runs = db.runs_of([folder])  # one: every file was given the run's label
     if not runs:

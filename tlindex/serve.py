@@ -10,9 +10,10 @@ whichever port it took. The marker is removed when the command ends, whatever wa
 leaves it, so a reader believes it only while that pid runs and the URL
 answers.
 
-When it is stopped (SIGTERM, SIGINT, SIGHUP relayed), the statements its request threads run are interrupted first:
-Uvicorn stops gracefully, waiting for the requests in flight, and Python waits for their threads at its exit, while a
-statement of SQLite runs on out of reach of any signal handler (issue 46: ~113 s).
+When it is stopped (SIGTERM, SIGINT, SIGHUP relayed), the statements its requests run end first: Uvicorn stops
+gracefully, waiting for the requests in flight, while a statement of SQLite runs on out of reach of any signal handler
+(issue 46: ~113 s). A request's SQL runs in a worker process, which is killed (tlindex.served_sql); a page's read
+checks `STOPPING` at its progress handler's every call.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import errno
 import json
 import os
 import socket
-import sqlite3
 import ssl
 import threading
 import time
@@ -284,35 +284,13 @@ def open_when_answering(url: str, say: Callable[[str], None], wait_s: float = OP
 
 # --- a stop interrupts the statements of the requests in flight ----------------------------------------------------
 
-_SERVED: list[sqlite3.Connection] = []  # the server's connections (a connection cannot be referenced weakly)
-_WATCHING = threading.Event()  # set by interrupt_on_stop: a Datasette made in a test or a script remembers none
-_LOCK = threading.Lock()
-
-
-def served(conn: sqlite3.Connection) -> None:
-    """Remember a connection the server's requests use (the plugin's prepare_connection), under `tlindex serve` only."""
-    if _WATCHING.is_set():
-        with _LOCK:
-            _SERVED.append(conn)
-
-
-def interrupt_all() -> int:
-    """Interrupt the statement each remembered connection runs; how many connections there are."""
-    with _LOCK:
-        connections = list(_SERVED)
-    for conn in connections:
-        try:
-            conn.interrupt()
-        except sqlite3.ProgrammingError:  # closed meanwhile
-            pass
-    return len(connections)
+STOPPING = threading.Event()  # set as `tlindex serve` stops: the statements its requests run end (interrupt_on_stop)
 
 
 def interrupt_on_stop() -> None:
-    """Make the server's stop (Uvicorn's signal handler, `Server.handle_exit`) interrupt every statement first."""
+    """Make the server's stop (Uvicorn's signal handler, `Server.handle_exit`) end every statement first."""
     from uvicorn.server import Server
 
-    _WATCHING.set()
     handle_exit = Server.handle_exit
     if getattr(handle_exit, "interrupts", False):
         return
@@ -320,7 +298,7 @@ def interrupt_on_stop() -> None:
     def interrupting(self, sig, frame) -> None:
         from tlindex.served_sql import stop_all
 
-        interrupt_all()
+        STOPPING.set()  # the pages' reads end at their next step (the plugin's progress handler checks it)
         stop_all()  # the statements requests run in worker processes (tlindex.served_sql)
         handle_exit(self, sig, frame)
 

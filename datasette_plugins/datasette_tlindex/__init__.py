@@ -60,9 +60,8 @@ def prepare_connection(conn):
     functions, which the `payloads` view reads compressed payloads with (bounded: tlindex.store.compression); no
     function that hands out native pointers or loads code (tlindex.answers.queries.DENIED_FUNCTIONS); tlindex's limit
     on the length of a value (tlindex.store.limits); on a database an older tlindex wrote, the views of this one
-    (tlindex.store.db.current_views). When `tlindex serve` stops, it interrupts the connection's statement."""
+    (tlindex.store.db.current_views)."""
     from tlindex.answers.queries import guard_functions
-    from tlindex.serve import served
     from tlindex.store.compression import register
     from tlindex.store.db import current_views, is_tlindex_connection
     from tlindex.store.limits import limit_connection
@@ -72,7 +71,6 @@ def prepare_connection(conn):
     limit_connection(conn)
     guard_functions(register(conn))
     current_views(conn)
-    served(conn)
 
 
 @hookimpl

@@ -26,6 +26,7 @@ from tlindex.pages import BY_NAME, Page
 from tlindex.pages.bytecode import listings
 from tlindex.pages.rows import Args, as_data
 from tlindex.render.page import render_page, trie_children
+from tlindex.serve import STOPPING
 
 from .database import open_database
 
@@ -62,6 +63,8 @@ async def read(opened, page: Page, request, args: Args) -> dict:
         deadline, stopped = time.monotonic() + limit, []
 
         def over() -> bool:
+            if STOPPING.is_set():  # `tlindex serve` is stopping: the read ends now
+                return True
             if time.monotonic() > deadline:
                 stopped.append(True)
                 return True

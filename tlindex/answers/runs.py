@@ -158,15 +158,33 @@ WITHHELD_FLAG = "run_facts_withheld"  # the column that says so, on a connection
 
 
 def withhold_run_facts(conn: sqlite3.Connection) -> None:
-    """Make `runs` on this connection a TEMP view of the table without the WITHHELD columns (NULL; the temp schema is
-    searched first), and with WITHHELD_FLAG set where `tlindex run` kept them: every page, canned query and SQL the
-    connection reads, a page added later too, then leaves out where and by whom the runs were made (a report does
-    unless --with-run-facts)."""
+    """Make `runs` and `files` on this connection TEMP views of the tables (the temp schema is searched first) without
+    where and by whom the runs were made: the WITHHELD columns NULL, with WITHHELD_FLAG set where `tlindex run` kept
+    them; a label made of the command line (`label_source` 'command') the neutral `run N`; and the folder `tlindex run`
+    traced into (often under the user's home) by its name, not its path. Every page, canned query and SQL the
+    connection reads, a page added later too, then leaves them out (a report does unless --with-run-facts)."""
     columns = [row[1] for row in conn.execute("PRAGMA main.table_info(runs)")]
     if not set(WITHHELD) <= set(columns):
         return  # a database older than the run facts holds none
-    shown = ", ".join(f"NULL AS {name}" if name in WITHHELD else f'"{name}"' for name in columns)
-    conn.execute(f"CREATE TEMP VIEW runs AS SELECT {shown}, command IS NOT NULL AS {WITHHELD_FLAG} FROM main.runs")
+    traced = "command IS NOT NULL"  # a run `tlindex run` made: its directory is tlindex's trace folder
+    replaced = {name: "NULL" for name in WITHHELD}
+    replaced["directory"] = f"CASE WHEN {traced} THEN {_name_of('directory')} ELSE directory END"
+    if "label_source" in columns:
+        replaced["label"] = "CASE WHEN label_source = 'command' THEN 'run ' || id ELSE label END"
+    shown = ", ".join(f'{replaced[name]} AS "{name}"' if name in replaced else f'"{name}"' for name in columns)
+    conn.execute(f"CREATE TEMP VIEW runs AS SELECT {shown}, {traced} AS {WITHHELD_FLAG} FROM main.runs")
+    file_columns = [row[1] for row in conn.execute("PRAGMA main.table_info(files)")]
+    in_trace = f"id IN (SELECT s.file_id FROM main.sources s JOIN main.runs r ON r.id = s.run_id WHERE r.{traced})"
+    shown_files = {"directory": f"CASE WHEN {in_trace} THEN {_name_of('directory')} ELSE directory END",
+                   "path": f"CASE WHEN {in_trace} THEN {_name_of('directory')} || '/' || name ELSE path END"}
+    conn.execute("CREATE TEMP VIEW files AS SELECT " + ", ".join(
+        f'{shown_files[name]} AS "{name}"' if name in shown_files else f'"{name}"' for name in file_columns)
+        + " FROM main.files")
+
+
+def _name_of(column: str) -> str:
+    """SQL for the last part of a path held in `column` (its folder's name)."""
+    return f"replace({column}, rtrim({column}, replace({column}, '/', '')), '')"
 
 
 def biggest_compile(conn: sqlite3.Connection, run_id: int) -> dict | None:

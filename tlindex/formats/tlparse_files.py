@@ -141,7 +141,8 @@ def raw_jsonl(conn: sqlite3.Connection, file_id: int, payload_text: Callable[[st
     """
     from tlindex.ingest.task import open_content  # here: it imports the normalizer, which a report need not
 
-    (path,) = conn.execute("SELECT path FROM files WHERE id = ?", (file_id,)).fetchone()
+    # main.files: the real path (a report's connection shows the folder `tlindex run` traced into by its name alone)
+    (path,) = conn.execute("SELECT path FROM main.files WHERE id = ?", (file_id,)).fetchone()
     yield json.dumps({"string_table": string_table(conn, file_id)}, ensure_ascii=False, separators=(",", ":"))
     content, disk = open_content(path)
     position = 0

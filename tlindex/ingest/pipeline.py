@@ -254,7 +254,8 @@ def split_big_files(planned: list[Planned], chunk_bytes: int,
     return result
 
 
-def ingest(conn: sqlite3.Connection, db_path: Path, paths: list[str], *, run_label: str | None = None, unique_label: bool = False,
+def ingest(conn: sqlite3.Connection, db_path: Path, paths: list[str], *, run_label: str | None = None,
+           unique_label: bool = False, label_source: str = "given",
            replace: bool = False, jobs: int | None = None, progress: Callable[[int, int], None] | None = None,
            chunk_bytes: int | None = None, search_index: bool = True,
            derive: Callable[[sqlite3.Connection, list[int]], object] | None = None) -> IngestSummary:
@@ -265,7 +266,8 @@ def ingest(conn: sqlite3.Connection, db_path: Path, paths: list[str], *, run_lab
     than `chunk_bytes` are parsed in chunks of that size (by default: files bigger than a quarter of the
     input per worker pair, at least 8 MB, and each worker's last, in chunks shrinking to the end). Without
     `search_index` the full-text indexes are not brought up to date (a database used once: a report's).
-    `unique_label`: the files go into a new run labelled `run_label`, made unique when the run is made.
+    `unique_label`: the files go into a new run labelled `run_label`, made unique when the run is made; `label_source`
+    says who chose it (runs.label_source: given, or command for `tlindex run`'s default).
     `derive(conn, runs)` derives what readers read of the runs made or grown, in the transaction that names their
     processes (tlindex.answers.derived.derive_runs).
     """
@@ -293,7 +295,7 @@ def ingest(conn: sqlite3.Connection, db_path: Path, paths: list[str], *, run_lab
                                       *((None, 0) if chunk_bytes else (partial(shrinking, workers), workers)))
         total = sum(p.size for p in planned)
         deferred = defer_indexes(conn, total)
-        attach = Attacher(run_label, staging_dir.name, unique_label)
+        attach = Attacher(run_label, staging_dir.name, unique_label, label_source)
         merger = Merger(conn, summary, planned, attach, search_index and not replace)
         runner = run_serially if max(1, min(workers, len(planned))) == 1 else run_in_parallel
         runner(planned, min(workers, len(planned)), merger, summary,

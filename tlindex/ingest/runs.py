@@ -42,7 +42,7 @@ def _run_for_label(conn: sqlite3.Connection, label: str) -> int:
     row = conn.execute("SELECT id FROM runs WHERE label = ?", (label,)).fetchone()
     if row:
         return row[0]
-    return conn.execute("INSERT INTO runs (label) VALUES (?)", (label,)).lastrowid
+    return conn.execute("INSERT INTO runs (label, label_source) VALUES (?, 'given')", (label,)).lastrowid
 
 
 def _unique_label(conn: sqlite3.Connection, base: str) -> str:
@@ -60,14 +60,15 @@ class Attacher:
     a provisional run of this ingest for the file's directory (runs.ingest = `ingest`, this ingest's staging folder),
     regrouped by `assign_runs`."""
 
-    def __init__(self, label: str | None, ingest: str, unique: bool = False):
-        self.label, self.ingest, self.unique = label, ingest, unique
+    def __init__(self, label: str | None, ingest: str, unique: bool = False, source: str = "given"):
+        self.label, self.ingest, self.unique, self.source = label, ingest, unique, source  # source: runs.label_source
         self.touched: set[int] = set()  # the runs of `label` attached to
 
     def __call__(self, conn: sqlite3.Connection, file_id: int) -> None:
         if self.label is not None and self.unique:
             run_id = next(iter(self.touched), None) or conn.execute(
-                "INSERT INTO main.runs (label) VALUES (?)", (_unique_label(conn, self.label),)).lastrowid
+                "INSERT INTO main.runs (label, label_source) VALUES (?, ?)",
+                (_unique_label(conn, self.label), self.source)).lastrowid
             self.touched.add(run_id)
         elif self.label is not None:
             run_id = _run_for_label(conn, self.label)
@@ -77,8 +78,8 @@ class Attacher:
             row = conn.execute("SELECT id FROM main.runs WHERE ingest = ? AND directory = ?",
                                (self.ingest, directory)).fetchone()
             run_id = row[0] if row else conn.execute(
-                "INSERT INTO main.runs (label, directory, ingest) VALUES (?, ?, ?)",
-                (_unique_label(conn, f"{normalize_label(Path(directory).name)} (ingest not finished)"), directory,
+                "INSERT INTO main.runs (label, label_source, directory, ingest) VALUES (?, 'folder', ?, ?)",
+                (_unique_label(conn, f"{folder_label(directory)} (ingest not finished)"), directory,
                  self.ingest)).lastrowid
         conn.execute("UPDATE main.sources SET run_id = ? WHERE file_id = ? AND run_id IS NULL", (run_id, file_id))
         conn.execute("UPDATE main.compiles SET run_id = ? WHERE run_id IS NULL AND source_id IN "
@@ -214,11 +215,11 @@ def _group_directory(conn: sqlite3.Connection, directory: str) -> set[int]:
             run_id = existing[0]
         else:
             start = min((first for *_, first, _ in group if first), default="")
-            name = normalize_label(Path(directory).name)
+            name = folder_label(directory)
             base = f"{name}@{start[:19]}" if start else name
             if not base.strip() or re.fullmatch(r"[-+]?\d+", base.strip()):  # would print as nothing, or as an id
                 base = f"run {base.strip()}".strip()
-            run_id = conn.execute("INSERT INTO runs (label) VALUES (?)",
+            run_id = conn.execute("INSERT INTO runs (label, label_source) VALUES (?, 'folder')",
                                   (_unique_label(conn, base),)).lastrowid
         conn.executemany("UPDATE sources SET run_id = ? WHERE id = ? AND run_id IS NULL",
                          [(run_id, source_id) for source_id, *_ in group])
@@ -350,6 +351,12 @@ def normalize_label(text: str) -> str:
                    if unicodedata.category(c) != "Cf" and c not in INVISIBLE_FILLERS)
 
 
+def folder_label(directory: str) -> str:
+    """What a run's label says of the folder its logs are in: the folder's name, normalized, its secrets redacted (a
+    folder may be named after a command: `logs/HF_TOKEN=hf_...`)."""
+    return redact_text(storable(normalize_label(Path(directory).name)))
+
+
 def check_label(label: str) -> str:
     """A label a run may carry, normalized (normalize_label), else UsageError: not empty, and not a whole number
     once normalized (it would print as, and read as, a run id); returned as it is stored, its secrets redacted
@@ -438,5 +445,5 @@ def rename_run(conn: sqlite3.Connection, run_id: int, label: str) -> str:
         taken = conn.execute("SELECT id FROM runs WHERE label = ? AND id != ?", (label, run_id)).fetchone()
         if taken:
             raise TlindexError(f"run {taken[0]} is already labelled {label!r}")
-        conn.execute("UPDATE runs SET label = ? WHERE id = ?", (label, run_id))
+        conn.execute("UPDATE runs SET label = ?, label_source = 'given' WHERE id = ?", (label, run_id))
     return label
