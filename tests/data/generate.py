@@ -816,8 +816,8 @@ print(torch._inductor.aoti_load_package(package)(*args).shape)
 # torch's mega-cache: process 1 (PHASE=save) compiles with inductor and saves torch.compiler.save_cache_artifacts();
 # process 2 (PHASE=load, a fresh process with an empty inductor cache dir of its own) loads them with
 # torch.compiler.load_cache_artifacts() and runs with caching precompile: a warm start whose Dynamo output
-# comes from the precompile cache. Two processes, two logs. torch 2.13 and 2.14.1 crash in the warm start
-# (torch/_dynamo/package.py load_guards_state), hence MIN_TORCH.
+# comes from the precompile cache. Two processes, two logs. (A warm start like this one was said to crash
+# torch 2.13 and 2.14.1 in torch/_dynamo/package.py load_guards_state; this program runs on both.)
 SCENARIOS["mega_cache_warm"] = """
 PHASE = os.environ["PHASE"]
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.abspath(f"inductor_cache_{PHASE}")
@@ -971,8 +971,9 @@ for dtype in DTYPES:
         print("expected:", type(error).__name__)
 """
 
-# The oldest torch a scenario runs on (older ones skip it, with a message).
-MIN_TORCH = {"mega_cache_warm": "2.15.0"}
+# The oldest torch a scenario runs on (older ones skip it, with a message): {scenario: "2.15.0"}. Every
+# scenario here runs on 2.13.0, 2.14.1 and 2.15.0.
+MIN_TORCH: dict[str, str] = {}
 
 # Scenarios whose program runs more than once into the same trace dir, with the
 # environment of each run.
