@@ -18,12 +18,11 @@ import zlib
 from pathlib import Path
 
 import pytest
-from conftest import DATA, connect
+from conftest import connect, fixture_logs
 
-from tlindex.ingest.discover import discover
 from tlindex.ingest.pipeline import ingest
 
-REAL_LOGS = discover([str(DATA)])[0]
+REAL_LOGS = fixture_logs()
 ENVELOPE = re.compile(rb"^(?P<prefix>[VIWEC]\d{4} [\d:.]+ +)(?P<pid>\d+)(?P<rest> [^\]]+\] )(?P<json>\{.*\})$")
 DEEP = 100_000
 

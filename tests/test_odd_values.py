@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, connect
+from conftest import DATA, connect, scenario_dirs
 from crawl import crawl
 from odd_values import ODD_VALUES, oddify
 
@@ -29,7 +29,7 @@ from tlindex.cli import cli
 from tlindex.ingest.pipeline import ingest
 
 SAMPLE = ("graph_breaks", "vllm_piecewise", "provenance", "ddp_4ranks_diverge")  # every route has data here
-ALL_SCENARIOS = tuple(sorted(path.name for path in DATA.iterdir() if path.is_dir()))
+ALL_SCENARIOS = tuple(folder.name for folder in scenario_dirs())
 
 
 def odd_database(tmp: Path, scenarios: tuple[str, ...], seed: int, keep_context: bool) -> tuple[Path, Path]:
