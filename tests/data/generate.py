@@ -20,7 +20,8 @@ Two sets of logs live here:
 
   In versions/2.13.0/ only the scenarios that are not in the sample set run
   (the sample set is 2.13.0's). A scenario that needs a newer torch than the
-  Python has (MIN_TORCH) is skipped with a message.
+  Python has (MIN_TORCH) is skipped with a message, and one whose logs pass
+  MAX_VERSION_BYTES is not kept. A scenario that fails is said, the others run.
 
 The tests state what each scenario provokes (see tests/data/README.md); change
 a program here and those expectations must change with it.
