@@ -126,3 +126,20 @@ def test_issue_65_rank_divergence_of_an_export_on_one_rank(versions_db):
         found[version] = sorted({row["finding"] for row in rows})
     assert "missing_compile" not in found["2.14.1"]
     assert "missing_compile" in found["2.15.0"], found
+
+
+def test_the_census_reads_the_changes_docs_torch_versions_lists():
+    """tests/data/envelope_census.py (which reads the logs without tlindex) finds what docs/torch_versions.md says."""
+    import envelope_census
+
+    def census(version, scenario):
+        return envelope_census.census(envelope_census.folders(version)[scenario])
+
+    old, new = census("2.14.1", "train_step"), census("2.15.0", "train_step")
+    assert ("artifact", "runtime_wrapper_orchestration") in old and ("artifact", "runtime_wrapper_orchestration") not in new
+    assert ("artifact", "aot_autograd_runtime_wrappers") in new and ("artifact", "aot_autograd_runtime_wrappers") not in old
+    assert ("chromium", "B", "pass.post_grad_passes.slice_scatter_chunking") in set(new) - set(old)
+    assert ("chromium", "B", "Scheduler.simple_overlap") in set(old) - set(census("2.13.0", "train_step"))
+    assert {key for key in census("2.15.0", "export_contexts") if key[0] == "no dynamo_start"} == {
+        ("no dynamo_start", "0/0"), ("no dynamo_start", "1/0")}
+    assert not [key for key in census("2.14.1", "export_contexts") if key[0] == "no dynamo_start"]
