@@ -3,7 +3,7 @@
     python benchmarks/ingest.py                # 250 MB and 1 GB inputs, 3 rounds (long)
     python benchmarks/ingest.py --quick        # ~8 MB inputs, 1 round (what CI runs)
 
-Inputs are built by replicating real logs (tests/data and, when present,
+Inputs are built by replicating real logs (tests/data, versions/ aside, and, when present,
 ../shared/corpus/tlparse), record by record, shifting frame ids per copy so
 compile ids stay distinct: (a) one single-process log, (b) a directory of 8
 rank files. tlparse (from PyPI, into benchmarks/.venv-tlparse) and tlindex run
@@ -58,6 +58,8 @@ def source_records() -> list[list[bytes]]:
             continue
         for path in sorted(root.rglob("*")):
             if not path.is_file() or path.suffix not in (".log", ".txt") or path.name == "README.md":
+                continue
+            if path.relative_to(root).parts[0] == "versions":  # tests/data/versions: the version matrix, not inputs
                 continue
             current: list[bytes] | None = None
             for line in open(path, "rb"):

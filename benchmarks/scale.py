@@ -3,9 +3,9 @@
     python benchmarks/scale.py [--runs 10,300,3000] [--work DIR] [--rounds 3] [--only PAGE,...] [--json OUT]
 
 For each N, a database of N log folders is built once (kept in --work for the next rounds): the tests' real
-fixtures (tests/data, `series` aside: it is four runs by design) hard-linked into N folders, one fixture a folder
-in turn, and ingested in one `tlindex ingest` (each folder one run or two, by the fixture: a cold and a warm
-start are two runs). Then, with `tlindex serve` on it as a process:
+fixtures (tests/data, `series` aside: it is four runs by design, and versions/, the version matrix) hard-linked
+into N folders, one fixture a folder in turn, and ingested in one `tlindex ingest` (each folder one run or two,
+by the fixture: a cold and a warm start are two runs). Then, with `tlindex serve` on it as a process:
 - every page of the route table (generated from `tlindex.pages.PAGES`: a page added later is timed the day it
   lands), each with its JSON twin, about one run in the middle of the database;
 - every canned query (`queries/*.sql`) through Datasette, with `run=` given and without;
@@ -73,7 +73,8 @@ FIRST = ("vllm_piecewise", "provenance", "closures", "graph_breaks", "ddp_4ranks
 
 
 def fixtures() -> list[Path]:
-    found = [folder for folder in sorted(DATA.iterdir()) if folder.is_dir() and folder.name != "series"
+    found = [folder for folder in sorted(DATA.iterdir())
+             if folder.is_dir() and folder.name not in ("series", "versions")
              and any(folder.glob("*.log"))]
     return sorted(found, key=lambda folder: (FIRST.index(folder.name) if folder.name in FIRST else len(FIRST)))
 

@@ -17,6 +17,9 @@ from tlindex.store.tables import COLUMNS
 
 DATA = Path(__file__).parent / "data"
 sys.path.insert(0, str(DATA))  # tests read the scenario programs of generate.py
+# The version matrix: tests/data/versions/<torch version>/<scenario>/ (tests/data/README.md). The tests that describe
+# "the fixtures" mean the sample set beside it, tests/data/<scenario>/ (torch 2.13.0), and never look in here.
+VERSIONS = DATA / "versions"
 SHARED_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "tlparse"
 ENVELOPE_RE = re.compile(rb"^(?:\[[^\]]*\]:)?[VIWEC]\d{4} [\d:.]+ +\d+ .+?:\d+\] (\{.*\})\r?$")
 
@@ -40,6 +43,34 @@ def write_report(db_path: Path | str, out: Path, runs: list[int], overwrite: boo
 
 def scenario_logs(name: str) -> list[Path]:
     return sorted((DATA / name).iterdir())
+
+
+def scenario_dirs(version: str | None = None) -> list[Path]:
+    """The scenario folders of the sample set (tests/data/<scenario>/, torch 2.13.0: what the tests describe), or with
+    a version those of that torch in the version matrix (tests/data/versions/<version>/<scenario>/)."""
+    root = DATA if version is None else VERSIONS / version
+    return sorted(folder for folder in root.iterdir() if folder.is_dir() and folder != VERSIONS)
+
+
+def fixture_paths(version: str | None = None) -> list[str]:
+    """scenario_dirs as the PATH arguments of an ingest (`tlindex ingest tests/data` would take versions/ too)."""
+    return [str(folder) for folder in scenario_dirs(version)]
+
+
+def fixture_logs(version: str | None = None) -> list[Path]:
+    """The log files of scenario_dirs, as an ingest of them finds them."""
+    from tlindex.ingest.discover import discover
+
+    return discover(fixture_paths(version))[0]
+
+
+def torch_versions() -> list[str]:
+    """The torch versions of the version matrix, oldest first."""
+    def release(version: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in re.findall(r"\d+", version))
+
+    return sorted((folder.name for folder in VERSIONS.iterdir() if folder.is_dir()), key=release) \
+        if VERSIONS.is_dir() else []
 
 
 def raw_envelopes(paths: list[Path]) -> list[dict]:
@@ -67,9 +98,18 @@ def connect(path: Path) -> sqlite3.Connection:
 
 @pytest.fixture(scope="session")
 def fixtures_db(tmp_path_factory) -> Path:
-    """Every real fixture of tests/data ingested once, two files at a time."""
+    """Every real fixture of the sample set (tests/data, versions/ aside) ingested once, two files at a time."""
     path = tmp_path_factory.mktemp("db") / "traces.db"
-    summary = ingest(path, [str(DATA)], jobs=2)
+    summary = ingest(path, fixture_paths(), jobs=2)
+    assert not summary.problems
+    return path
+
+
+@pytest.fixture(scope="session")
+def versions_db(tmp_path_factory) -> Path:
+    """Every log of the version matrix (tests/data/versions/<torch version>/) ingested once, two files at a time."""
+    path = tmp_path_factory.mktemp("versions") / "versions.db"
+    summary = ingest(path, [folder for version in torch_versions() for folder in fixture_paths(version)], jobs=2)
     assert not summary.problems
     return path
 

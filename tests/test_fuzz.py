@@ -18,11 +18,9 @@ import zlib
 from pathlib import Path
 
 import pytest
-from conftest import DATA, connect, ingest
+from conftest import connect, fixture_logs, ingest
 
-from tlindex.ingest.discover import discover
-
-REAL_LOGS = discover([str(DATA)])[0]
+REAL_LOGS = fixture_logs()
 ENVELOPE = re.compile(rb"^(?P<prefix>[VIWEC]\d{4} [\d:.]+ +)(?P<pid>\d+)(?P<rest> [^\]]+\] )(?P<json>\{.*\})$")
 DEEP = 100_000
 

@@ -11,12 +11,12 @@ some real log.
 from __future__ import annotations
 
 import pytest
-from conftest import DATA, SHARED_CORPUS, canonical, ingest, raw_envelopes, sqlite_tables
+from conftest import SHARED_CORPUS, canonical, fixture_logs, ingest, raw_envelopes, sqlite_tables
 
 from tlindex.ingest.discover import discover
 from tlindex.ingest.normalize.handlers import ARTIFACT_HANDLERS, CACHE_NAME_RE, HANDLERS
 
-LOGS = discover([str(DATA)])[0]
+LOGS = fixture_logs()
 
 
 def cuts(content: bytes) -> list[int]:
@@ -52,7 +52,7 @@ def test_a_log_read_as_it_grows_equals_one_pass(tmp_path, log):
 
 def test_every_handler_is_exercised_by_a_real_log():
     """Each handler function runs on some real log (kinds that share one, like the metrics kinds, count once)."""
-    logs = discover([str(DATA)])[0] + (discover([str(SHARED_CORPUS)])[0] if SHARED_CORPUS.is_dir() else [])
+    logs = fixture_logs() + (discover([str(SHARED_CORPUS)])[0] if SHARED_CORPUS.is_dir() else [])
     kinds, artifacts = set(), set()
     for envelope in raw_envelopes(logs):
         kind = next(iter(envelope))

@@ -12,7 +12,7 @@ import sqlite3
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA
+from conftest import scenario_dirs
 
 from tlindex.answers.findings import findings
 from tlindex.answers.health import METRICS, health
@@ -121,7 +121,7 @@ def test_ingest_says_the_compiles_the_runs_count(tmp_path, conn):
     """The summary line of an ingest of one scenario counts what run_health counts for its runs."""
     from conftest import ingest
 
-    for directory in sorted(d for d in DATA.iterdir() if d.is_dir()):
+    for directory in scenario_dirs():
         db = tmp_path / f"{directory.name}.db"
         summary = ingest(db, [str(directory)], jobs=1)
         mine = sqlite3.connect(db)

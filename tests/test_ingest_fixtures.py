@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-from conftest import DATA, raw_envelopes, scenario_logs, scenario_run
+from conftest import DATA, raw_envelopes, scenario_dirs, scenario_logs, scenario_run
 
 
 def program_line(scenario: str, text: str) -> int:
@@ -17,7 +17,7 @@ def program_line(scenario: str, text: str) -> int:
 
 
 def test_every_envelope_line_is_one_envelope_row(db):
-    for scenario in sorted(p.name for p in DATA.iterdir() if p.is_dir()):
+    for scenario in [folder.name for folder in scenario_dirs()]:
         expected = len(raw_envelopes(scenario_logs(scenario)))
         (found,) = db.execute(
             "SELECT count(*) FROM envelopes e JOIN sources s ON s.id = e.source_id "
@@ -37,7 +37,7 @@ def test_every_byte_of_every_log_is_accounted_for(db):
 def test_every_payload_md5_verifies_and_is_stored_once(db):
     assert db.execute("SELECT count(*) FROM envelopes WHERE md5_ok = 0").fetchone()[0] == 0
     claimed = db.execute("SELECT count(*) FROM envelopes WHERE payload IS NOT NULL").fetchone()[0]
-    assert claimed == sum("has_payload" in e for s in DATA.iterdir() if s.is_dir()
+    assert claimed == sum("has_payload" in e for s in scenario_dirs()
                           for e in raw_envelopes(scenario_logs(s.name)))
     for hash_, text in db.execute("SELECT hash, text FROM payloads ORDER BY random() LIMIT 200"):
         assert hashlib.md5(text.encode()).hexdigest() == hash_
@@ -209,7 +209,7 @@ def test_dynamic_shapes_record_symbols_and_specializations(db):
     raw = raw_envelopes(scenario_logs("dynamic"))
     assert len(symbols) == sum(1 for e in raw if next(iter(e)) in ("create_symbol", "create_unbacked_symbol"))
     guards = db.execute("SELECT count(*) FROM guards WHERE origin = 'guard_added_fast'").fetchone()[0]
-    assert guards == sum(1 for s in DATA.iterdir() if s.is_dir()
+    assert guards == sum(1 for s in scenario_dirs()
                          for e in raw_envelopes(scenario_logs(s.name)) if "guard_added_fast" in e)
 
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, connect, ingest, scenario_logs
+from conftest import DATA, connect, fixture_paths, ingest, scenario_logs
 
 import tlindex.ingest.merge
 from tlindex.cli import cli
@@ -160,7 +160,7 @@ def test_an_interrupted_merge_leaves_no_half_source_and_a_rerun_completes(tmp_pa
 @pytest.mark.slow
 def test_kill_9_mid_ingest_leaves_a_consistent_database(tmp_path):
     db_path = tmp_path / "t.db"
-    command = [sys.executable, "-m", "tlindex", "ingest", str(DATA), "--db", str(db_path), "-j", "1",
+    command = [sys.executable, "-m", "tlindex", "ingest", *fixture_paths(), "--db", str(db_path), "-j", "1",
                "--silent"]
     process = subprocess.Popen(command)
     deadline = time.time() + 30
@@ -178,7 +178,7 @@ def test_kill_9_mid_ingest_leaves_a_consistent_database(tmp_path):
     conn.close()
     subprocess.run(command, check=True)
     clean = tmp_path / "clean.db"
-    ingest(clean, [str(DATA)], jobs=2)
+    ingest(clean, fixture_paths(), jobs=2)
     assert counts(db_path) == counts(clean)
     assert snapshot(db_path) == snapshot(clean)
 
@@ -196,7 +196,7 @@ def counts_or_none(db_path, table: str) -> int | None:
 
 def test_parallel_jobs_give_the_same_database(tmp_path, fixtures_db):
     serial = tmp_path / "serial.db"
-    ingest(serial, [str(DATA)], jobs=1)
+    ingest(serial, fixture_paths(), jobs=1)
     assert counts(serial) == counts(fixtures_db)
     assert snapshot(serial) == snapshot(fixtures_db)
 
@@ -281,7 +281,7 @@ def test_a_rank_known_only_from_the_file_name_is_the_rank(tmp_path):
 
 def test_kill_9_takes_the_workers_with_it_and_the_next_ingest_clears_its_staging(tmp_path):
     db_path = tmp_path / "t.db"
-    command = [sys.executable, "-m", "tlindex", "ingest", str(DATA), "--db", str(db_path), "-j", "2", "--silent"]
+    command = [sys.executable, "-m", "tlindex", "ingest", *fixture_paths(), "--db", str(db_path), "-j", "2", "--silent"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 30
     while time.time() < deadline and not list(tmp_path.glob(".t.db.staging-*/*.db")):

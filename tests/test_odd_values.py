@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, connect, ingest
+from conftest import DATA, connect, ingest, scenario_dirs
 from crawl import crawl
 from odd_values import ODD_VALUES, oddify
 
@@ -28,7 +28,7 @@ from tlindex import pages as routes
 from tlindex.cli import cli
 
 SAMPLE = ("graph_breaks", "vllm_piecewise", "provenance", "ddp_4ranks_diverge")  # every route has data here
-ALL_SCENARIOS = tuple(sorted(path.name for path in DATA.iterdir() if path.is_dir()))
+ALL_SCENARIOS = tuple(folder.name for folder in scenario_dirs())
 
 
 def odd_database(tmp: Path, scenarios: tuple[str, ...], seed: int, keep_context: bool) -> tuple[Path, Path]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import oracle
 import pytest
-from conftest import DATA
+from conftest import DATA, scenario_dirs
 
 from tlindex.answers.findings import findings
 from tlindex.answers.health import METRICS, health
@@ -21,7 +21,7 @@ TIME_TOLERANCE = 0.0015  # both round to milliseconds; a sum of rounded parts ma
 
 
 def oracle_runs() -> list[tuple[str, list[oracle.Process]]]:
-    return [(d.name, run) for d in sorted(DATA.iterdir()) if d.is_dir() for run in oracle.runs_of(d)]
+    return [(d.name, run) for d in scenario_dirs() for run in oracle.runs_of(d)]
 
 
 RUNS = oracle_runs()

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from click.testing import CliRunner
-from conftest import DATA, connect, ingest, scenario_logs, scenario_run
+from conftest import DATA, connect, fixture_paths, ingest, scenario_logs, scenario_run
 
 from tlindex import owned
 from tlindex.cli import cli
@@ -235,7 +235,7 @@ def test_a_report_killed_by_sigkill_leaves_a_partial_the_next_report_removes(tmp
     import subprocess
 
     out = tmp_path / "out"
-    killed = subprocess.Popen([sys.executable, "-m", "tlindex", "report", str(DATA), "-o", str(out), "-j", "2"],
+    killed = subprocess.Popen([sys.executable, "-m", "tlindex", "report", *fixture_paths(), "-o", str(out), "-j", "2"],
                               start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
     while not [p for p in tmp_path.iterdir() if p.name.startswith(".out.partial-")  # writing pages, its marker written
@@ -276,7 +276,7 @@ def test_a_report_killed_by_sigkill_leaves_a_scratch_database_the_next_report_re
     temporary = tmp_path / "tmp"
     temporary.mkdir()
     env = {**os.environ, "TMPDIR": str(temporary)}
-    killed = subprocess.Popen([sys.executable, "-m", "tlindex", "report", str(DATA), "-o", str(tmp_path / "killed")],
+    killed = subprocess.Popen([sys.executable, "-m", "tlindex", "report", *fixture_paths(), "-o", str(tmp_path / "killed")],
                               start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + 120
     while not [p for p in temporary.glob("tlindex-report-*") if owned.owns(p, "scratch") and (p / "traces.db").exists()]:

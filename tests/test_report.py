@@ -15,13 +15,13 @@ from urllib.parse import unquote
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, connect, scenario_logs, scenario_run, write_hostile_log, write_report
+from conftest import connect, scenario_dirs, scenario_logs, scenario_run, write_hostile_log, write_report
 
 from tlindex.cli import cli
 from tlindex.formats.tlparse_files import EMPTY
 from tlindex.report import ReportError
 
-SCENARIOS = sorted(path.name for path in DATA.iterdir() if path.is_dir())
+SCENARIOS = [folder.name for folder in scenario_dirs()]
 LINK_RE = re.compile(r'\b(?:href|src)="([^"]*)"')
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, connect
+from conftest import connect, fixture_logs
 from waiting import until_busy
 
 from tlindex.cli import cli
@@ -230,7 +230,7 @@ def test_run_finds_the_server_on_the_port_it_took_and_passes_over_stale_markers(
 
 def test_tlindex_run_prints_the_run_page_of_the_server_that_answers(db, tmp_path):
     """`tlindex run` with a server on a port not 8001; then, with none, the command that serves the database."""
-    log = next(DATA.rglob("*.log"))
+    log = fixture_logs()[0]
     copy = [sys.executable, "-c", f"import os, shutil; shutil.copy({str(log)!r}, os.environ['TORCH_TRACE'])"]
 
     def run() -> str:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import click
 import pytest
-from conftest import DATA, ingest
+from conftest import DATA, fixture_logs, fixture_paths, ingest
 
 from tlindex.cli import cli
 
@@ -46,7 +46,7 @@ CHROMIUM_COPIES = 400  # the biggest run's chromium events, copied in SQL: an ex
 
 @dataclass(frozen=True)
 class Inputs:
-    logs: Path      # a folder of real logs (tests/data: 33 logs, 22 MB)
+    logs: list[str]  # the folders of real logs (the sample set of tests/data: 33 logs, 22 MB)
     db: Path        # those logs ingested, with one big run (chromium events copied); no payload index
     big_run: int    # that run
 
@@ -55,7 +55,7 @@ class Inputs:
 def inputs(tmp_path_factory) -> Inputs:
     folder = tmp_path_factory.mktemp("stop-inputs")
     db = folder / "traces.db"
-    assert not ingest(db, [str(DATA)], jobs=2).problems
+    assert not ingest(db, fixture_paths(), jobs=2).problems
     conn = sqlite3.connect(db)
     (run,) = conn.execute("""SELECT s.run_id FROM chromium_events c JOIN sources s ON s.id = c.source_id
                              GROUP BY 1 ORDER BY count(*) DESC LIMIT 1""").fetchone()
@@ -68,7 +68,7 @@ def inputs(tmp_path_factory) -> Inputs:
                      (run,))
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()
-    return Inputs(DATA, db, run)
+    return Inputs(fixture_paths(), db, run)
 
 
 # --- one command run, and what it leaves -------------------------------------------------------
@@ -246,14 +246,14 @@ def _writer(case: Case, inputs: Inputs) -> None:
 
 
 RECIPES: dict[str, Recipe] = {
-    "ingest": Recipe(lambda i: ["ingest", str(i.logs), "--db", "traces.db", "-j", "2"],
+    "ingest": Recipe(lambda i: ["ingest", *i.logs, "--db", "traces.db", "-j", "2"],
                      {"staging": entry(r"\.traces\.db\.staging-.*"), "workers": has_workers}, outputs=DATABASE,
                      full_disk=2 << 20),
-    "report": Recipe(lambda i: ["report", str(i.logs), "-o", "out", "-j", "2"],
+    "report": Recipe(lambda i: ["report", *i.logs, "-o", "out", "-j", "2"],
                      {"ingest workers": both(has_workers, lambda case: not entry(r"\.out\..*")(case)),
                       "page workers": both(has_workers, entry(r"\.out\.partial-.*"))}, full_disk=2 << 20),
     "run": Recipe(lambda i: ["run", "--db", "traces.db", "--", sys.executable, "writer.py",
-                             *map(str, sorted(i.logs.glob("*/*.log")))],
+                             *map(str, fixture_logs())],
                   {"command": entry("written"), "ingest workers": both(entry("written"), has_workers)},
                   outputs=(*DATABASE, r"traces\.traces", "written"), setup=_writer, env={"SLEEP": "3"},
                   full_disk=6 << 20),  # (the biggest log it copies is 4.2 MB; the database grows past 6 MiB)
@@ -268,7 +268,7 @@ RECIPES: dict[str, Recipe] = {
                     {"running": both(has_open("traces.db"), after(0.5))}, db=True, outputs=DATABASE),
     "serve": Recipe(lambda i: ["serve", "traces.db", "-p", "0"], {"serving": says("Uvicorn running")},
                     db=True, outputs=DATABASE),
-    "spark-ingest": Recipe(lambda i: ["spark-ingest", str(i.logs), "--out", "out"],
+    "spark-ingest": Recipe(lambda i: ["spark-ingest", *i.logs, "--out", "out"],
                            {"started": entry(r"\.out\.partial-.*")}, needs="pyspark"),
 }
 

@@ -7,6 +7,13 @@ colours), the outputs listed per compile, the failures page's rows, and its Stat
 (`ok` + `other_rank` records, md5 failures) against the envelopes. Deliberate
 differences are listed once, in KNOWN_DIFFERENCES, with the reason; docs/tlparse.md
 says the same.
+
+The logs of the version matrix (tests/data/versions/<torch version>/) are compared
+the same way on VERSION_ASPECTS: compile ids, statuses, outputs, failures and Stats
+(not the report, which the sample set checks), and the compiles tlindex calls
+missing where tlparse draws no status (missing_compiles). Where tlindex is wrong on
+them (issue 65, not fixed yet), ISSUE_65_DIFFERENCES says so; each entry fails the
+test once the difference is gone, so the fix removes it.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, SHARED_CORPUS, connect
+from conftest import DATA, SHARED_CORPUS, VERSIONS, connect, fixture_logs, scenario_dirs, torch_versions
 from tlparse_output import TlparseOutput, comparable_raw_line, directory_entries, run_all_ranks, run_tlparse, tlparse_binary
 
 from tlindex.answers.queries import load_queries, run_sql
@@ -34,7 +41,12 @@ from tlindex.report.files import log_folders
 TLPARSE = tlparse_binary()
 pytestmark = pytest.mark.skipif(TLPARSE is None, reason="tlparse (pip install tlparse==0.4.3) is not installed")
 
-FIXTURE_LOGS = discover([str(DATA)])[0]
+FIXTURE_LOGS = fixture_logs()  # the sample set (torch 2.13.0); the version matrix below
+VERSION_LOGS = [(version, log) for version in torch_versions() for log in fixture_logs(version)]
+# What the logs of the version matrix are compared on: the sample set's aspects less the report's (it is written per
+# run: the sample set's checks it), and missing_compiles, which the sample set is not compared on (its asserts stay
+# as they were; its export and compiled_autograd logs have such compiles too).
+VERSION_ASPECTS = {"compile_ids", "statuses", "missing_compiles", "outputs", "failures", "records", "md5"}
 CORPUS_LOGS = discover([str(SHARED_CORPUS)])[0] if SHARED_CORPUS.is_dir() else []
 
 # Where tlindex differs from tlparse on purpose: (logs, as globs of "directory/file"; the
@@ -48,6 +60,7 @@ KNOWN_DIFFERENCES: list[tuple[str, set[str], str]] = [
     ("ddp_4ranks_diverge/*", {"compile_ids", "outputs", "report_directory"}, RANKLESS_AFTER_RANK),
     ("collectives_3ranks/*", {"compile_ids", "outputs", "report_directory"}, RANKLESS_AFTER_RANK),
     ("rank_restart/*", {"compile_ids", "outputs", "report_directory"}, RANKLESS_AFTER_RANK),
+    ("export_in_ranks/*", {"compile_ids", "outputs", "report_directory"}, RANKLESS_AFTER_RANK),  # versions/ only
     ("closures/*", {"statuses"},
      "after torch._dynamo.reset() compile id 0/0 names two compiles (`inner`, which broke, and "
      "`after_reset`, ok): tlparse keys compiles by id and shows the first one's status for both; "
@@ -56,11 +69,35 @@ KNOWN_DIFFERENCES: list[tuple[str, set[str], str]] = [
      "tlparse 0.4.3 cannot read torch 2.13's guard_added records whose frame_locals hold lists "
      "(Stats fail_json) and drops them; tlindex keeps them"),
 ]
+
+# Where tlindex disagrees with tlparse on the logs of the version matrix because of issue 65's bugs (tlindex is
+# wrong where tlparse is not): (logs, as globs of "version/scenario/file"; aspects; why). The fix of each bug makes its
+# entries fail ("a known difference no longer occurs"): then remove them. The deliberate differences of
+# KNOWN_DIFFERENCES apply to the version matrix too.
+EXPORT_CONTEXT = (
+    "issue 65: from torch 2.15 a non-strict torch.export (draft_export too) runs in a compile context: its "
+    "describe_*, create_symbol, guard_added_fast and symbolic_shape_specialization records carry a compile id "
+    "that has no dynamo_start and no compilation_metrics; tlparse lists the id and draws no status for it, "
+    "tlindex makes it a nameless compile with status missing")
+STRICT_EXPORT = (
+    "issue 65: a strict torch.export traces with Dynamo but not through convert_frame: its dynamo_output_graph "
+    "and guards carry 0/0 with no dynamo_start (its compilation_metrics has no compile id); tlparse draws no "
+    "status for 0/0, tlindex says missing (the sample set's export log too, which is not compared on this)")
+ISSUE_65_DIFFERENCES: list[tuple[str, set[str], str]] = [
+    ("2.14.1/export/*", {"missing_compiles"}, STRICT_EXPORT),
+    ("2.15.0/export/*", {"missing_compiles"}, STRICT_EXPORT + "; on 2.15 its non-strict exports' records as well"),
+    ("2.15.0/draft_export/*", {"missing_compiles"}, EXPORT_CONTEXT),  # 0/0 and 1/0
+    ("2.15.0/export_contexts/*", {"missing_compiles"}, EXPORT_CONTEXT),  # 0/0, 1/0: the two non-strict exports
+    ("2.15.0/export_in_ranks/*rank_0_*", {"missing_compiles"}, EXPORT_CONTEXT),  # rank 0's export, 0/0
+]
 # The same for tlparse --all-ranks-html: (rank directory, aspects, why).
 KNOWN_RANK_DIFFERENCES: list[tuple[str, set[str], str]] = [
     ("ddp_2ranks", {"compile_ids"},
      "tlparse warns of diverging compile ids because rank 1's [-/-] is empty to it (see above); "
      "both ranks compiled the same ids, and [-/-] is no compilation"),
+    ("export_in_ranks", {"compile_ids"},  # versions/ only; on 2.15 both warn, rightly (tests/test_torch_versions.py)
+     "tlparse warns of diverging compile ids because rank 1's [-/-] is empty to it and rank 0's holds its "
+     "export's records; both ranks compiled the same functions"),
 ]
 
 OUTPUT_RE = re.compile(r"^(.*)_\d+\.(?:txt|json|html)$")
@@ -91,9 +128,10 @@ def reported_directory(db_path: Path, conn: sqlite3.Connection, file_id: int, tm
     return json.loads((folder / "compile_directory.json").read_text())
 
 
-def tlindex_side(conn: sqlite3.Connection, log: Path, db_path: Path, tmp_path: Path) -> TlparseOutput:
+def tlindex_side(conn: sqlite3.Connection, log: Path, db_path: Path, tmp_path: Path,
+                 whole: bool = True) -> TlparseOutput:
     """What the database holds of one log, in the shape of tlparse's outputs (compile_directory.json as the
-    `tlindex report` command wrote it)."""
+    `tlindex report` command wrote it; not `whole`: without the report and raw.jsonl, left empty)."""
     (file_id,) = conn.execute("SELECT id FROM files WHERE path = ?", (str(log.resolve()),)).fetchone()
     compiles = conn.execute(
         "SELECT c.id, c.compiled_autograd_id, c.frame_id, c.frame_compile_id, c.status FROM compiles c "
@@ -121,9 +159,9 @@ def tlindex_side(conn: sqlite3.Connection, log: Path, db_path: Path, tmp_path: P
     (records, md5_failures) = conn.execute(
         "SELECT count(*), coalesce(sum(md5_ok = 0), 0) FROM envelopes e JOIN sources s ON s.id = e.source_id "
         "WHERE s.file_id = ? AND e.kind != 'str'", (file_id,)).fetchone()
-    written = reported_directory(db_path, conn, file_id, tmp_path)
+    written = reported_directory(db_path, conn, file_id, tmp_path) if whole else {}
     report_directory = {key: [a["name"] for a in value["artifacts"]] for key, value in written.items()}
-    raw = [comparable_raw_line(line) for line in raw_jsonl(conn, file_id, lambda digest: digest)]
+    raw = [comparable_raw_line(line) for line in raw_jsonl(conn, file_id, lambda digest: digest)] if whole else []
     return TlparseOutput({"records": records, "fail_payload_md5": md5_failures}, directory, statuses, failures,
                          report_directory, raw=raw, entries=directory_entries(written))
 
@@ -150,6 +188,13 @@ def differences(theirs: TlparseOutput, ours: TlparseOutput) -> dict[str, str]:
              if ours.statuses.get(key) != status}
     if wrong:
         found["statuses"] = f"(tlparse, tlindex): {wrong}"
+    # frame compiles tlindex calls missing (no compilation_metrics) that tlparse draws no status for: its stack trie
+    # lists only compiles with a dynamo_start ([-/-] and compiled autograd's own !N/-/- are no frames: left out). An
+    # aspect of the version matrix only: see VERSION_ASPECTS.
+    invented = {key: sorted(status) for key, status in ours.statuses.items()
+                if "missing" in status and key not in theirs.statuses and not key.endswith("-/-")}
+    if invented:
+        found["missing_compiles"] = f"tlindex says missing, tlparse shows no status: {invented}"
     their_outputs: dict[str, Counter] = {}
     for key, names in theirs.directory.items():
         their_outputs.setdefault(re.sub(r"_\d+$", "", key.strip("[]")), Counter()).update(map(tlparse_stem, names))
@@ -184,29 +229,42 @@ def differences(theirs: TlparseOutput, ours: TlparseOutput) -> dict[str, str]:
     return found
 
 
-def _check(db_path: Path, log: Path, tmp_path: Path) -> None:
+def _check(db_path: Path, log: Path, tmp_path: Path, version: str | None = None) -> None:
+    """tlparse and tlindex on one log: on every aspect, or for a log of the version matrix on VERSION_ASPECTS."""
     theirs = run_tlparse(TLPARSE, log, tmp_path / "tl_out")
     conn = connect(db_path)
     try:
-        ours = tlindex_side(conn, log, db_path, tmp_path)
+        ours = tlindex_side(conn, log, db_path, tmp_path, whole=version is None)
     finally:
         conn.close()
-    _compare(f"{log.parent.name}/{log.name}", differences(theirs, ours), KNOWN_DIFFERENCES)
+    found = differences(theirs, ours)
+    if version is None:
+        found.pop("missing_compiles", None)
+        _compare(f"{log.parent.name}/{log.name}", found, KNOWN_DIFFERENCES)
+    else:
+        _compare(f"{version}/{log.parent.name}/{log.name}", {k: v for k, v in found.items() if k in VERSION_ASPECTS},
+                 ISSUE_65_DIFFERENCES, allowed=KNOWN_DIFFERENCES)
 
 
-def _compare(name: str, found: dict[str, str], known_list: list[tuple[str, set[str], str]]) -> None:
-    """Every difference is a known one, and every known one listed for this input still occurs."""
+def _compare(name: str, found: dict[str, str], known_list: list[tuple[str, set[str], str]],
+             allowed: list[tuple[str, set[str], str]] = ()) -> None:
+    """Every difference is a known one, and every known one listed for this input still occurs. Those `allowed`
+    may occur, need not: the deliberate differences of the sample set, on the version matrix, where a pattern
+    without a version ("ddp_2ranks/*") matches every version's folder of that name."""
     entries = [aspects for pattern, aspects, _ in known_list if fnmatch(name, pattern)]
-    known = set().union(*entries)
+    known = set().union(*entries, *[aspects for pattern, aspects, _ in allowed if fnmatch(name, f"*/{pattern}")])
     unexplained = {aspect: text for aspect, text in found.items() if aspect not in known}
     assert not unexplained, f"{name} differs from tlparse: {unexplained}"
     for aspects in entries:
         assert aspects & set(found), f"{name}: a known difference no longer occurs: {aspects}"
 
 
-@pytest.mark.parametrize("log", FIXTURE_LOGS, ids=lambda p: f"{p.parent.name}/{p.name}")
-def test_fixture_log_agrees_with_tlparse(fixtures_db, log, tmp_path):
-    _check(fixtures_db, log, tmp_path)
+@pytest.mark.parametrize("version, log", [
+    pytest.param(version, log, id="/".join([*([version] if version else []), log.parent.name, log.name]))
+    for version, log in [(None, log) for log in FIXTURE_LOGS] + VERSION_LOGS])
+def test_fixture_log_agrees_with_tlparse(request, version, log, tmp_path):
+    """Each log of the sample set, then each of every torch version's (tests/data/versions/<version>/)."""
+    _check(request.getfixturevalue("fixtures_db" if version is None else "versions_db"), log, tmp_path, version)
 
 
 @pytest.mark.parametrize("log", CORPUS_LOGS, ids=lambda p: f"{p.parent.name}/{p.name}")
@@ -214,8 +272,10 @@ def test_corpus_log_agrees_with_tlparse(corpus_db, log, tmp_path):
     _check(corpus_db, log, tmp_path)
 
 
+MULTI_RANK = ("ddp_2ranks", "ddp_4ranks_diverge", "collectives_3ranks", "export_in_ranks")
 RANK_DIRECTORIES = [DATA / "ddp_2ranks", DATA / "ddp_4ranks_diverge", DATA / "collectives_3ranks"] + (
-    [SHARED_CORPUS / "multi_rank_logs", SHARED_CORPUS / "multi_rank_schedule"] if SHARED_CORPUS.is_dir() else [])
+    [SHARED_CORPUS / "multi_rank_logs", SHARED_CORPUS / "multi_rank_schedule"] if SHARED_CORPUS.is_dir() else []) + [
+    folder for version in torch_versions() for folder in scenario_dirs(version) if folder.name in MULTI_RANK]
 THEIR_GROUP_RE = re.compile(r"^\s*Ranks: (\d[\d, ]*)$", re.M)     # tlparse: a line "Ranks: 0, 2"
 OUR_GROUP_RE = re.compile(r"(?:^|; )ranks? (\d[\d,]*):")             # rank_divergence: "ranks 0,2: ..."
 
@@ -251,12 +311,21 @@ def our_divergence(db_path: Path, directory: Path) -> dict[str, object]:
     return found
 
 
-@pytest.mark.parametrize("directory", RANK_DIRECTORIES, ids=lambda p: p.name)
+def rank_directory_name(directory: Path) -> str:
+    """ddp_2ranks; 2.15.0/ddp_2ranks in the version matrix."""
+    return f"{directory.parent.name}/{directory.name}" if directory.parent.parent == VERSIONS else directory.name
+
+
+@pytest.mark.parametrize("directory", RANK_DIRECTORIES, ids=rank_directory_name)
 def test_rank_divergence_agrees_with_tlparse_all_ranks(request, directory, tmp_path):
     """tlparse --all-ranks-html warns of the divergences rank_divergence finds, with the same rank groups."""
     landing = run_all_ranks(TLPARSE, directory, tmp_path / "tl_out")
     theirs = their_divergence(landing)
-    ours = our_divergence(request.getfixturevalue("fixtures_db" if directory.parent == DATA else "corpus_db"), directory)
+    db = {DATA: "fixtures_db", SHARED_CORPUS: "corpus_db"}.get(directory.parent, "versions_db")
+    ours = our_divergence(request.getfixturevalue(db), directory)
     found = {aspect: f"tlparse {theirs[aspect]}, tlindex {ours[aspect]}" for aspect in theirs
              if theirs[aspect] != ours[aspect]}
-    _compare(directory.name, found, KNOWN_RANK_DIFFERENCES)
+    if directory.parent.parent == VERSIONS:  # on every version the same program runs: its differences may occur
+        _compare(rank_directory_name(directory), found, [], allowed=KNOWN_RANK_DIFFERENCES)
+    else:
+        _compare(rank_directory_name(directory), found, KNOWN_RANK_DIFFERENCES)

@@ -3,11 +3,25 @@
 Each scenario is a small torch program. It is written into a fresh temporary
 directory and run there with TORCH_TRACE pointing at a temporary trace dir, so
 the logs carry no path of this checkout. The resulting log files are copied,
-unchanged and with their torch-chosen names, into tests/data/<scenario>/.
+unchanged and with their torch-chosen names, into OUT/<scenario>/.
 
-Usage (with a Python that has torch 2.13.0 CPU installed):
+Two sets of logs live here:
 
-    python tests/data/generate.py --python /path/to/venv/bin/python [SCENARIO ...]
+* the sample set, tests/data/<scenario>/, written by torch 2.13.0 (the tests
+  describe these logs one by one); regenerate with a Python that has torch 2.13.0:
+
+      python tests/data/generate.py --python /path/to/venv/bin/python --out tests/data [SCENARIO ...]
+
+* the version matrix, tests/data/versions/<torch version>/<scenario>/, one
+  folder per torch release. Adding a release is one command (the version is
+  asked of the Python given, and the folder named after it):
+
+      python tests/data/generate.py --python /path/to/venv/bin/python [SCENARIO ...]
+
+  In versions/2.13.0/ only the scenarios that are not in the sample set run
+  (the sample set is 2.13.0's). A scenario that needs a newer torch than the
+  Python has (MIN_TORCH) is skipped with a message, and one whose logs pass
+  MAX_VERSION_BYTES is not kept. A scenario that fails is said, the others run.
 
 The tests state what each scenario provokes (see tests/data/README.md); change
 a program here and those expectations must change with it.
@@ -17,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,6 +40,8 @@ import textwrap
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+VERSIONS = HERE / "versions"
+SAMPLE_VERSION = "2.13.0"  # the torch of the sample set, tests/data/<scenario>/
 
 COMMON = """
 import os, torch
@@ -725,15 +742,263 @@ x = torch.randn(8)
 finish(body(prepare(x)) * x)
 """
 
+# The sample set: the scenarios whose torch 2.13.0 logs are tests/data/<scenario>/.
+SAMPLE_SET = tuple(SCENARIOS)
+
+# --- Scenarios of the version matrix (tests/data/versions/<torch version>/ only) ---
+
+# Two ranks over gloo compile the same model; rank 0 first runs a non-strict torch.export of it. From
+# torch 2.15 the export runs inside a compile context that takes a Dynamo frame id, so rank 0's compile of
+# the model is frame 1 where rank 1's is frame 0 (the same compile, numbered one off).
+SCENARIOS["export_in_ranks"] = """
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.export import Dim
+
+WORLD = 2
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x)) * 2
+
+def work(rank):
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = "29516"
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    model = Net()
+    if rank == 0:
+        torch.export.export(model, (torch.randn(4, 8),), dynamic_shapes={"x": {0: Dim("batch", min=2)}}, strict=False)
+    compiled = torch.compile(model, backend="aot_eager")
+
+    @torch.compile(backend="aot_eager")
+    def loss(y):
+        return (y * y).mean()
+
+    for _ in range(2):
+        loss(compiled(torch.randn(4, 8)))
+    dist.barrier()
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    mp.spawn(work, nprocs=WORLD, join=True)
+"""
+
+# torch.export without torch.compile: a non-strict export with a dynamic Dim, a second non-strict export whose
+# Dim the model specializes (ConstraintViolation, caught), and an AOTInductor compile of the first exported
+# program (loaded and run). From torch 2.15 these export contexts carry compile ids but have no dynamo_start.
+SCENARIOS["export_contexts"] = """
+from torch.export import Dim, export
+
+class M(torch.nn.Module):
+    def forward(self, x, y):
+        return (x + 1) @ y
+
+class Specializes(torch.nn.Module):
+    def forward(self, x):
+        return x + torch.ones(4, 3)
+
+batch = Dim("batch", min=2, max=64)
+args = (torch.randn(4, 3), torch.randn(3, 5))
+ep = export(M(), args, dynamic_shapes={"x": {0: batch}, "y": None}, strict=False)
+try:
+    export(Specializes(), (torch.randn(4, 3),), dynamic_shapes={"x": {0: batch}}, strict=False)
+except Exception as error:  # the batch Dim specialized to 4: constraints violated
+    print("expected:", type(error).__name__)
+package = torch._inductor.aoti_compile_and_package(ep, package_path=os.path.abspath("m.pt2"))
+print(torch._inductor.aoti_load_package(package)(*args).shape)
+"""
+
+# torch's mega-cache: process 1 (PHASE=save) compiles with inductor and saves torch.compiler.save_cache_artifacts();
+# process 2 (PHASE=load, a fresh process with an empty inductor cache dir of its own) loads them with
+# torch.compiler.load_cache_artifacts() and runs with caching precompile: a warm start whose Dynamo output
+# comes from the precompile cache. Two processes, two logs. (A warm start like this one was said to crash
+# torch 2.13 and 2.14.1 in torch/_dynamo/package.py load_guards_state; this program runs on both.)
+SCENARIOS["mega_cache_warm"] = """
+PHASE = os.environ["PHASE"]
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.abspath(f"inductor_cache_{PHASE}")
+if hasattr(torch._dynamo.config, "caching_precompile"):
+    torch._dynamo.config.caching_precompile = True
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16)
+        self.fc2 = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+model = MLP()
+if PHASE == "load":
+    with open("mega_cache.bin", "rb") as file:
+        print("loaded:", torch.compiler.load_cache_artifacts(file.read()))
+compiled = torch.compile(model)
+with torch.no_grad():
+    compiled(torch.randn(4, 8))
+if PHASE == "save":
+    artifacts, info = torch.compiler.save_cache_artifacts()
+    print("saved:", info)
+    with open("mega_cache.bin", "wb") as file:
+        file.write(artifacts)
+"""
+
+# Control flow operators inside torch.compile: torch.cond, while_loop, and nested_compile_region (a region
+# called twice, with a backward whose tangents differ in strides) where the torch has it.
+SCENARIOS["control_flow"] = """
+from torch._higher_order_ops.while_loop import while_loop
+
+@torch.compile(backend="aot_eager", fullgraph=True)
+def branchy(x):
+    return torch.cond(x.sum() > 0, lambda x: x.sin(), lambda x: x.cos(), (x,))
+
+def cond_fn(i, x):
+    return i < 3
+
+def body_fn(i, x):
+    return i + 1, x * 2
+
+@torch.compile(backend="aot_eager", fullgraph=True)
+def looped(x):
+    return while_loop(cond_fn, body_fn, (torch.tensor(0), x))
+
+branchy(torch.ones(4))
+branchy(-torch.ones(4))
+looped(torch.ones(4))
+
+if hasattr(torch.compiler, "nested_compile_region"):
+    @torch.compiler.nested_compile_region
+    def block(x, w):
+        return torch.relu(x @ w)
+
+    # the second call's output is used transposed: its backward tangent has other strides than the first's, so
+    # the region's backward is traced twice (2.15: an invoke_subgraph_backward_duplicate artifact)
+    @torch.compile(backend="aot_eager")
+    def twice(x, w, c):
+        return (block(x, w) * c).sum() + (block(x, w).t() * c).sum()
+
+    w = torch.randn(4, 4, requires_grad=True)
+    twice(torch.randn(4, 4), w, torch.randn(4, 4)).backward()
+"""
+
+# FlexAttention compiled by inductor on CPU: a forward (causal block mask, a score_mod), then a backward,
+# which CPU does not support on every torch (2.15: "NotImplementedError: FlexAttention does not support
+# backward on CPU"): the error is caught so the process finishes.
+SCENARIOS["flex_attention"] = """
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+def causal(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
+
+def relative(score, b, h, q_idx, kv_idx):
+    return score + (q_idx - kv_idx) * 0.01
+
+q, k, v = (torch.randn(1, 2, 128, 16) for _ in range(3))
+mask = create_block_mask(causal, 1, 1, 128, 128, device="cpu")
+flex = torch.compile(flex_attention)
+with torch.no_grad():
+    flex(q, k, v, score_mod=relative, block_mask=mask)
+q.requires_grad_()
+try:
+    flex(q, k, v, score_mod=relative, block_mask=mask).sum().backward()
+    print("backward ran")
+except Exception as error:
+    print("expected:", type(error).__name__, str(error).splitlines()[0][:200])
+"""
+
+# Unbacked symbols: .item() (capture_scalar_outputs) and nonzero() (capture_dynamic_output_shape_ops), with
+# torch._check on them.
+SCENARIOS["unbacked"] = """
+torch._dynamo.config.capture_scalar_outputs = True
+torch._dynamo.config.capture_dynamic_output_shape_ops = True
+
+@torch.compile(backend="aot_eager", fullgraph=True)
+def head(x, n):
+    k = n.item()
+    torch._check(k >= 1)
+    torch._check(k <= x.shape[0])
+    return x[:k].sum() * k
+
+@torch.compile(backend="aot_eager", fullgraph=True)
+def positive(x):
+    index = x.nonzero()
+    torch._check(index.shape[0] > 0)
+    return x[index.squeeze(1)].mean()
+
+head(torch.arange(8.0), torch.tensor(3))
+positive(torch.tensor([0.0, 1.0, 0.0, 2.0]))
+"""
+
+# Recompile limits and stances: f exceeds recompile_limit (2) with a new dtype per call and runs eagerly (the
+# default behaviour); g recompiles under set_stance("fail_on_recompile") (an error, caught); h exceeds the
+# limit with fail_on_recompile_limit_hit = True (FailOnRecompileLimitHit, caught).
+SCENARIOS["recompile_limit_stances"] = """
+torch._dynamo.config.recompile_limit = 2
+DTYPES = (torch.float32, torch.float64, torch.float16)
+
+@torch.compile(backend="eager")
+def f(x):
+    return x + 1
+
+for dtype in DTYPES:
+    f(torch.ones(2, dtype=dtype))            # the 3rd compile exceeds the limit: eager from then on
+
+@torch.compile(backend="eager")
+def g(x):
+    return x * 2
+
+g(torch.ones(2))
+with torch.compiler.set_stance("fail_on_recompile"):
+    try:
+        g(torch.ones(2, dtype=torch.float64))
+    except Exception as error:
+        print("expected:", type(error).__name__)
+
+torch._dynamo.config.fail_on_recompile_limit_hit = True
+
+@torch.compile(backend="eager")
+def h(x):
+    return x - 1
+
+for dtype in DTYPES:
+    try:
+        h(torch.ones(2, dtype=dtype))
+    except Exception as error:
+        print("expected:", type(error).__name__)
+"""
+
+# The oldest torch a scenario runs on (older ones skip it, with a message): {scenario: "2.15.0"}. Every
+# scenario here runs on 2.13.0, 2.14.1 and 2.15.0.
+MIN_TORCH: dict[str, str] = {}
+
 # Scenarios whose program runs more than once into the same trace dir, with the
 # environment of each run.
-RUNS = {"series": [{"STEP": str(step)} for step in range(4)], "cache": [{}, {}], "vllm_two_models": [{}, {"CHANGE_PIECE": "1"}], "break_added": [{}, {"ADD_BREAK": "1"}],
-        "inductor_break_added": [{}, {"ADD_BREAK": "1"}]}
+RUNS = {"series": [{"STEP": str(step)} for step in range(4)], "cache": [{}, {}],
+        "vllm_two_models": [{}, {"CHANGE_PIECE": "1"}], "break_added": [{}, {"ADD_BREAK": "1"}],
+        "inductor_break_added": [{}, {"ADD_BREAK": "1"}], "mega_cache_warm": [{"PHASE": "save"}, {"PHASE": "load"}]}
 
 
 def program(name: str) -> str:
     """The source of a scenario's program, as run."""
     return textwrap.dedent(COMMON) + textwrap.dedent(SCENARIOS[name])
+
+
+class ScenarioFailed(Exception):
+    """A scenario's program exited non-zero or ran too long: nothing of it is copied."""
+
+
+class ScenarioTooBig(Exception):
+    """A scenario of the version matrix wrote more than MAX_VERSION_BYTES: nothing of it is copied."""
+
+
+# The version matrix keeps a scenario's logs up to this size (the sample set has two bigger ones, series and
+# vllm_two_models: their copies per version would only grow the checkout).
+MAX_VERSION_BYTES = 5_000_000
 
 
 def run_scenario(name: str, python: str, out_root: Path) -> list[Path]:
@@ -756,31 +1021,95 @@ def run_scenario(name: str, python: str, out_root: Path) -> list[Path]:
         env.update({k: v.format(trace=trace_dir) for k, v in EXTRA_ENV.get(name, {}).items()})
         for run_env in RUNS.get(name, [{}]):
             args = [arg.format(script=script.name) for arg in LAUNCHERS.get(name, ["{script}"])]
-            proc = subprocess.run(
-                [python, *args], cwd=tmp_path, env={**env, **run_env}, capture_output=True, text=True,
-                timeout=900,
-            )
+            try:
+                proc = subprocess.run(
+                    [python, *args], cwd=tmp_path, env={**env, **run_env}, capture_output=True, text=True,
+                    timeout=900,
+                )
+            except subprocess.TimeoutExpired as stopped:
+                raise ScenarioFailed(f"{name} ran over {stopped.timeout} s") from None
             if proc.returncode != 0:
-                raise SystemExit(f"{name} failed:\n{proc.stdout}\n{proc.stderr}")
+                raise ScenarioFailed(f"{name} failed:\n{proc.stdout}\n{proc.stderr[-20000:]}")
+            for line in proc.stdout.splitlines():  # what the program says it provoked ("expected: ...")
+                print(f"  {name}: {line}")
+        logs = sorted(trace_dir.iterdir())
+        size = sum(log.stat().st_size for log in logs)
+        if out_root.resolve().parent == VERSIONS and size > MAX_VERSION_BYTES:
+            raise ScenarioTooBig(f"{name}: not kept: its logs are {size:,} bytes, over {MAX_VERSION_BYTES:,}")
         dest = out_root / name
         if dest.exists():
             shutil.rmtree(dest)
         dest.mkdir(parents=True)
-        logs = sorted(trace_dir.iterdir())
         for log in logs:
             shutil.copy2(log, dest / log.name)
         return [dest / log.name for log in logs]
 
 
+def torch_version(python: str) -> str:
+    """The torch version the Python has, without its local part: 2.15.0+cu132 -> 2.15.0."""
+    proc = subprocess.run([python, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{python} cannot import torch:\n{proc.stderr}")
+    return proc.stdout.strip().split("+")[0]
+
+
+def release(version: str) -> tuple[int, ...]:
+    """2.15.0 -> (2, 15, 0); 2.16.0.dev20260101 -> (2, 16, 0)."""
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+
+
+def chosen(names: list[str], version: str, out: Path) -> list[str]:
+    """The scenarios to run for `version` into `out`: those named (default: all), less those its torch is too old
+    for; into the sample set (tests/data itself) the sample set's only, and into versions/<SAMPLE_VERSION>/ by
+    default only those the sample set lacks. Each one left out is said."""
+    sample = out.resolve() == HERE
+    if sample and version != SAMPLE_VERSION:
+        raise SystemExit(f"tests/data holds torch {SAMPLE_VERSION}'s logs; torch {version} writes into "
+                         f"tests/data/versions/ (leave out --out)")
+    unknown = [name for name in names if name not in SCENARIOS]
+    if unknown:
+        raise SystemExit(f"no such scenario: {', '.join(unknown)} (known: {', '.join(SCENARIOS)})")
+    runs = []
+    for name in names or list(SCENARIOS):
+        if sample and name not in SAMPLE_SET:
+            print(f"{name}: skipped: not in the sample set (its logs go to tests/data/versions/<torch version>/)")
+        elif not names and not sample and version == SAMPLE_VERSION and name in SAMPLE_SET:
+            print(f"{name}: skipped: torch {version}'s log of it is the sample set's (tests/data/{name}/)")
+        elif name in MIN_TORCH and release(version) < release(MIN_TORCH[name]):
+            print(f"{name}: skipped: needs torch >= {MIN_TORCH[name]}, {version} is older")
+        else:
+            runs.append(name)
+    return runs
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenarios", nargs="*", help="default: all")
-    parser.add_argument("--python", default=sys.executable, help="a Python with torch 2.13.0")
-    parser.add_argument("--out", type=Path, default=HERE)
+    parser.add_argument("--python", default=sys.executable, help="a Python with torch installed")
+    parser.add_argument("--out", type=Path, default=VERSIONS / "auto",
+                        help="where the scenario folders go; a last part `auto` is the torch version of --python "
+                             "(default: tests/data/versions/auto); tests/data itself is torch 2.13.0's sample set")
     args = parser.parse_args()
-    for name in args.scenarios or list(SCENARIOS):
-        for log in run_scenario(name, args.python, args.out):
-            print(f"{log.relative_to(args.out)}\t{log.stat().st_size}")
+    version = torch_version(args.python)
+    out = args.out.parent / version if args.out.name == "auto" else args.out
+    if out.resolve().parent == VERSIONS and out.name != version:
+        raise SystemExit(f"{args.python} has torch {version}, not {out.name}: name --out {out.parent / version}")
+    print(f"torch {version} -> {out}")
+    failed = []
+    for name in chosen(args.scenarios, version, out):
+        try:
+            logs = run_scenario(name, args.python, out)
+        except ScenarioFailed as error:  # said, and the other scenarios still run
+            print(error, file=sys.stderr)
+            failed.append(name)
+            continue
+        except ScenarioTooBig as error:
+            print(f"{error}: skipped")
+            continue
+        for log in logs:
+            print(f"{log.relative_to(out)}\t{log.stat().st_size}")
+    if failed:
+        raise SystemExit(f"failed on torch {version}: {', '.join(failed)}")
 
 
 if __name__ == "__main__":

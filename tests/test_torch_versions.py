@@ -1,0 +1,145 @@
+"""The version matrix (tests/data/versions/<torch version>/): the scenarios of tests/data/generate.py run by other
+torch releases, ingested whole; and what tlindex shows of them where issue 65 says it is wrong.
+
+tests/test_tlparse_conformance.py compares these logs with tlparse (ISSUE_65_DIFFERENCES lists where tlindex is
+wrong and tlparse is not). Where tlparse shows the same as tlindex, that test cannot see the bug: ISSUE_65_SHOWN
+below holds what tlindex shows today, and each entry fails once it shows something else, so the fix removes it.
+"""
+
+from __future__ import annotations
+
+import generate
+import pytest
+from conftest import VERSIONS, connect, scenario_dirs, torch_versions
+
+from tlindex.answers.queries import load_queries, run_sql
+
+VERSION_DIRS = [folder for version in torch_versions() for folder in scenario_dirs(version)]
+TOO_BIG = {"series", "vllm_two_models"}  # over generate.MAX_VERSION_BYTES on 2.14.1 and 2.15.0: not kept
+
+
+def run_of(conn, folder) -> list[int]:
+    """The runs of one scenario folder of the version matrix."""
+    return [row[0] for row in conn.execute(
+        "SELECT DISTINCT s.run_id FROM sources s JOIN files f ON f.id = s.file_id WHERE f.directory = ? "
+        "ORDER BY s.run_id", (str(folder.resolve()),))]
+
+
+def test_the_matrix_has_three_torch_releases():
+    assert torch_versions() == ["2.13.0", "2.14.1", "2.15.0"]
+
+
+@pytest.mark.parametrize("version", torch_versions())
+def test_each_version_holds_the_scenarios_generate_runs_there(version, capsys):
+    """Every scenario of generate.py is in each version's folder, but those it skips there (and says why): the sample
+    set's in 2.13.0 (tests/data has them), one needing a newer torch (MIN_TORCH), those whose logs are too big."""
+    expected = set(generate.chosen([], version, VERSIONS / version)) - TOO_BIG
+    assert {folder.name for folder in scenario_dirs(version)} == expected
+    said = capsys.readouterr().out
+    assert all(f"{name}: skipped" in said for name in set(generate.SCENARIOS) - expected - TOO_BIG)
+
+
+def test_a_scenario_needing_a_newer_torch_is_skipped_on_older_ones(monkeypatch, capsys):
+    monkeypatch.setitem(generate.MIN_TORCH, "unbacked", "2.15.0")
+    assert "unbacked" not in generate.chosen([], "2.14.1", VERSIONS / "2.14.1")
+    assert "unbacked: skipped: needs torch >= 2.15.0, 2.14.1 is older" in capsys.readouterr().out
+    assert "unbacked" in generate.chosen(["unbacked"], "2.15.0", VERSIONS / "2.15.0")
+
+
+def test_the_sample_set_is_torch_2_13_s_alone():
+    with pytest.raises(SystemExit, match="tests/data holds torch 2.13.0's logs"):
+        generate.chosen([], "2.15.0", generate.HERE)
+
+
+def test_each_folder_holds_the_logs_of_its_torch(versions_db):
+    """The torch_version artifact of every log says the version of its folder (draft_export's own log has none:
+    torch filters it out)."""
+    conn = connect(versions_db)
+    for folder in (folder for folder in VERSION_DIRS if folder.name != "draft_export"):
+        versions = {row[0] for row in conn.execute(
+            "SELECT DISTINCT s.torch_version FROM sources s JOIN files f ON f.id = s.file_id WHERE f.directory = ?",
+            (str(folder.resolve()),))} - {None}
+        assert versions and all(v.split("+")[0] == folder.parent.name for v in versions), (folder, versions)
+
+
+def test_every_log_of_the_matrix_ingests_whole(versions_db):
+    conn = connect(versions_db)
+    assert conn.execute("SELECT count(*) FROM ingest_errors").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM envelopes WHERE md5_ok = 0").fetchone()[0] == 0
+    for path, size, indexed in conn.execute(
+            "SELECT f.path, f.size, (SELECT sum(envelope_bytes + payload_bytes) FROM envelopes e JOIN sources s "
+            "ON s.id = e.source_id WHERE s.file_id = f.id) FROM files f"):
+        assert indexed == size, path
+
+
+# What tlindex shows today where issue 65 says it is wrong and tlparse 0.4.3 shows the same: (versions, scenario,
+# why, SQL over the scenario's runs (:runs, a JSON list of run ids), the rows it gives today on each version).
+IN_RUNS = "s.run_id IN (SELECT value FROM json_each(:runs))"
+MEGA_CACHE_WARM = (
+    "issue 65: a warm start from torch's mega-cache (load_cache_artifacts + caching precompile) logs dynamo_start, "
+    "graphs, fx_graph_bundled_cache_hit and guards but no compilation_metrics: its compile is 'missing', as if it "
+    "had died (tlparse: status-missing too)")
+EXPORT_IN_RANKS = (
+    "issue 65: from 2.15 rank 0's non-strict torch.export takes Dynamo frame id 0, so the ranks' compiles of the "
+    "same `forward` and `loss` are numbered one apart (and 0/0 of rank 0 is a nameless missing compile); tlindex "
+    "matches ranks by compile id, as tlparse --all-ranks-html does")
+ISSUE_65_SHOWN: list[tuple[tuple[str, ...], str, str, str, list[tuple]]] = [
+    (("2.13.0", "2.14.1", "2.15.0"), "mega_cache_warm", MEGA_CACHE_WARM,
+     f"SELECT c.frame_id || '/' || c.frame_compile_id, c.co_name, c.status FROM compiles c "
+     f"JOIN sources s ON s.id = c.source_id WHERE {IN_RUNS} AND c.status = 'missing'",
+     [("0/0", "forward", "missing")]),
+    (("2.15.0",), "export_in_ranks", EXPORT_IN_RANKS,
+     f"SELECT s.rank, c.co_name, c.frame_id || '/' || c.frame_compile_id FROM compiles c "
+     f"JOIN sources s ON s.id = c.source_id WHERE {IN_RUNS} AND c.frame_id IS NOT NULL ORDER BY 1, 3",
+     [(0, None, "0/0"), (0, "forward", "1/0"), (0, "loss", "2/0"), (1, "forward", "0/0"), (1, "loss", "1/0")]),
+]
+
+
+@pytest.mark.parametrize("version, scenario, why, sql, rows", [
+    pytest.param(version, scenario, why, sql, rows, id=f"{version}/{scenario}")
+    for versions, scenario, why, sql, rows in ISSUE_65_SHOWN for version in versions])
+def test_issue_65_still_shows(versions_db, version, scenario, why, sql, rows):
+    conn = connect(versions_db)
+    runs = run_of(conn, VERSIONS / version / scenario)
+    assert [tuple(row) for row in conn.execute(sql, {"runs": str(runs)})] == rows, why
+
+
+def test_the_same_program_numbers_both_ranks_alike_before_2_15(versions_db):
+    """What export_in_ranks shows once issue 65 is fixed, as 2.13.0 and 2.14.1 show it already."""
+    conn = connect(versions_db)
+    for version in ("2.13.0", "2.14.1"):
+        runs = run_of(conn, VERSIONS / version / "export_in_ranks")
+        assert [tuple(row) for row in conn.execute(
+            f"SELECT s.rank, c.co_name, c.frame_id || '/' || c.frame_compile_id FROM compiles c JOIN sources s "
+            f"ON s.id = c.source_id WHERE {IN_RUNS} AND c.frame_id IS NOT NULL ORDER BY 1, 3", {"runs": str(runs)})] \
+            == [(0, "forward", "0/0"), (0, "loss", "1/0"), (1, "forward", "0/0"), (1, "loss", "1/0")], version
+
+
+def test_issue_65_rank_divergence_of_an_export_on_one_rank(versions_db):
+    """issue 65: on 2.15 the ranks' compiles of export_in_ranks are numbered one off (above), so rank_divergence
+    finds compiles missing on a rank; on 2.14.1 the same program's ranks agree. Fails once 2.15 agrees too."""
+    conn = connect(versions_db)
+    found = {}
+    for version in ("2.14.1", "2.15.0"):
+        (run,) = run_of(conn, VERSIONS / version / "export_in_ranks")
+        rows = run_sql(conn, load_queries()["rank_divergence"].sql, {"run": run})
+        found[version] = sorted({row["finding"] for row in rows})
+    assert "missing_compile" not in found["2.14.1"]
+    assert "missing_compile" in found["2.15.0"], found
+
+
+def test_the_census_reads_the_changes_docs_torch_versions_lists():
+    """tests/data/envelope_census.py (which reads the logs without tlindex) finds what docs/torch_versions.md says."""
+    import envelope_census
+
+    def census(version, scenario):
+        return envelope_census.census(envelope_census.folders(version)[scenario])
+
+    old, new = census("2.14.1", "train_step"), census("2.15.0", "train_step")
+    assert ("artifact", "runtime_wrapper_orchestration") in old and ("artifact", "runtime_wrapper_orchestration") not in new
+    assert ("artifact", "aot_autograd_runtime_wrappers") in new and ("artifact", "aot_autograd_runtime_wrappers") not in old
+    assert ("chromium", "B", "pass.post_grad_passes.slice_scatter_chunking") in set(new) - set(old)
+    assert ("chromium", "B", "Scheduler.simple_overlap") in set(old) - set(census("2.13.0", "train_step"))
+    assert {key for key in census("2.15.0", "export_contexts") if key[0] == "no dynamo_start"} == {
+        ("no dynamo_start", "0/0"), ("no dynamo_start", "1/0")}
+    assert not [key for key in census("2.14.1", "export_contexts") if key[0] == "no dynamo_start"]
