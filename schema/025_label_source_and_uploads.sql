@@ -1,6 +1,6 @@
 -- tlindex schema, migration 025: who chose a run's label (a shared report replaces one made of the command line,
 -- retention keeps the runs people named), and the logs a team's server received (`tlindex serve --uploads`).
-ALTER TABLE runs ADD COLUMN label_source TEXT; -- who chose the label: command (`tlindex run`, from the command line), folder (the logs' folder), given (--label, --run, `tlindex label`, an upload's label)
+ALTER TABLE runs ADD COLUMN label_source TEXT; -- who chose the label: command (`tlindex run`, from the command line), folder (the logs' folder), upload (a team's server: the client's, or the file's name), given (--label, --run, `tlindex label`)
 
 -- Labels an older tlindex gave: from the command line where `tlindex run` ran one, else from the folder.
 UPDATE runs SET label_source = CASE WHEN command IS NOT NULL THEN 'command' ELSE 'folder' END;
@@ -16,6 +16,7 @@ CREATE TABLE uploads (
     facts TEXT,                          -- the run facts posted (JSON: command, exit_code, duration_s; redacted)
     baseline TEXT,                       -- the run the gate compares it with, when asked
     fail_on TEXT,                        -- the gate's bounds, when asked
+    allow_unjudged INTEGER,              -- 1: the gate passes what it cannot judge (--allow-unjudged)
     token TEXT,                          -- the name of the token that posted it
     state TEXT NOT NULL,                 -- queued, ingesting, done or failed
     run_id INTEGER REFERENCES runs(id),  -- the run it became (NULL until done, or when the run was removed)

@@ -659,6 +659,7 @@ CREATE TABLE uploads (
     facts TEXT,                          -- the run facts posted (JSON: command, exit_code, duration_s; redacted)
     baseline TEXT,                       -- the run the gate compares it with, when asked
     fail_on TEXT,                        -- the gate's bounds, when asked
+    allow_unjudged INTEGER,              -- 1: the gate passes what it cannot judge (--allow-unjudged)
     token TEXT,                          -- the name of the token that posted it
     state TEXT NOT NULL,                 -- queued, ingesting, done or failed
     run_id INTEGER REFERENCES runs(id),  -- the run it became (NULL until done, or when the run was removed)

@@ -52,6 +52,7 @@ COPY = 'cp "$0" "$TORCH_TRACE/x.log"'
 
 # One token of each shape the secret scanners know (tlindex.store.secret_shapes.SHAPES, by gitleaks rule id).
 TOKENS = {
+    "tlindex-token": "tli_" + "q7Zr2Lk9Xw_3mNb5Vc8Td-1aYh4Sg6Jp0Ue" + "Fi2Ko9",
     "huggingface-access-token": "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",
     "github-pat": "ghp_" + "aB3dE6gH9j" * 3 + "kL2mN5",
     "github-oauth": "gho_" + "Zy8xW7vU6t" * 3 + "sR5qP4",

@@ -85,6 +85,14 @@ def db_option(fn):
                         type=click.Path(dir_okay=False), help="SQLite database (env TLINDEX_DB)")(fn)
 
 
+def push_options(fn):
+    """The options of a push (`tlindex push`, `tlindex run --push`)."""
+    fn = click.option("--wait", is_flag=True, help="Wait for the run to be made, and say its URL, findings and the "
+                      "gate's verdict")(fn)
+    return click.option("--token", envvar="TLINDEX_TOKEN", metavar="TOKEN",
+                        help="An upload token (tlindex token create; env TLINDEX_TOKEN)")(fn)
+
+
 LAST_RUNS = 50  # what a list over runs shows by default (the runs page's screen)
 
 
@@ -593,9 +601,13 @@ def label_command(run: str, new_label: str, db_path: str) -> None:
 @click.option("--no-command", "program_only", is_flag=True, envvar="TLINDEX_NO_COMMAND",
               help="Keep only the program's name of COMMAND, not its arguments (env TLINDEX_NO_COMMAND=1)")
 @gate_options
+@click.option("--push", "push_url", metavar="URL", help="Post what COMMAND wrote to a team's server (`tlindex serve "
+              "--uploads`) instead of ingesting it here; the gate is judged there")
+@push_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run_command(db_path: str, label: str | None, trace_dir: str | None, keep_trace: bool, program_only: bool,
-                baseline: str | None, fail_on, allow_unjudged: bool, command: tuple[str, ...]) -> None:
+                baseline: str | None, fail_on, allow_unjudged: bool, push_url: str | None, token: str | None,
+                wait: bool, command: tuple[str, ...]) -> None:
     """Run COMMAND with TORCH_TRACE set, then ingest what it wrote as one run and say what is wrong.
 
     `tlindex run -- python train.py` or `tlindex run -- torchrun --nproc-per-node 2 train.py`. Exits
@@ -606,8 +618,14 @@ def run_command(db_path: str, label: str | None, trace_dir: str | None, keep_tra
     """
     from pathlib import Path
 
-    from tlindex.run import GateCheck, run_traced
+    from tlindex.run import GateCheck, run_pushed, run_traced
 
+    if push_url:
+        spec = ",".join(clause.text for clause in fail_on) if fail_on else None
+        sys.exit(run_pushed(push_url, Path(db_path), list(command), label=label,
+                            trace_dir=Path(trace_dir) if trace_dir else None, keep_trace=keep_trace,
+                            echo=lambda text: say(text, err=True), token=token, wait=wait, baseline=baseline,
+                            fail_on=spec, allow_unjudged=allow_unjudged, program_only=program_only))
     gate = GateCheck(baseline, fail_on, allow_unjudged) if (baseline or fail_on) else None
     sys.exit(run_traced(Path(db_path), list(command), label=label,
                         trace_dir=Path(trace_dir) if trace_dir else None, keep_trace=keep_trace,
@@ -665,34 +683,55 @@ def show(page: str, names: tuple[str, ...], db_path: str, args: tuple[str, ...],
 @click.option("-o", "--open", "open_browser", is_flag=True,
               help="Open the tlindex runs page in a browser once the server answers (with --root, Datasette opens "
                    "its sign-in URL)")
+@click.option("--uploads", is_flag=True, help="Take logs posted to /<db>/-/tlindex/upload with a token (tlindex push, "
+              "the runs page's form), each ingested as a run")
+@click.option("--max-upload", metavar="SIZE", help="With --uploads: the largest upload taken, e.g. 500M [default: 1G]")
+@click.option("--keep-runs", type=click.IntRange(min=1), metavar="N",
+              help="With --uploads: keep the newest N runs (runs people named, and baselines, are kept)")
+@click.option("--keep-days", type=click.FloatRange(min=0, min_open=True), metavar="D",
+              help="With --uploads: keep the runs of the last D days (runs people named, and baselines, are kept)")
+@click.option("--private", is_flag=True, help="Every page needs an actor: a token, or a user signed in through a "
+              "Datasette auth plugin")
 @click.pass_context
-def serve(ctx: click.Context, db: str | None, host: str | None, port: int | None, open_browser: bool) -> None:
+def serve(ctx: click.Context, db: str | None, host: str | None, port: int | None, open_browser: bool, uploads: bool,
+          max_upload: str | None, keep_runs: int | None, keep_days: float | None, private: bool) -> None:
     """Browse the database with Datasette; the URL of its tlindex runs page is printed first.
 
     Without --port it serves on 8001, or on the next free port when 8001 is taken, and says so; a --port
     that is taken is an error (exit 1), never another port. While it serves, `tlindex run` finds it (a marker
     beside the database). Other options go to `datasette serve` (--uds, --get: handed over as they are).
     """
-    import signal
+    from contextlib import ExitStack
 
-    from datasette.cli import serve as datasette_serve
+    from tlindex.serve import interrupt_on_stop, parse_size, taking_uploads
+    from tlindex.serve import private as private_options
 
-    from tlindex.serve import (
-        DEFAULT_HOST,
-        Served,
-        interrupt_on_stop,
-        marked,
-        open_when_answering,
-        passes_through,
-        pick_port,
-        scheme_of,
-    )
-    from tlindex.stopping import relay
-
+    if (max_upload or keep_runs or keep_days) and not uploads:
+        raise click.UsageError("--max-upload, --keep-runs and --keep-days go with --uploads")
     with database(db or os.environ.get("TLINDEX_DB", DEFAULT_DB)) as opened:  # checked, brought up to date
         path = opened.path
     args = list(ctx.args)
     interrupt_on_stop()
+    with ExitStack() as serving:
+        if private:
+            args += serving.enter_context(private_options(args))
+        if uploads:
+            serving.enter_context(taking_uploads(path, parse_size(max_upload) if max_upload else None, keep_runs,
+                                                 keep_days))
+        _serve_with_datasette(path, host, port, open_browser, args, uploads)
+
+
+def _serve_with_datasette(path: Path, host: str | None, port: int | None, open_browser: bool, args: list[str],
+                          uploads: bool) -> None:
+    """`datasette serve` on the database, on the port chosen, its runs page's URL said first and a marker beside the
+    database while it serves (a server on no port: Datasette's options handed over as they are)."""
+    import signal
+
+    from datasette.cli import serve as datasette_serve
+
+    from tlindex.serve import DEFAULT_HOST, Served, marked, open_when_answering, passes_through, pick_port, scheme_of
+    from tlindex.stopping import relay
+
     if passes_through(args):  # no server on a port: nothing to pick, print or find
         given = [*(["-h", host] if host is not None else []), *(["-p", str(port)] if port is not None else []),
                  *(["--open"] if open_browser else [])]
@@ -704,7 +743,8 @@ def serve(ctx: click.Context, db: str | None, host: str | None, port: int | None
     if note:
         say(note)
     with marked(path, served):  # while it serves, `tlindex run` finds it
-        say(f"tlindex: {served.runs_url}  (runs, findings, trend; Datasette: {served.base}/)")
+        say(f"tlindex: {served.runs_url}  (runs, findings, trend{'; it takes uploads' if uploads else ''}; "
+            f"Datasette: {served.base}/)")
         if open_browser and "--root" in args:
             args.append("--open")  # Datasette's: its sign-in URL, which the runs page would need first
         elif open_browser:
@@ -713,6 +753,72 @@ def serve(ctx: click.Context, db: str | None, host: str | None, port: int | None
             relay(signal.SIGHUP, signal.SIGTERM)
         datasette_serve.main([str(path), "-h", host, "-p", str(chosen), *args], prog_name="tlindex serve",
                              standalone_mode=True)
+
+
+@cli.group()
+def token() -> None:
+    """The tokens that may post logs to `tlindex serve --uploads` (kept hashed beside the database)."""
+
+
+@token.command(name="create")
+@click.argument("name")
+@db_option
+@click.option("--can", type=click.Choice(["upload", "admin"]), default="upload", show_default=True,
+              help="What it may do: post logs, or also relabel and remove runs over HTTP")
+@click.option("--expires", metavar="DURATION", help="When it stops working: 30d, 12h, 90m [default: never]")
+def token_create(name: str, db_path: str, can: str, expires: str | None) -> None:
+    """Make a token NAME and print it once, alone on the last line (only its hash is kept)."""
+    from pathlib import Path
+
+    from tlindex import tokens
+
+    with database(db_path):  # (a tlindex database: the tokens are kept beside it)
+        made = tokens.create(Path(db_path), name, can, expires)
+    say(f"token {name} ({can}{f', expires in {expires}' if expires else ''}); it is shown once, keep it:", err=True)
+    click.echo(made)
+
+
+@token.command(name="list")
+@db_option
+def token_list(db_path: str) -> None:
+    """List the database's tokens: name, what it may do, when made, expires, and whether valid."""
+    from pathlib import Path
+
+    from tlindex import tokens
+
+    for made in tokens.load(Path(db_path)):
+        say(f"{made.name}  {made.can}  made {made.created}  expires {made.expires or 'never'}  {made.state()}")
+
+
+@token.command(name="revoke")
+@click.argument("name")
+@db_option
+def token_revoke(name: str, db_path: str) -> None:
+    """Revoke the token NAME: it stops working at once."""
+    from pathlib import Path
+
+    from tlindex import tokens
+
+    tokens.revoke(Path(db_path), name)
+    say(f"revoked token {name}", err=True)
+
+
+@cli.command()
+@click.argument("url")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--label", callback=label_value, help="The run's label (default: the folder's or file's name)")
+@push_options
+@gate_options
+def push(url: str, paths: tuple[str, ...], label: str | None, token: str | None, wait: bool, baseline: str | None,
+         fail_on, allow_unjudged: bool) -> None:
+    """Post logs, .gz files, archives or TORCH_TRACE folders to a team's server (`tlindex serve --uploads`) and say
+    where their run is. Exit 0 done, 1 the gate crossed a bound, 2 usage, 3 the server refused or the ingest failed."""
+    from tlindex.push import progress_line
+    from tlindex.push import push as push_logs
+
+    spec = ",".join(clause.text for clause in fail_on) if fail_on else None
+    sys.exit(push_logs(url, list(paths), token=token, label=label, baseline=baseline, fail_on=spec,
+                       allow_unjudged=allow_unjudged, wait=wait, say=say, progress=progress_line(sys.stderr.isatty())))
 
 
 @cli.command(name="trend")

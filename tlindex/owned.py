@@ -30,7 +30,7 @@ from tlindex.stopping import signals_held
 
 MARKER = ".tlindex-owned"
 MARKER_MAX_BYTES = 4096  # a marker is a line of JSON; anything bigger is not one
-KINDS = ("report", "export", "trace", "staging", "scratch")
+KINDS = ("report", "export", "trace", "staging", "scratch", "upload")
 TEMPFILE_NAME = "[a-z0-9_]{8}"  # what mkdtemp adds to a prefix
 UNFINISHED_AFTER_S = 60  # a folder killed while its marker was written counts as dead once this old
 

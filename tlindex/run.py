@@ -272,6 +272,33 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
             db.close()
 
 
+def run_pushed(url: str, db_path: Path, command: list[str], label: str | None, trace_dir: Path | None,
+               keep_trace: bool, echo: Callable[[str], None], token: str | None, wait: bool, baseline: str | None,
+               fail_on: str | None, allow_unjudged: bool, program_only: bool = False) -> int:
+    """`tlindex run --push URL`: COMMAND run traced, what it wrote posted to a team's server with the run's facts
+    (tlindex.push), judged there; the exit code: COMMAND's when it is not 0, else the push's."""
+    from tlindex.push import push
+
+    shown = stored_command(command, program_only)
+    folder = new_trace_folder(trace_dir or trace_base(db_path), shown)
+    try:
+        ran = run_command(command, folder, shown)
+    except OSError as error:
+        echo(f"tlindex run: cannot start {shown[0]!r}: {error.strerror or error}")
+        owned.remove(folder, "trace")
+        return 127
+    if not any(p.is_file() and p.name != owned.MARKER for p in folder.rglob("*")):
+        echo(f"tlindex run: {shown[0]} exited with {ran.code} and wrote no trace in {folder}: nothing to push")
+        owned.remove(folder, "trace")
+        return ran.code or (1 if fail_on else 0)
+    facts = {**asdict(ran), "command": ran.command}
+    pushed = push(url, [str(folder)], token=token, label=label, facts=facts, baseline=baseline, fail_on=fail_on,
+                  allow_unjudged=allow_unjudged, wait=wait, say=echo)
+    if not keep_trace:
+        owned.remove(folder, "trace")
+    return ran.code or pushed
+
+
 def _ingested(db: Database, folder: Path, label: str, source: str, ran: Ran, echo: Callable[[str], None],
               gate: GateCheck | None) -> int:
     """What COMMAND wrote in `folder` ingested as one new run (its label made unique as the run is made), its facts

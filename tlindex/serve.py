@@ -287,6 +287,76 @@ def open_when_answering(url: str, say: Callable[[str], None], wait_s: float = OP
 STOPPING = threading.Event()  # set as `tlindex serve` stops: the statements its requests run end (interrupt_on_stop)
 
 
+@dataclass
+class Team:
+    """What `tlindex serve --uploads` adds to a served database: its queue of uploads (tlindex.uploads.Uploader),
+    read by the plugin's upload routes."""
+
+    uploader: object  # tlindex.uploads.Uploader
+
+
+TEAMS: dict[str, Team] = {}  # the registry of the databases (by resolved path) this process takes uploads for
+
+
+def team_of(db_path: str | Path | None) -> Team | None:
+    """The uploads of a served database, when this server takes them."""
+    return TEAMS.get(str(Path(db_path).resolve())) if db_path else None
+
+
+SIZE_RE = r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$"
+
+
+def parse_size(text: str) -> int:
+    """`2G`, `500M`, `1.5GB`, `1048576` as bytes (UsageError otherwise)."""
+    import re
+
+    from tlindex.errors import UsageError
+
+    match = re.match(SIZE_RE, text, re.I)
+    if not match:
+        raise UsageError(f"--max-upload {text!r}: a size such as 2G, 500M or 1048576")
+    number, unit = float(match.group(1)), match.group(2).lower()
+    return int(number * 1024 ** ("kmgt".index(unit) + 1 if unit else 0))
+
+
+@contextmanager
+def taking_uploads(db_path: Path, max_upload: int | None, keep_runs: int | None,
+                   keep_days: float | None) -> Iterator[Team]:
+    """While the `with` runs, the server takes uploads for the database (its queue's thread running, what a killed
+    server left recovered); its queue stopped after."""
+    from tlindex.uploads import Limits, Retention, Uploader
+
+    limits = Limits(max_upload=max_upload) if max_upload else Limits()
+    uploader = Uploader(db_path, limits, Retention(keep_runs, keep_days))
+    uploader.start()
+    team = TEAMS[str(db_path.resolve())] = Team(uploader)
+    try:
+        yield team
+    finally:
+        uploader.stop()
+        TEAMS.pop(str(db_path.resolve()), None)
+
+
+@contextmanager
+def private(args: list[str]) -> Iterator[list[str]]:
+    """Datasette's options that close every page to anyone without an actor (a token, or a user signed in through an
+    auth plugin): its instance-level `allow`, in a file of its own for as long as the server runs."""
+    from tlindex import owned
+    from tlindex.errors import UsageError
+
+    if any(arg in ("-m", "--metadata", "-c", "--config") or arg.startswith(("--metadata=", "--config="))
+           for arg in args):
+        raise UsageError("--private writes Datasette's `allow` itself: put `allow: {id: \"*\"}` in your own "
+                         "metadata or config instead")
+    import datasette
+
+    option = "-c" if datasette.__version__.startswith("1.") else "-m"  # 1.0 reads `allow` from its config
+    with owned.TemporaryFolder("tlindex-serve-") as folder:
+        settings = folder.path / "private.json"
+        settings.write_text(json.dumps({"allow": {"id": "*"}}))
+        yield [option, str(settings)]
+
+
 def interrupt_on_stop() -> None:
     """Make the server's stop (Uvicorn's signal handler, `Server.handle_exit`) end every statement first."""
     from uvicorn.server import Server

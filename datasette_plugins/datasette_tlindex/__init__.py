@@ -82,9 +82,25 @@ def register_routes():
     from tlindex.render.site import STATIC
     from tlindex.render.urls import STATIC_URL
 
-    from .pages import routes
+    from .pages import _DB, routes
+    from .uploads import routes as upload_routes
 
-    return [*routes(), (rf"^{STATIC_URL}(?P<path>.*)$", asgi_static(str(STATIC)))]
+    return [*routes(), *upload_routes(_DB), (rf"^{STATIC_URL}(?P<path>.*)$", asgi_static(str(STATIC)))]
+
+
+@hookimpl
+def actor_from_request(datasette, request):
+    """A tlindex token (`Authorization: Bearer tli_…`, tlindex.tokens) is the request's actor on a server that takes
+    uploads (uploads.py)."""
+    from .uploads import actor
+
+    return actor(datasette, request)
+
+
+@hookimpl
+def skip_csrf(datasette, scope):
+    """A post to a tlindex upload route carries its token in a header, never in a cookie: no CSRF token is asked."""
+    return scope.get("type") == "http" and scope.get("path", "").endswith("/-/tlindex/upload")
 
 
 @hookimpl

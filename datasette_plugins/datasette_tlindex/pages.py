@@ -29,6 +29,7 @@ from tlindex.render.page import render_page, trie_children
 from tlindex.serve import STOPPING
 
 from .database import open_database
+from .uploads import form_of
 
 log = logging.getLogger(__name__)
 DEGRADED_HEADER = "x-tlindex-degraded"
@@ -117,6 +118,8 @@ def handler(page: Page):
         async def render_template(template: str, context: dict) -> str:
             return await datasette.render_template(template, context, request=request)
 
+        if page.name == "runs":  # a server that takes uploads: a form to drop a log on (uploads.py)
+            data = {**data, "upload": form_of(opened)}
         return Response.html(await render_page(render_template, page, data, opened.urls, opened.name, args))
 
     return serve

@@ -44,6 +44,8 @@ SHAPES: tuple[tuple[str, str, bool], ...] = (
     ("npm-access-token", _shape("npm_", 4, r"[A-Za-z0-9]{36,}"), True),
     # pypi-upload-token: a macaroon, AgE… (gitleaks pins pypi.org's AgEIcHlwaS5vcmc; test.pypi.org's differs)
     ("pypi-upload-token", _shape("pypi-AgE", 8, r"[\w-]{50,}", part=True), False),
+    # tlindex's own (tlindex.tokens: tli_ and 32 random bytes in URL-safe base64, 43 characters)
+    ("tlindex-token", _shape("tli_", 4, r"[\w-]{40,}", part=True), True),
 )
 _SHAPES = [(name, re.compile(pattern), random) for name, pattern, random in SHAPES]
 _ANY_SHAPE_RE = re.compile("|".join(pattern for _, pattern, _ in SHAPES))  # unnamed: named groups slow it tenfold
