@@ -686,6 +686,8 @@ def show(page: str, names: tuple[str, ...], db_path: str, args: tuple[str, ...],
 @click.option("--uploads", is_flag=True, help="Take logs posted to /<db>/-/tlindex/upload with a token (tlindex push, "
               "the runs page's form), each ingested as a run")
 @click.option("--max-upload", metavar="SIZE", help="With --uploads: the largest upload taken, e.g. 500M [default: 1G]")
+@click.option("--max-queued", type=click.IntRange(min=1), metavar="N",
+              help="With --uploads: uploads waiting at once; past it a 503 with Retry-After [default: 64]")
 @click.option("--keep-runs", type=click.IntRange(min=1), metavar="N",
               help="With --uploads: keep the newest N runs (runs people named, and baselines, are kept)")
 @click.option("--keep-days", type=click.FloatRange(min=0, min_open=True), metavar="D",
@@ -694,7 +696,8 @@ def show(page: str, names: tuple[str, ...], db_path: str, args: tuple[str, ...],
               "Datasette auth plugin")
 @click.pass_context
 def serve(ctx: click.Context, db: str | None, host: str | None, port: int | None, open_browser: bool, uploads: bool,
-          max_upload: str | None, keep_runs: int | None, keep_days: float | None, private: bool) -> None:
+          max_upload: str | None, max_queued: int | None, keep_runs: int | None, keep_days: float | None,
+          private: bool) -> None:
     """Browse the database with Datasette; the URL of its tlindex runs page is printed first.
 
     Without --port it serves on 8001, or on the next free port when 8001 is taken, and says so; a --port
@@ -706,8 +709,8 @@ def serve(ctx: click.Context, db: str | None, host: str | None, port: int | None
     from tlindex.serve import interrupt_on_stop, parse_size, taking_uploads
     from tlindex.serve import private as private_options
 
-    if (max_upload or keep_runs or keep_days) and not uploads:
-        raise click.UsageError("--max-upload, --keep-runs and --keep-days go with --uploads")
+    if (max_upload or max_queued or keep_runs or keep_days) and not uploads:
+        raise click.UsageError("--max-upload, --max-queued, --keep-runs and --keep-days go with --uploads")
     with database(db or os.environ.get("TLINDEX_DB", DEFAULT_DB)) as opened:  # checked, brought up to date
         path = opened.path
     args = list(ctx.args)
@@ -716,8 +719,7 @@ def serve(ctx: click.Context, db: str | None, host: str | None, port: int | None
         if private:
             args += serving.enter_context(private_options(args))
         if uploads:
-            serving.enter_context(taking_uploads(path, parse_size(max_upload) if max_upload else None, keep_runs,
-                                                 keep_days))
+            serving.enter_context(taking_uploads(path, parse_size(max_upload), max_queued, keep_runs, keep_days))
         _serve_with_datasette(path, host, port, open_browser, args, uploads)
 
 

@@ -306,12 +306,14 @@ def team_of(db_path: str | Path | None) -> Team | None:
 SIZE_RE = r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$"
 
 
-def parse_size(text: str) -> int:
-    """`2G`, `500M`, `1.5GB`, `1048576` as bytes (UsageError otherwise)."""
+def parse_size(text: str | None) -> int | None:
+    """`2G`, `500M`, `1.5GB`, `1048576` as bytes (UsageError otherwise); None as None."""
     import re
 
     from tlindex.errors import UsageError
 
+    if text is None:
+        return None
     match = re.match(SIZE_RE, text, re.I)
     if not match:
         raise UsageError(f"--max-upload {text!r}: a size such as 2G, 500M or 1048576")
@@ -320,13 +322,13 @@ def parse_size(text: str) -> int:
 
 
 @contextmanager
-def taking_uploads(db_path: Path, max_upload: int | None, keep_runs: int | None,
+def taking_uploads(db_path: Path, max_upload: int | None, max_queued: int | None, keep_runs: int | None,
                    keep_days: float | None) -> Iterator[Team]:
     """While the `with` runs, the server takes uploads for the database (its queue's thread running, what a killed
     server left recovered); its queue stopped after."""
     from tlindex.uploads import Limits, Retention, Uploader
 
-    limits = Limits(max_upload=max_upload) if max_upload else Limits()
+    limits = Limits(**{name: value for name, value in (("max_upload", max_upload), ("queue", max_queued)) if value})
     uploader = Uploader(db_path, limits, Retention(keep_runs, keep_days))
     uploader.start()
     team = TEAMS[str(db_path.resolve())] = Team(uploader)

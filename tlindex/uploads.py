@@ -246,7 +246,7 @@ class Uploader:
         return spool_of(self.db_path)
 
     def start(self) -> None:
-        """What a killed server left recovered, then the thread started."""
+        """What a killed server left recovered, then the queue's thread started."""
         from tlindex.database import Database
 
         with Database(self.db_path, write=True) as db:
@@ -260,47 +260,55 @@ class Uploader:
             self.child.kill()  # its upload is queued again by the next server (recover)
 
     def _loop(self) -> None:
+        """The queue, in order, until the server stops, on a connection of the thread's own; an error of the
+        thread's own is logged, never its end."""
+        import logging
+
         from tlindex.answers.uploads import queued
         from tlindex.database import Database
 
-        while not self.stopped.is_set():
-            with Database(self.db_path) as db:
-                waiting = queued(db.conn)
-            if not waiting:
+        db = Database(self.db_path, write=True)
+        try:
+            while not self.stopped.is_set():
+                try:
+                    waiting = queued(db.conn)
+                    if waiting:
+                        self._ingest(db, waiting[0]["id"])
+                        continue
+                except Exception:  # (a disk that failed a read, say: tried again in a moment)
+                    logging.getLogger(__name__).exception("tlindex: the uploads' queue")
                 self.wake.wait(1.0)
                 self.wake.clear()
-                continue
-            self._ingest(waiting[0]["id"])
+        finally:
+            db.close()
 
-    def _ingest(self, upload: int) -> None:
+    def _ingest(self, db, upload: int) -> None:
         """One upload ingested by a child process, whose progress lines are read as they come."""
         self.progress[upload] = (0, 0)
         self.child = subprocess.Popen(
             [sys.executable, "-m", "tlindex.uploads", str(self.db_path), str(upload), json.dumps(asdict(self.limits)),
-             json.dumps(asdict(self.retention))], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             json.dumps(asdict(self.retention))], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        last = ""
         for line in self.child.stdout:
             words = line.split()
             if len(words) == 3 and words[0] == "progress":
                 self.progress[upload] = (int(words[1]), int(words[2]))
-        errors = self.child.stderr.read()
+            elif line.strip():
+                last = line.strip()[:300]  # what it said last, should it die
         self.child.wait()
         if not self.stopped.is_set():
-            last = (errors.strip().splitlines() or [""])[-1][:300]
-            _ended(self.db_path, upload, f"its ingest ended abruptly (exit {self.child.returncode})"
-                                         f"{': ' + last if last else ''}")
+            _ended(db, upload, f"its ingest ended abruptly (exit {self.child.returncode}){': ' + last if last else ''}")
         self.progress.pop(upload, None)
 
 
-def _ended(db_path: Path, upload: int, message: str) -> None:
+def _ended(db, upload: int, message: str) -> None:
     """An upload whose child ended: failed with `message` if the child did not say how it ended (it died)."""
     from tlindex.answers.uploads import upload as upload_row
-    from tlindex.database import Database
     from tlindex.ingest.uploads import set_state
 
-    with Database(db_path, write=True) as db:
-        row = upload_row(db.conn, upload)
-        if row is not None and row["state"] in ("queued", "ingesting"):
-            set_state(db.conn, upload, "failed", message)
+    row = upload_row(db.conn, upload)
+    if row is not None and row["state"] in ("queued", "ingesting"):
+        set_state(db.conn, upload, "failed", message)
 
 
 # --- in the child: one upload ingested -----------------------------------------------------------------------
@@ -320,6 +328,8 @@ def ingest_upload(db_path: Path, upload_id: int, limits: Limits, retention: Rete
         folder = spool_of(db_path) / row["digest"]
         logs = folder / "logs"
         try:
+            if not folder.is_dir():
+                raise Refused(f"its files are gone from the spool ({folder})")
             if not logs.is_dir() or not any(logs.iterdir()):
                 if logs.exists():
                     shutil.rmtree(logs)
