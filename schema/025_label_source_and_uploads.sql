@@ -14,14 +14,13 @@ CREATE TABLE uploads (
     bytes INTEGER NOT NULL,              -- how many bytes were posted
     label TEXT,                          -- the label asked for (redacted), else none: the run's is its logs' folder's
     facts TEXT,                          -- the run facts posted (JSON: command, exit_code, duration_s; redacted)
-    baseline TEXT,                       -- the run the gate compares it with, when asked
+    baseline TEXT,                       -- the run the gate compares it with, when asked (judged as its status is read)
     fail_on TEXT,                        -- the gate's bounds, when asked
     allow_unjudged INTEGER,              -- 1: the gate passes what it cannot judge (--allow-unjudged)
     token TEXT,                          -- the name of the token that posted it
     state TEXT NOT NULL,                 -- queued, ingesting, done or failed
     run_id INTEGER REFERENCES runs(id),  -- the run it became (NULL until done, or when the run was removed)
     message TEXT,                        -- done: the run's findings in one line; failed: why
-    verdict TEXT,                        -- the gate's verdict, when asked (JSON: exit code and lines)
     received_at TEXT NOT NULL,           -- when its last byte arrived (UTC)
     finished_at TEXT                     -- when it was done or failed (UTC)
 );

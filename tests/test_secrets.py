@@ -30,9 +30,18 @@ from test_odd_values import RECIPES, Case
 from tlindex import pages
 from tlindex.cli import cli
 from tlindex.ingest.runs import check_label, normalize_label
-from tlindex.run import stored_command
 from tlindex.store import redact
-from tlindex.store.redact import LINE_CHARS, MASK, WORD_CHARS, redact_text, redact_words, scrub, secret_name, storable
+from tlindex.store.redact import (
+    LINE_CHARS,
+    MASK,
+    WORD_CHARS,
+    redact_text,
+    redact_words,
+    scrub,
+    secret_name,
+    storable,
+    stored_command,
+)
 from tlindex.store.secret_shapes import SHAPES, shape_of
 
 SECRET = "S3CRET"  # every planted secret holds it; nothing tlindex shows may
@@ -275,7 +284,7 @@ def test_bad_input_is_stored_bounded_and_never_fails_the_run():
     assert stored[1] == "a\x1b]0;x\x07\nb"  # kept as the other names are; every output escapes it
     assert stored[2] == "caf\\xe9-\\xff" and SECRET not in json.dumps(stored)
     sqlite3.connect(":memory:").execute("SELECT ?", (json.dumps(stored),))  # storable
-    with mock.patch("tlindex.run.redact_words", side_effect=RuntimeError("a bug")):
+    with mock.patch("tlindex.store.redact.redact_words", side_effect=RuntimeError("a bug")):
         assert stored_command(["/usr/bin/python3", "--token=S3CRETx"]) == ["python3"]  # the program, never a secret
     assert stored_command(["/usr/bin/python3", "train.py", "--token=S3CRETx"], program_only=True) == ["python3"]
 

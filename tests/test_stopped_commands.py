@@ -283,6 +283,11 @@ INSTANT = {
     "label": "one UPDATE; no worker or temporary file",
     "show": "reads one page's data; no worker, temporary file or output folder",
     "search": "reads the full-text indexes every ingest keeps; no worker, temporary file or output folder",
+    "token create": "one write of the tokens file, replaced whole (its partial removed on the way out); no worker",
+    "token list": "reads the tokens file; no worker, temporary file or output folder",
+    "token revoke": "one write of the tokens file, replaced whole (its partial removed on the way out); no worker",
+    "push": "writes nothing here (a folder is packed into a pipe); stopped, it is a client gone midway, whose partial "
+            "upload the server removes (tests/test_team.py)",
 }
 
 WAYS = {  # how a command is stopped: (signal, to its whole process group?)

@@ -5,7 +5,6 @@ archives are HAND-MADE around them (each test says so)."""
 
 from __future__ import annotations
 
-import gzip
 import io
 import json
 import os
@@ -18,7 +17,6 @@ import tarfile
 import time
 import urllib.error
 import urllib.request
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -124,6 +122,12 @@ def test_the_gate_is_judged_on_the_server_and_push_exits_as_the_gate_says(team):
                               "--token", team["upload"], "--fail-on", "graph_breaks>0"],
                              capture_output=True, text=True, timeout=120)
     assert crossed.returncode == 1 and "CROSSED: graph_breaks>0" in crossed.stdout, crossed.stdout + crossed.stderr
+    breaks = rows(team["db"], "SELECT graph_breaks FROM run_health ORDER BY run_id DESC LIMIT 1")[0][0]
+    looser = subprocess.run([sys.executable, "-m", "tlindex", "push", team["base"], str(DATA / "graph_breaks"),
+                             "--token", team["upload"], "--fail-on", f"graph_breaks>{breaks}"],
+                            capture_output=True, text=True, timeout=120)  # the same bytes, judged by their own bounds
+    assert looser.returncode == 0 and "posted before" in looser.stdout, looser.stdout + looser.stderr
+    assert f"ok: graph_breaks>{breaks}: graph_breaks {breaks}" in looser.stdout, looser.stdout
     usage = subprocess.run([sys.executable, "-m", "tlindex", "push", team["base"], str(LOG), "--token", team["upload"],
                             "--fail-on", "nonsense"], capture_output=True, text=True, timeout=60)
     assert usage.returncode == 2

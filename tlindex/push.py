@@ -140,10 +140,14 @@ def push(url: str, paths: list[str], *, token: str | None, label: str | None = N
     if status not in (200, 202):
         raise PushFailed(f"{target.upload_url}: {status}: {answer.get('error', answer)}")
     status_url = target.base + answer["status_url"]
-    say(f"{'posted before' if answer.get('duplicate') else 'uploaded'}: {status_url}")
+    if answer.get("duplicate"):
+        say(f"posted before: {status_url}" + (" (the same bytes: their run keeps its label)" if label else ""))
+    else:
+        say(f"uploaded: {status_url}")
     if not wait and not fail_on:
         return DONE
-    return _followed(status_url, token, say)
+    gate = {key: value for key, value in query.items() if key in ("baseline", "fail_on", "allow_unjudged")}
+    return _followed(status_url + ".json" + (f"?{urllib.parse.urlencode(gate)}" if gate else ""), token, say)
 
 
 def _post(target: Target, query: dict, body, headers: dict, sized: bool) -> tuple[dict, int]:
@@ -166,10 +170,11 @@ def _post(target: Target, query: dict, body, headers: dict, sized: bool) -> tupl
 
 
 def _followed(status_url: str, token: str | None, say: Callable[[str], None]) -> int:
-    """The upload's status followed until it is done or failed; its run, findings and verdict said."""
+    """The upload's status (its JSON, judged by the gate asked for) followed until it is done or failed; its run,
+    findings and verdict said."""
     while True:
         try:
-            status = _json(status_url + ".json", token)
+            status = _json(status_url, token)
         except (OSError, ValueError) as error:
             raise PushFailed(f"{status_url}: {error}") from None
         if status["state"] == "failed":

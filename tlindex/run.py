@@ -30,25 +30,12 @@ from typing import TYPE_CHECKING
 
 from tlindex import owned
 from tlindex.serve import DEFAULT_PORT as SERVE_PORT  # where Datasette answers by default
-from tlindex.store.redact import redact_text, redact_words, storable
+from tlindex.store.redact import redact_text, storable, stored_command
 
 if TYPE_CHECKING:
     from tlindex.database import Database
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def stored_command(command: list[str], program_only: bool = False) -> list[str]:
-    """The command's words as the run keeps them (its folder's name and default label are made of them too):
-    redacted (tlindex.store.redact: secrets never stored), bounded and storable; only the program's name with
-    `program_only` (--no-command), or should redaction itself fail (it never fails the run)."""
-    program = storable(Path(command[0]).name if command else "") or "command"
-    if program_only:
-        return [program]
-    try:
-        return redact_words(command)
-    except Exception:  # a bug of the redaction must cost the command line, never the run or a secret
-        return [program]
 
 
 def trace_base(db_path: Path) -> Path:

@@ -8,7 +8,8 @@ folder is renamed to the body's SHA-256 and the upload recorded queued (tlindex.
 twice are one upload. One thread of the server (`Uploader`) takes the queue in order and ingests each upload in a child
 process (`python -m tlindex.uploads DB UPLOAD`, `ingest_upload`): the archive unpacked into the folder's `logs/`
 (members checked: no absolute path, no `..`, no link or device, bounded in count and bytes), the logs ingested as one
-run, the run's facts kept, the gate judged when asked, retention applied. Readers are answered all along (SQLite's
+run, the run's facts kept, retention applied (the gate is judged as the upload's status is read: the same bytes
+posted again with other bounds are judged by those). Readers are answered all along (SQLite's
 WAL), and a run appears whole or not at all (tlindex.Database.ingest).
 
 Killed with -9: the next server removes the `.receiving-*` folders nobody holds (a partial upload is gone), records a
@@ -315,7 +316,7 @@ def _ended(db, upload: int, message: str) -> None:
 
 def ingest_upload(db_path: Path, upload_id: int, limits: Limits, retention: Retention) -> int:
     """The whole of one upload's ingest: unpacked, ingested as one run (the run an earlier, cut off ingest of it made,
-    if any), its facts kept, the gate judged when asked, retention applied, its state saved; the exit code."""
+    if any), its facts kept, retention applied, its state saved; the exit code."""
     from tlindex.answers.uploads import upload
     from tlindex.database import Database
     from tlindex.ingest.uploads import set_state
@@ -341,8 +342,7 @@ def ingest_upload(db_path: Path, upload_id: int, limits: Limits, retention: Rete
         if run is None:
             set_state(db.conn, upload_id, "failed", "the upload holds no log that a run could be made of")
             return 3
-        verdict = _judged(db, row, run)
-        set_state(db.conn, upload_id, "done", _said(db, run), run, verdict)
+        set_state(db.conn, upload_id, "done", _said(db, run), run)
         prune(db, retention)
     return 0
 
@@ -370,8 +370,7 @@ def _ingested(db, row: dict, logs: Path) -> int | None:
 
 def _facts(posted: dict) -> dict:
     """The run facts a client posted, as the run keeps them: redacted again here, only the known ones."""
-    from tlindex.run import stored_command
-    from tlindex.store.redact import redact_text, storable
+    from tlindex.store.redact import redact_text, storable, stored_command
 
     facts = {}
     command = posted.get("command")
@@ -384,23 +383,6 @@ def _facts(posted: dict) -> dict:
         if isinstance(posted.get(name), str):
             facts[name] = redact_text(storable(posted[name]))[:400]
     return facts
-
-
-def _judged(db, row: dict, run: int) -> dict | None:
-    """The gate's verdict on the run, when the upload asked for one ({exit_code, lines}); a bound that cannot be read
-    is said in the verdict."""
-    if not row["fail_on"] and not row["baseline"]:
-        return None
-    from tlindex.answers.gate import gate, lines, parse_fail_on
-
-    try:
-        clauses = parse_fail_on(row["fail_on"]) if row["fail_on"] else None
-        baseline = db.run(row["baseline"])["id"] if row["baseline"] else None
-        verdict = gate(db.conn, run, baseline, clauses, why="just uploaded",
-                       allow_unjudged=bool(row["allow_unjudged"])) if clauses else None
-    except TlindexError as error:
-        return {"exit_code": 1, "lines": [f"gate: {error}"]}
-    return {"exit_code": verdict.exit_code, "lines": lines(verdict)} if verdict is not None else None
 
 
 def _said(db, run: int) -> str:

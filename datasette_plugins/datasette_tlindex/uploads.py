@@ -122,12 +122,21 @@ async def upload(datasette, request, receive):
     except TlindexError as error:
         return _error(500, str(error))
     uploader.wake.set()
-    body = await db.execute_fn(lambda conn: _status(conn, upload_id, uploader, opened.urls))
+    body = await db.execute_fn(lambda conn: _status(conn, upload_id, uploader, opened.urls, _gate(meta)))
     return Response.json({**body, "duplicate": not new}, status=202 if new else 200)
 
 
-def _status(conn, upload_id: int, uploader, urls) -> dict:
-    """An upload's status as the routes answer it."""
+def _gate(asked: dict) -> dict:
+    """The gate a request asks for (its `baseline`, `fail_on`, `allow_unjudged`)."""
+    return {"baseline": asked.get("baseline") or None, "fail_on": asked.get("fail_on") or None,
+            "allow_unjudged": asked.get("allow_unjudged") in (True, "1", "true")}
+
+
+def _status(conn, upload_id: int, uploader, urls, gate: dict) -> dict:
+    """An upload's status as the routes answer it; once its run is made, judged by the gate asked for (the
+    request's, else the one posted with it): judged as it is read, so the same bytes posted again with other bounds
+    are judged by those."""
+    from tlindex.answers.uploads import judged
     from tlindex.answers.uploads import upload as upload_row
 
     row = upload_row(conn, upload_id)
@@ -147,20 +156,30 @@ def _status(conn, upload_id: int, uploader, urls) -> dict:
         status["run_url"] = urls.run(row["run_id"])
     if row["message"]:
         status["findings" if row["state"] == "done" else "error"] = row["message"]
-    if row["verdict"]:
-        status["gate"] = row["verdict"]
+    asked = gate if gate["fail_on"] else _gate(row)
+    if row["state"] == "done" and row["run_id"] is not None and asked["fail_on"]:
+        status["gate"] = judged(conn, row["run_id"], asked["baseline"], asked["fail_on"], asked["allow_unjudged"])
     return status
 
 
 async def status(datasette, request):
-    """An upload's status: its page, or (`.json`) its data."""
+    """An upload's status: its page, or (`.json`) its data (`?fail_on=…&baseline=…`: judged by those bounds)."""
+    from tlindex.answers.gate import parse_fail_on
+    from tlindex.errors import UsageError
+
     opened = await open_database(datasette, request)
     team = _team(opened)
     try:
         upload_id = int(request.url_vars["upload"])
     except ValueError:
         raise NotFound("no such upload") from None
-    data = await opened.db.execute_fn(lambda conn: _status(conn, upload_id, team.uploader, opened.urls))
+    try:
+        gate = _gate({key: request.args.get(key) for key in ("baseline", "fail_on", "allow_unjudged")})
+        if gate["fail_on"]:
+            parse_fail_on(gate["fail_on"])
+    except UsageError as error:
+        return _error(400, str(error))
+    data = await opened.db.execute_fn(lambda conn: _status(conn, upload_id, team.uploader, opened.urls, gate))
     if request.url_vars.get("format") == ".json":
         return Response.json(data)
     html = await datasette.render_template("tlindex/upload.html", {"upload": data, "database": opened.name,

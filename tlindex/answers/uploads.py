@@ -9,12 +9,11 @@ from tlindex.answers.sql import dicts, one
 
 
 def upload(conn: sqlite3.Connection, upload_id: int) -> dict | None:
-    """An upload's row, its facts and verdict read (None: no such upload)."""
+    """An upload's row, its facts read (None: no such upload)."""
     row = one(conn, "SELECT * FROM uploads WHERE id = ?", (upload_id,))
     if row is None:
         return None
     row["facts"] = json.loads(row["facts"]) if row["facts"] else {}
-    row["verdict"] = json.loads(row["verdict"]) if row["verdict"] else None
     return row
 
 
@@ -37,3 +36,21 @@ def of_runs(conn: sqlite3.Connection, run_ids: list[int]) -> list[str]:
 def recorded(conn: sqlite3.Connection) -> set[str]:
     """The digests of every upload the database records."""
     return {row[0] for row in conn.execute("SELECT digest FROM uploads")}
+
+
+def judged(conn: sqlite3.Connection, run: int, baseline: str | None, fail_on: str | None,
+           allow_unjudged: bool) -> dict | None:
+    """The gate's verdict on an upload's run, judged now (the baseline named as everywhere): {exit_code, lines}, a
+    bound or baseline that cannot be read said in its lines; None when no bound was asked for."""
+    from tlindex.answers.gate import gate, lines, parse_fail_on
+    from tlindex.answers.names import resolve_run
+    from tlindex.errors import TlindexError
+
+    if not fail_on:
+        return None
+    try:
+        base = resolve_run(conn, str(baseline))["id"] if baseline else None
+        verdict = gate(conn, run, base, parse_fail_on(fail_on), why="uploaded", allow_unjudged=allow_unjudged)
+    except TlindexError as error:
+        return {"exit_code": 1, "lines": [f"gate: {error}"]}
+    return {"exit_code": verdict.exit_code, "lines": lines(verdict)}

@@ -259,15 +259,13 @@ def ingest(conn: sqlite3.Connection, db_path: Path, paths: list[str], *, run_lab
            replace: bool = False, jobs: int | None = None, progress: Callable[[int, int], None] | None = None,
            chunk_bytes: int | None = None, search_index: bool = True,
            derive: Callable[[sqlite3.Connection, list[int]], object] | None = None) -> IngestSummary:
-    """Ingest the logs named by `paths` into the database at `db_path`, on its connection `conn` (a tlindex.Database's,
-    which writes).
+    """Ingest the logs named by `paths` into the database at `db_path`, on its (writing) connection `conn`.
 
     `progress(done_bytes, total_bytes)` is called as work advances. With more than one job, files bigger
     than `chunk_bytes` are parsed in chunks of that size (by default: files bigger than a quarter of the
     input per worker pair, at least 8 MB, and each worker's last, in chunks shrinking to the end). Without
     `search_index` the full-text indexes are not brought up to date (a database used once: a report's).
-    `unique_label`: the files go into a new run labelled `run_label`, made unique when the run is made; `label_source`
-    says who chose it (runs.label_source: given, or command for `tlindex run`'s default).
+    `unique_label`: the files go into a new run labelled `run_label`, made unique; `label_source`: runs.label_source.
     `derive(conn, runs)` derives what readers read of the runs made or grown, in the transaction that names their
     processes (tlindex.answers.derived.derive_runs).
     """

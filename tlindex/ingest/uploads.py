@@ -33,14 +33,13 @@ def record(conn: sqlite3.Connection, digest: str, meta: dict) -> tuple[int, bool
 
 
 def set_state(conn: sqlite3.Connection, upload: int, state: str, message: str | None = None,
-              run_id: int | None = None, verdict: dict | None = None) -> None:
-    """An upload's state (and, when it ends, its run, what it says and the gate's verdict)."""
+              run_id: int | None = None) -> None:
+    """An upload's state (and, when it ends, its run and what it says)."""
     assert state in STATES, state
     ended = now() if state in ("done", "failed") else None
     with immediate(conn):
         conn.execute("UPDATE uploads SET state = ?, message = coalesce(?, message), run_id = coalesce(?, run_id), "
-                     "verdict = coalesce(?, verdict), finished_at = ? WHERE id = ?",
-                     (state, message, run_id, json.dumps(verdict) if verdict is not None else None, ended, upload))
+                     "finished_at = ? WHERE id = ?", (state, message, run_id, ended, upload))
 
 
 def requeue_interrupted(conn: sqlite3.Connection) -> list[int]:

@@ -390,6 +390,19 @@ def redact_words(words: list[str]) -> list[str]:
     return kept
 
 
+def stored_command(command: list[str], program_only: bool = False) -> list[str]:
+    """The command's words as the run keeps them (its folder's name and default label are made of them too):
+    redacted (secrets never stored), bounded and storable; only the program's name with
+    `program_only` (--no-command), or should redaction itself fail (it never fails the run)."""
+    program = storable(PurePosixPath(command[0]).name if command else "") or "command"
+    if program_only:
+        return [program]
+    try:
+        return redact_words(command)
+    except Exception:  # a bug of the redaction must cost the command line, never the run or a secret
+        return [program]
+
+
 def redact_command(stored: str | None) -> str | None:
     """A stored command (the JSON list of its words `runs.command` holds, or any text) with its secrets replaced."""
     if stored is None:

@@ -8,7 +8,7 @@
   var said = form.querySelector(".upload-said"), bar = form.querySelector("progress");
   var tokenInput = form.querySelector("input[name=token]"), chosen = null;
   var KEY = "tlindex-upload-token";
-  try { tokenInput.value = localStorage.getItem(KEY) || ""; } catch (e) { /* no storage: typed each time */ }
+  try { tokenInput.value = sessionStorage.getItem(KEY) || ""; } catch (e) { /* no storage: typed each time */ }
 
   function say(text) { said.textContent = text; }
 
@@ -111,7 +111,7 @@
     event.preventDefault();
     if (!chosen) { say("choose or drop a log first"); return; }
     var token = tokenInput.value.trim();
-    try { localStorage.setItem(KEY, token); } catch (e) { /* kept for this page only */ }
+    try { sessionStorage.setItem(KEY, token); } catch (e) { /* kept for this page only */ }
     var label = form.querySelector("input[name=label]").value.trim();
     var url = form.dataset.url + "?name=" + encodeURIComponent(chosen.name) +
         (label ? "&label=" + encodeURIComponent(label) : "");
