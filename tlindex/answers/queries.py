@@ -81,6 +81,30 @@ def load_queries() -> dict[str, CannedQuery]:
             for path in sorted(resource_dir("queries").glob("*.sql"))}
 
 
+# What a canned query needs of a run to have anything to say (a query not listed here always may).
+QUERY_NEEDS = {
+    "rank_divergence": "SELECT count(DISTINCT process) > 1 FROM sources WHERE run_id = ?",
+    "collectives": "SELECT EXISTS (SELECT 1 FROM collective_ops o JOIN compiles c ON c.id = o.compile "
+                   "WHERE c.run_id = ?)",
+    "export_issues": "SELECT EXISTS (SELECT 1 FROM export_issue_records e JOIN sources s ON s.id = e.source_id "
+                     "WHERE s.run_id = ?)",
+    "vllm_pieces": "SELECT EXISTS (SELECT 1 FROM piece_compiles p JOIN compiles c ON c.id = p.compile "
+                   "WHERE c.run_id = ?)",
+}
+
+
+def run_queries(conn: sqlite3.Connection, run: int) -> list[CannedQuery]:
+    """Every canned query that takes a run (a new one is listed without editing its callers), but those that cannot
+    apply to this run (rank divergence of one process, vLLM's pieces of a run without them)."""
+    return [query for query in load_queries().values() if any(p == "run" for p, _ in query.params)
+            and _applies(conn, query.name, run)]
+
+
+def _applies(conn: sqlite3.Connection, name: str, run: int) -> bool:
+    sql = QUERY_NEEDS.get(name)
+    return sql is None or bool(conn.execute(sql, (run,)).fetchone()[0])
+
+
 class _Params(dict):
     """Named parameters; one not given binds NULL (which the queries read as "all")."""
 
