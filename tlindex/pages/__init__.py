@@ -16,6 +16,7 @@ import re
 import sqlite3
 from collections.abc import Iterator, Mapping
 
+from tlindex.answers.samples import PROVENANCE_MAPPINGS
 from tlindex.answers.search import Hit
 from tlindex.pages import artifact, bytecode, compile, diff, passes, provenance, run, runs, search, trend, trie, vllm
 from tlindex.pages.artifact_diff import artifact_diff_data
@@ -78,8 +79,7 @@ PAGES: tuple[Page, ...] = (
          lambda f, v, a: f.of_run(v["run"], "vllm.html")),
     Page("provenance", "/-/tlindex/provenance/{artifact}", provenance.provenance_page_data, "provenance.html",
          lambda f, v, a: f.of_artifact(v["artifact"], f"provenance/{v['artifact']}.html"),
-         samples=(("artifact", "SELECT id FROM artifacts WHERE name = 'inductor_provenance_tracking_node_mappings' "
-                               "AND payload IS NOT NULL ORDER BY id"),)),
+         samples=(("artifact", PROVENANCE_MAPPINGS),)),
     Page("artifact", "/-/tlindex/artifact/{artifact}", artifact.artifact_data, "artifact.html", _artifact_file),
     Page("payload", "/-/tlindex/payload/{hash}{ext}", artifact.payload_data, "payload.html",
          lambda f, v, a: f.top(f"payloads/{v['hash']}{v.get('ext') or '.html'}")),
