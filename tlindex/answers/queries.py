@@ -172,6 +172,15 @@ def run_sql(conn: sqlite3.Connection, sql: str, params: dict[str, str] | None = 
     return conn.execute(sql, _Params(params or {}))
 
 
+def canned_rows(conn: sqlite3.Connection, name: str, params: dict[str, str], limit: int) -> tuple[list[str], list]:
+    """A canned query's columns and first `limit` rows, run read-only (the connection's authorizer unset after)."""
+    cursor = run_sql(read_only(conn), load_queries()[name].sql, params)
+    try:
+        return [d[0] for d in cursor.description], cursor.fetchmany(limit)
+    finally:
+        conn.set_authorizer(None)
+
+
 INTEGER_PARAMS = {"rank", "limit"}  # counts and ranks; empty means "all"
 
 
