@@ -3,8 +3,8 @@
 A page is one `Page` of PAGES. The plugin serves each at its path under a database (and its JSON
 twin, `….json`: the page's data as JSON, as Datasette's own pages have), rendering its template with
 its data; `tlindex report` writes it to its file; `tlindex show` prints its data; every URL to it is
-built from its path. A page's data comes from its data function here (SQL lives in the library: the
-plugin only renders). A page the report cannot have says why (it needs a server).
+built from its path. A page's data comes from its data function here, which assembles what tlindex.answers
+reads (neither the pages nor the plugin run SQL). A page the report cannot have says why (it needs a server).
 
 A new page is one declaration below, its data function (a module of this package), its template
 (tlindex/render/templates/tlindex/) and its test; docs/architecture.md says more.
