@@ -251,8 +251,7 @@ async def test_canned_queries_run_from_the_ui(ds, traces_db):
     page = await ds.client.get("/traces/log_volume?by=compile&limit=1")
     assert page.status_code == 200 and "Log volume" in page.text
     assert (await ds.client.get("/other/recompile_reasons")).status_code == 404
-    from tlindex.answers.queries import load_queries
-    from tlindex.pages.run import QUERY_NEEDS
+    from tlindex.answers.queries import QUERY_NEEDS, load_queries
 
     run_page = (await ds.client.get(f"/traces/-/tlindex/run/{run}")).text
     for name, query in load_queries().items():  # every one that takes a run, but those that cannot apply here

@@ -321,6 +321,12 @@ def compare(conn: sqlite3.Connection, compile_a: int, compile_b: int) -> dict | 
     return {"key": _key_dict(key), "a": a.brief(), "b": b.brief(), "changes": changes, "detail": detail}
 
 
+def compile_run_labels(conn: sqlite3.Connection, compile_a: int, compile_b: int) -> dict[int, str]:
+    """The labels of two compiles' runs, by compile (a compile in no run has none)."""
+    return dict(conn.execute("SELECT c.id, r.label FROM compiles c JOIN runs r ON r.id = c.run_id "
+                             "WHERE c.id IN (?, ?)", (compile_a, compile_b)).fetchall())
+
+
 def _key_dict(key: tuple) -> dict:
     if key[1] == "-/-":
         return {"rank": key[0], "compile": "-/-", "position": key[2]}

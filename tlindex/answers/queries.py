@@ -81,6 +81,30 @@ def load_queries() -> dict[str, CannedQuery]:
             for path in sorted(resource_dir("queries").glob("*.sql"))}
 
 
+# What a canned query needs of a run to have anything to say (a query not listed here always may).
+QUERY_NEEDS = {
+    "rank_divergence": "SELECT count(DISTINCT process) > 1 FROM sources WHERE run_id = ?",
+    "collectives": "SELECT EXISTS (SELECT 1 FROM collective_ops o JOIN compiles c ON c.id = o.compile "
+                   "WHERE c.run_id = ?)",
+    "export_issues": "SELECT EXISTS (SELECT 1 FROM export_issue_records e JOIN sources s ON s.id = e.source_id "
+                     "WHERE s.run_id = ?)",
+    "vllm_pieces": "SELECT EXISTS (SELECT 1 FROM piece_compiles p JOIN compiles c ON c.id = p.compile "
+                   "WHERE c.run_id = ?)",
+}
+
+
+def run_queries(conn: sqlite3.Connection, run: int) -> list[CannedQuery]:
+    """Every canned query that takes a run (a new one is listed without editing its callers), but those that cannot
+    apply to this run (rank divergence of one process, vLLM's pieces of a run without them)."""
+    return [query for query in load_queries().values() if any(p == "run" for p, _ in query.params)
+            and _applies(conn, query.name, run)]
+
+
+def _applies(conn: sqlite3.Connection, name: str, run: int) -> bool:
+    sql = QUERY_NEEDS.get(name)
+    return sql is None or bool(conn.execute(sql, (run,)).fetchone()[0])
+
+
 class _Params(dict):
     """Named parameters; one not given binds NULL (which the queries read as "all")."""
 
@@ -146,6 +170,15 @@ def guard_functions(conn: sqlite3.Connection) -> sqlite3.Connection:
 def run_sql(conn: sqlite3.Connection, sql: str, params: dict[str, str] | None = None) -> sqlite3.Cursor:
     """Run a canned query's SQL (or any SQL) with named parameters."""
     return conn.execute(sql, _Params(params or {}))
+
+
+def canned_rows(conn: sqlite3.Connection, name: str, params: dict[str, str], limit: int) -> tuple[list[str], list]:
+    """A canned query's columns and first `limit` rows, run read-only (the connection's authorizer unset after)."""
+    cursor = run_sql(read_only(conn), load_queries()[name].sql, params)
+    try:
+        return [d[0] for d in cursor.description], cursor.fetchmany(limit)
+    finally:
+        conn.set_authorizer(None)
 
 
 INTEGER_PARAMS = {"rank", "limit"}  # counts and ranks; empty means "all"

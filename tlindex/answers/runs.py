@@ -1,5 +1,7 @@
 """The runs a database holds, read: which a list shows (a filter, a screen, the last N), their rows and counts as the
-runs page and `tlindex runs` list them, the runs holding some logs, what `tlindex run` kept of a command."""
+runs page and `tlindex runs` list them, one run as its pages read it (its row, label, totals, sources, compiles by
+rank, kinds of record, compiles, exported programs), the runs holding some logs, what `tlindex run` kept of a
+command."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from tlindex.answers.names import resolve_run
 from tlindex.answers.sql import dicts, one
 from tlindex.errors import UsageError
 from tlindex.ingest.runs import rank_decisions, ranks_text
+from tlindex.store.kinds import RECOMPILE
 
 PAGE_SIZE = 50  # runs a screen of the runs page shows (and `tlindex runs` lists by default)
 COMMAND_FAILED = "coalesce(r.exit_code, 0) != 0 OR r.signal IS NOT NULL"
@@ -104,6 +107,80 @@ def run_rows(conn: sqlite3.Connection, ids: list[int]) -> list[dict]:
                (SELECT count(*) FROM compiles c WHERE c.run_id = r.id AND c.status = 'error') AS errors,
                (SELECT sum(bytes) FROM sources s WHERE s.run_id = r.id) AS bytes
         FROM runs r WHERE r.id IN ({",".join("?" * len(ids))}) ORDER BY r.start_time, r.id""", ids))
+
+
+def run_row(conn: sqlite3.Connection, run: int) -> dict | None:
+    """A run's row; None when there is none."""
+    return one(conn, "SELECT * FROM runs WHERE id = ?", (run,))
+
+
+def run_exists(conn: sqlite3.Connection, run: int) -> bool:
+    """Whether the database holds a run of this id."""
+    return conn.execute("SELECT 1 FROM runs WHERE id = ?", (run,)).fetchone() is not None
+
+
+def run_label(conn: sqlite3.Connection, run: int) -> str | None:
+    """A run's label; None when there is no such run."""
+    label = conn.execute("SELECT label FROM runs WHERE id = ?", (run,)).fetchone()
+    return label[0] if label else None
+
+
+def run_labels(conn: sqlite3.Connection, runs: list[int]) -> dict[int, str]:
+    """The labels of the runs, by id."""
+    return dict(conn.execute(f"SELECT id, label FROM runs WHERE id IN ({','.join('?' * len(runs))})",
+                             runs).fetchall())
+
+
+def run_totals(conn: sqlite3.Connection, run: int) -> dict | None:
+    """A run's row of the view run_totals; None when it has no compiles."""
+    return one(conn, "SELECT * FROM run_totals WHERE run_id = ?", (run,))
+
+
+def run_sources(conn: sqlite3.Connection, run: int) -> list[dict]:
+    """A run's processes (its sources) by rank, each with its log file and how many ingest errors it had."""
+    return dicts(conn.execute("""
+        SELECT s.*, f.name AS file, f.path, f.id AS file_id,
+               (SELECT count(*) FROM ingest_errors e WHERE e.source_id = s.id) AS errors
+        FROM sources s JOIN files f ON f.id = s.file_id WHERE s.run_id = ? ORDER BY s.rank, s.first_time, s.pid""",
+        (run,)))
+
+
+def compiles_by_rank(conn: sqlite3.Connection, run: int) -> list[dict]:
+    """A run's compiles by status per process (the [-/-] compile in a column of its own), with their totals."""
+    return dicts(conn.execute(f"""
+        SELECT s.process AS rank, sum(compile_id != '-/-') AS compiles, sum(k AND status = 'ok') AS ok,
+               sum(k AND status = 'break') AS break, sum(k AND status = 'empty') AS empty,
+               sum(k AND status = 'error') AS error, sum(k AND status = 'missing') AS missing,
+               max(CASE WHEN NOT k THEN status END) AS unattributed, coalesce(sum({RECOMPILE}), 0) AS recompiles,
+               sum(graph_breaks) AS graph_breaks, coalesce(round(sum(duration_s), 3), 0) AS compile_time_s,
+               sum(c.envelope_bytes + c.payload_bytes) AS bytes
+        FROM (SELECT *, compile_id != '-/-' AS k FROM compiles) c  -- k: a compilation; [-/-] has its own column
+        JOIN sources s ON s.id = c.source_id WHERE c.run_id = ?
+        GROUP BY s.process ORDER BY min(s.rank), min(coalesce(s.restart, 0)), min(s.pid)""", (run,)))
+
+
+def record_kinds(conn: sqlite3.Connection, run: int, shown: int) -> list[dict]:
+    """The `shown` kinds of record a run logged most (string tables aside), with how many records of each."""
+    return dicts(conn.execute("""
+        SELECT v.kind, sum(v.records) AS records FROM volume v JOIN sources s ON s.id = v.source_id
+        WHERE s.run_id = ? AND v.kind != 'str' GROUP BY v.kind ORDER BY records DESC, v.kind LIMIT ?""", (run, shown)))
+
+
+def run_compiles(conn: sqlite3.Connection, run: int, shown: int) -> list[dict]:
+    """A run's first `shown` compiles ([-/-] last), each with the bytes it logged."""
+    return dicts(conn.execute("""
+        SELECT id, rank, compile_id, co_name, status, fail_type, recompile_reason, graph_breaks, duration_s,
+               envelope_bytes + payload_bytes AS bytes
+        FROM compiles WHERE run_id = ? ORDER BY compile_id = '-/-', id LIMIT ?""", (run, shown)))
+
+
+def exported_programs(conn: sqlite3.Connection, run: int) -> list[dict]:
+    """The programs a run's torch.export calls logged (their artifacts: id, size and line)."""
+    return dicts(conn.execute("""
+        SELECT a.id, a.size, e.line FROM sources s CROSS JOIN envelopes e CROSS JOIN artifacts a
+        WHERE s.run_id = ? AND e.source_id = s.id AND e.kind = 'exported_program' AND a.envelope_id = e.id
+        AND a.kind = 'exported_program' ORDER BY a.id""",
+        (run,)))
 
 
 def run_count(conn: sqlite3.Connection) -> int:

@@ -15,6 +15,8 @@ import json
 import sqlite3
 from dataclasses import dataclass, field
 
+from tlindex.answers.sql import dicts
+
 FrameKey = tuple  # (filename, line, name, loc)
 
 
@@ -103,3 +105,27 @@ def find(node: Node, node_id: int) -> Node | None:
             return current
         stack.extend(current.children.values())
     return None
+
+
+def run_ranks(conn: sqlite3.Connection, run: int) -> list[int | None]:
+    """The ranks of a run's processes, each once, in order (a trie is drawn for each)."""
+    return [r[0] for r in conn.execute("SELECT DISTINCT rank FROM sources WHERE run_id = ? ORDER BY rank", (run,))]
+
+
+def unattributed_kinds(conn: sqlite3.Connection, run: int, rank: int | None) -> list[dict]:
+    """The kinds of record with a context stack but no compile id (of one rank, or every rank when None), counted."""
+    # records without a compile id are those of the [-/-] compiles: found through them, not every envelope
+    return dicts(conn.execute("""
+        SELECT e.kind, count(*) AS n FROM compiles c CROSS JOIN envelopes e
+        WHERE c.run_id = ? AND (? IS NULL OR c.rank = ?) AND c.compile_id = '-/-' AND e.compile = c.id
+          AND e.compile_id = '-/-'
+          AND EXISTS (SELECT 1 FROM frames f WHERE f.envelope_id = e.id AND f.stack = 'context')
+        GROUP BY e.kind ORDER BY n DESC, e.kind""", (run, rank, rank)))
+
+
+def anonymous_compiles(conn: sqlite3.Connection, run: int, rank: int | None, limit: int) -> list[dict]:
+    """The first `limit` [-/-] compiles of a run (of one rank, or every rank when None), by rank."""
+    return dicts(conn.execute("""
+        SELECT id, rank, status, fail_type, envelope_count FROM compiles
+        WHERE run_id = ? AND (? IS NULL OR rank = ?) AND compile_id = '-/-' ORDER BY rank, id LIMIT ?""",
+        (run, rank, rank, limit)))

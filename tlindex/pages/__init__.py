@@ -3,8 +3,8 @@
 A page is one `Page` of PAGES. The plugin serves each at its path under a database (and its JSON
 twin, `….json`: the page's data as JSON, as Datasette's own pages have), rendering its template with
 its data; `tlindex report` writes it to its file; `tlindex show` prints its data; every URL to it is
-built from its path. A page's data comes from its data function here (SQL lives in the library: the
-plugin only renders). A page the report cannot have says why (it needs a server).
+built from its path. A page's data comes from its data function here, which assembles what tlindex.answers
+reads (neither the pages nor the plugin run SQL). A page the report cannot have says why (it needs a server).
 
 A new page is one declaration below, its data function (a module of this package), its template
 (tlindex/render/templates/tlindex/) and its test; docs/architecture.md says more.
@@ -16,6 +16,7 @@ import re
 import sqlite3
 from collections.abc import Iterator, Mapping
 
+from tlindex.answers.samples import PROVENANCE_MAPPINGS
 from tlindex.answers.search import Hit
 from tlindex.pages import artifact, bytecode, compile, diff, passes, provenance, run, runs, search, trend, trie, vllm
 from tlindex.pages.artifact_diff import artifact_diff_data
@@ -78,8 +79,7 @@ PAGES: tuple[Page, ...] = (
          lambda f, v, a: f.of_run(v["run"], "vllm.html")),
     Page("provenance", "/-/tlindex/provenance/{artifact}", provenance.provenance_page_data, "provenance.html",
          lambda f, v, a: f.of_artifact(v["artifact"], f"provenance/{v['artifact']}.html"),
-         samples=(("artifact", "SELECT id FROM artifacts WHERE name = 'inductor_provenance_tracking_node_mappings' "
-                               "AND payload IS NOT NULL ORDER BY id"),)),
+         samples=(("artifact", PROVENANCE_MAPPINGS),)),
     Page("artifact", "/-/tlindex/artifact/{artifact}", artifact.artifact_data, "artifact.html", _artifact_file),
     Page("payload", "/-/tlindex/payload/{hash}{ext}", artifact.payload_data, "payload.html",
          lambda f, v, a: f.top(f"payloads/{v['hash']}{v.get('ext') or '.html'}")),

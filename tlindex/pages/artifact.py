@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import sqlite3
 
+from tlindex.answers.artifacts import artifact_row, payload_artifacts, payload_row
 from tlindex.errors import NotFound
 from tlindex.pages.languages import json_value, language
-from tlindex.pages.rows import Args, dicts, one
+from tlindex.pages.rows import Args
 
 
 def artifact_data(conn: sqlite3.Connection, args: Args, artifact: int) -> dict:
-    found = one(conn, """
-        SELECT a.*, p.text, e.line, e.time, e.source_id, f.name AS file, c.compile_id, c.co_name, c.run_id
-        FROM artifacts a JOIN envelopes e ON e.id = a.envelope_id JOIN sources s ON s.id = e.source_id
-        JOIN files f ON f.id = s.file_id LEFT JOIN payloads p ON p.hash = a.payload
-        LEFT JOIN compiles c ON c.id = a.compile WHERE a.id = ?""", (artifact,))
+    found = artifact_row(conn, artifact)
     if found is None:
         raise NotFound(f"No artifact {artifact}")
     whole = found.pop("text")
@@ -53,13 +50,10 @@ PAYLOAD_ARTIFACTS_SHOWN = 50
 
 def payload_data(conn: sqlite3.Connection, args: Args, hash: str, ext: str = "") -> dict:
     """A payload by hash, and the artifacts that carry it (its raw text with ext `.txt`)."""
-    found = one(conn, "SELECT hash, size, text FROM payloads WHERE hash = ?", (hash,))
+    found = payload_row(conn, hash)
     if found is None:
         raise NotFound(f"No payload {hash}")
-    found["artifacts"] = dicts(conn.execute(f"""
-        SELECT a.id, a.kind, a.name, c.compile_id, c.id AS compile, c.rank FROM artifacts a
-        LEFT JOIN compiles c ON c.id = a.compile WHERE a.payload = ? ORDER BY a.id LIMIT {PAYLOAD_ARTIFACTS_SHOWN}""",
-        (hash,)))
+    found["artifacts"] = payload_artifacts(conn, hash, PAYLOAD_ARTIFACTS_SHOWN)
     first = found["artifacts"][0] if found["artifacts"] else {}
     lang = language(first.get("kind"), first.get("name"), None, found["text"])
     cut = None

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import sqlite3
 
+from tlindex.answers.artifacts import artifact_start
 from tlindex.answers.counters import mask_counters
 from tlindex.errors import NotFound, UsageError
 from tlindex.pages.hunks import changed_lines, hunks
 from tlindex.pages.languages import language, pretty_json
-from tlindex.pages.rows import Args, one
+from tlindex.pages.rows import Args
 
 DIFF_CHARS = 1_000_000  # of each payload
 DIFF_LINES = 5_000  # of each payload: up to hunks.EXACT_LIMIT, the comparison is exact
@@ -35,11 +36,7 @@ def picked_pair(args: Args) -> tuple[int, int]:
 
 def _side(conn: sqlite3.Connection, artifact: int) -> dict:
     """One artifact, its compile and run, and the start of its payload (up to DIFF_CHARS + 1 characters)."""
-    found = one(conn, """
-        SELECT a.id, a.kind, a.name, a.encoding, a.size, a.payload, c.id AS compile, c.compile_id, c.rank,
-               c.co_name, c.status, c.run_id, r.label AS run_label, substr(p.text, 1, ?) AS text
-        FROM artifacts a LEFT JOIN compiles c ON c.id = a.compile LEFT JOIN runs r ON r.id = c.run_id
-        LEFT JOIN payloads p ON p.hash = a.payload WHERE a.id = ?""", (DIFF_CHARS + 1, artifact))
+    found = artifact_start(conn, artifact, DIFF_CHARS + 1)
     if found is None:
         raise NotFound(f"No artifact {artifact}")
     return found

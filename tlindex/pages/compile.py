@@ -7,6 +7,7 @@ import sqlite3
 from datetime import datetime, timezone
 from itertools import zip_longest
 
+from tlindex.answers import compiles
 from tlindex.answers.clip import clip
 from tlindex.answers.configs import compile_config
 from tlindex.answers.passes import snapshot_counts
@@ -16,7 +17,7 @@ from tlindex.answers.top_breaks import site_url
 from tlindex.answers.trie import short_path
 from tlindex.errors import NotFound
 from tlindex.pages.languages import json_value
-from tlindex.pages.rows import Args, dicts, one
+from tlindex.pages.rows import Args
 from tlindex.store.tables import METRICS_CONFIGS
 
 TIME_FIRST = ("entire_frame_compile_time_s", "backend_compile_time_s", "inductor_compile_time_s",
@@ -25,10 +26,7 @@ TIME_FIRST = ("entire_frame_compile_time_s", "backend_compile_time_s", "inductor
 def compile_data(conn: sqlite3.Connection, args: Args, compile: int) -> dict:
     """Everything one compilation logged: its stack, status, failure, recompiles, metrics, guards, spans,
     artifacts, collectives, caches and symbols."""
-    found = one(conn, """
-        SELECT c.*, r.label AS run_label, f.name AS file, s.pid
-        FROM compiles c JOIN sources s ON s.id = c.source_id JOIN files f ON f.id = s.file_id
-        LEFT JOIN runs r ON r.id = c.run_id WHERE c.id = ?""", (compile,))
+    found = compiles.compile_row(conn, compile)
     if found is None:
         raise NotFound(f"No compile {compile}")
     found.update(_why(conn, found))
@@ -42,10 +40,7 @@ def compile_data(conn: sqlite3.Connection, args: Args, compile: int) -> dict:
                         "values": _config_values(c["payload"], c["values"] or {})}
                        for name, c in compile_config(conn, compile).items()]
     found["provenance"] = [a["id"] for a in found["artifacts"] if a["name"] == MAPPINGS and a["payload"]]
-    found["siblings"] = dicts(conn.execute("""
-        SELECT id, compile_id, status FROM compiles WHERE source_id = ? AND generation = ?
-        AND compiled_autograd_id IS ? AND frame_id IS ? AND id != ? ORDER BY frame_compile_id""",
-        (found["source_id"], found["generation"], found["compiled_autograd_id"], found["frame_id"], compile)))
+    found["siblings"] = compiles.siblings(conn, found)
     return {"compile": found}
 
 
@@ -71,31 +66,21 @@ def _config_value(value) -> str:
 def _why(conn: sqlite3.Connection, compile: dict) -> dict:
     """Its stack, restarts, recompile reasons, failure and what it has besides (bytecode, graphs, pieces)."""
     row = compile["id"]
-    stack = dicts(conn.execute(
-        "SELECT filename, line, name, loc FROM frames WHERE envelope_id = ? AND stack = 'stack' ORDER BY depth",
-        (compile["dynamo_start"],))) if compile["dynamo_start"] else []
+    stack = compiles.stack(conn, compile["dynamo_start"]) if compile["dynamo_start"] else []
     for frame in stack:
         frame["short"] = short_path(frame["filename"])
     return {"stack": stack,
             "restarts": _restarts(compile["restart_reasons"]),
-            "recompile_reasons": _clipped(dicts(conn.execute(
-                f"SELECT position, previous_compile_id, {_cut('reason')} FROM failed_guards WHERE compile = ? ORDER BY id",
-                (row,)))),
+            "recompile_reasons": _clipped(compiles.recompile_reasons(conn, row, EMBED_CHARS)),
             "has_bytecode": has_bytecode(conn, row), "snapshots": snapshot_counts(conn, row),
-            "pieces": conn.execute(  # the compiled ones: a piece of an abandoned attempt was cut short
-                "SELECT count(*) FROM piece_compile_spans WHERE compile = ? AND NOT abandoned", (row,)).fetchone()[0],
+            "pieces": compiles.compiled_pieces(conn, row),
             "resumes": resumes_created(conn, compile) if compile["graph_breaks"] else [],
             "failure": folded(compile["fail_reason"])}
 
 
-def _cut(column: str) -> str:
-    """SQL for a column of a log's text as the page lists it: no more than _clipped cuts it to (the whole is on the
-    row's own page)."""
-    return f"substr({column}, 1, {EMBED_CHARS + 1}) AS {column}"
-
-
 def _clipped(rows: list[dict], column: str = "reason") -> list[dict]:
-    """Rows whose column (read with _cut) is cut at a word to EMBED_CHARS characters, with "…"."""
+    """Rows whose column (read up to EMBED_CHARS + 1 characters: the whole is on the row's own page) is cut at a word
+    to EMBED_CHARS characters, with "…"."""
     for row in rows:
         row[column] = clip(row[column], EMBED_CHARS)
     return rows
@@ -108,7 +93,7 @@ def _restarts(stored: str | None) -> list[str]:
 
 
 def _metrics(conn: sqlite3.Connection, compile: int) -> dict:
-    rows = dicts(conn.execute("SELECT * FROM metrics WHERE compile = ? ORDER BY id", (compile,)))
+    rows = compiles.metrics(conn, compile)
     return {"summaries": [metrics_summary(m) for m in rows if m["kind"] == "compilation_metrics"],
             "traceback": folded(_traceback(rows)), "metrics": [_metrics_fields(m) for m in rows],
             "guard_headings": GUARD_HEADINGS}
@@ -116,19 +101,11 @@ def _metrics(conn: sqlite3.Connection, compile: int) -> dict:
 
 def _records(conn: sqlite3.Connection, compile: int) -> dict:
     """Its guards by origin, graph breaks, cache events and symbols."""
-    return {"guard_groups": _guard_groups(dicts(conn.execute(
-                "SELECT origin, depth, guard_type, text, source, user_code, symbol, value, reason FROM guards "
-                "WHERE compile = ? ORDER BY envelope_id, position", (compile,)))),
-            "graph_breaks_list": [dict(b, site=site_url(b["reason"] and _gb(b["reason"]))) for b in _clipped(dicts(
-                conn.execute(f"SELECT id, {_cut('reason')}, length(reason) > {EMBED_CHARS} AS cut, user_file, "
-                             "user_line FROM graph_break_events WHERE compile = ? ORDER BY id", (compile,))))],
-            "cache_events": _clipped(dicts(conn.execute(
-                f"SELECT cache, result, key, {_cut('reason')} FROM cache_events WHERE compile = ? ORDER BY id",
-                (compile,)))),
-            "symbols": dicts(conn.execute(
-                "SELECT symbol, unbacked, value, value_range, source FROM symbols WHERE compile = ? "  # each once
-                "GROUP BY symbol, unbacked, value, value_range, source ORDER BY min(id)",
-                (compile,)))}
+    return {"guard_groups": _guard_groups(compiles.guards(conn, compile)),
+            "graph_breaks_list": [dict(b, site=site_url(b["reason"] and _gb(b["reason"])))
+                                  for b in _clipped(compiles.graph_breaks(conn, compile, EMBED_CHARS))],
+            "cache_events": _clipped(compiles.cache_events(conn, compile, EMBED_CHARS)),
+            "symbols": compiles.symbols(conn, compile)}
 
 
 def _gb(reason: str) -> str | None:
@@ -139,10 +116,7 @@ def _gb(reason: str) -> str | None:
 
 def _timeline(conn: sqlite3.Connection, compile: int) -> list[dict]:
     """Its chromium spans, placed on one line (percent of the compile's span) for the timeline."""
-    spans = dicts(conn.execute(
-        "SELECT name, ts_us, duration_us FROM chromium_events WHERE compile = ? AND ph = 'X' "
-        "AND ts_us IS NOT NULL AND duration_us IS NOT NULL ORDER BY ts_us",  # a span without a time has no place
-        (compile,)))
+    spans = compiles.spans(conn, compile)
     if spans:
         start = min(s["ts_us"] for s in spans)
         width = max(max(s["ts_us"] + s["duration_us"] for s in spans) - start, 1)
@@ -154,11 +128,7 @@ def _timeline(conn: sqlite3.Connection, compile: int) -> list[dict]:
 
 
 def _artifacts(conn: sqlite3.Connection, compile: int) -> list[dict]:
-    artifacts = dicts(conn.execute("""
-        SELECT a.id, a.kind, a.name, a.size, a.payload, e.time, e.line, e.attempt, e.subgraph_name,
-               CASE WHEN a.kind = 'link' THEN json_extract(e.metadata, '$.url') END AS url
-        FROM artifacts a JOIN envelopes e ON e.id = a.envelope_id WHERE a.compile = ? ORDER BY a.envelope_id""",
-        (compile,)))
+    artifacts = compiles.artifacts(conn, compile)
     for artifact in artifacts:
         url = artifact["url"]  # a link record: followed only when it is a web address
         artifact["href"] = url if isinstance(url, str) and url.startswith(("https://", "http://")) else None
@@ -176,26 +146,17 @@ def _by_subgraph(artifacts: list[dict]) -> list[tuple[str | None, list[dict]]]:
 def collectives_data(conn: sqlite3.Connection, compile: dict) -> dict:
     """The compile's scheduled collectives beside its code's, and the same compile id on the other ranks."""
     ops = {"schedule": [], "code": []}
-    for origin, op, collective in conn.execute(
-            "SELECT origin, op, collective FROM collective_ops WHERE compile = ? ORDER BY envelope_id, position",
-            (compile["id"],)):
+    for origin, op, collective in compiles.collective_ops(conn, compile["id"]):
         ops[origin].append({"op": op, "collective": collective})
     if not (ops["schedule"] or ops["code"]):
         return {"collectives": [], "collective_ranks": [], "estimate": None}
     rows = [{"position": i, "schedule": s, "code": k, "same": bool(s and k and s["op"] == k["op"])}
             for i, (s, k) in enumerate(zip_longest(ops["schedule"], ops["code"]))]
     mine = " ".join(op["op"] for op in ops["schedule"])
-    ranks = dicts(conn.execute("""
-        SELECT c.id, c.rank, coalesce((SELECT group_concat(op, ' ') FROM (SELECT op FROM collective_ops
-            WHERE compile = c.id AND origin = 'schedule' ORDER BY envelope_id, position)), '') AS ops,
-            (SELECT group_concat(collective, ' ') FROM (SELECT collective FROM collective_ops
-            WHERE compile = c.id AND origin = 'schedule' ORDER BY envelope_id, position)) AS shown
-        FROM compiles c WHERE c.run_id = ? AND c.compile_id = ? AND c.id != ? ORDER BY c.rank""",
-        (compile["run_id"], compile["compile_id"], compile["id"])))
+    ranks = compiles.collective_ranks(conn, compile)
     for rank in ranks:
         rank["same"] = rank["ops"] == mine
-    estimate = one(conn, "SELECT count(*) AS ops, sum(estimated_runtime_ns) / 1e6 AS ms FROM op_estimates "
-                         "WHERE compile = ?", (compile["id"],))
+    estimate = compiles.op_estimate(conn, compile["id"])
     return {"collectives": rows, "collective_ranks": ranks, "estimate": estimate if estimate["ops"] else None}
 
 

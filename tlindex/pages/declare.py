@@ -2,9 +2,9 @@
 
 A placeholder (`{run}`, `{compile}`, `{hash}`) has a type (`Placeholder`): what it matches in a path, how the
 matched text becomes the value its data function takes, how `tlindex show` resolves a name a user gives
-(`RUN:0/1`), and real values of a database for the tests and benchmarks (`sample`, SQL). A query argument
-(`Arg`: `?run=1&run=2`, `?q=`, `?mask=1`) says how a value is written into a URL. A page's URL, its route, its
-report file and the tests' cases all come from these.
+(`RUN:0/1`), and real values of a database for the tests and benchmarks (`sample`, SQL of
+tlindex.answers.samples). A query argument (`Arg`: `?run=1&run=2`, `?q=`, `?mask=1`) says how a value is written
+into a URL. A page's URL, its route, its report file and the tests' cases all come from these.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import urlencode
 
+from tlindex.answers import samples
 from tlindex.answers.clip import bound_texts
 from tlindex.pages.rows import Args, row_id
 
@@ -41,7 +42,7 @@ def _compile(conn: sqlite3.Connection, given: str, run: int | None) -> int:
 class Placeholder:
     """The type of a path's `{name}`: ids are whole numbers (past 64 bits they name no row: 404)."""
 
-    sample: str                          # SQL: real values of a database, the first ones first (tests, benchmarks)
+    sample: str                          # SQL (tlindex.answers.samples): real values of a database (tests, benchmarks)
     regex: str = ID                      # what it matches in a path
     text: bool = False                   # taken as matched (a hash), not as an id
     names: Callable[[sqlite3.Connection, str, int | None], object] | None = None  # `tlindex show`'s names: a run
@@ -63,22 +64,18 @@ class Placeholder:
         return self.parse(name, given)
 
 
-def _ids(table: str, order: str = "") -> str:
-    return f"SELECT id FROM {table} ORDER BY id{order}"
-
-
-RUN = Placeholder(_ids("runs"), names=_run, run=True)
-COMPILE = Placeholder(_ids("compiles"), names=_compile)
+RUN = Placeholder(samples.ids("runs"), names=_run, run=True)
+COMPILE = Placeholder(samples.ids("compiles"), names=_compile)
 # Every placeholder a path may name, by name: a path naming another is refused when it is declared.
 PLACEHOLDERS: dict[str, Placeholder] = {
-    "run": RUN, "a": RUN, "b": Placeholder(_ids("runs", " DESC"), names=_run, run=True),
-    "compile": COMPILE, "ca": COMPILE, "cb": Placeholder(_ids("compiles", " DESC"), names=_compile),
-    "node": Placeholder("SELECT 1 UNION ALL SELECT 2"),
-    "piece": Placeholder(_ids("piece_compiles")),
-    "artifact": Placeholder(_ids("artifacts")),
-    "hash": Placeholder("SELECT hash FROM payload_data ORDER BY hash", r"[0-9a-f]{32}", text=True),
-    "ext": Placeholder(f"SELECT '' UNION ALL SELECT '{RAW_TEXT}'", f"(?:{re.escape(RAW_TEXT)})?", text=True, shown=False),
-    "query": Placeholder("SELECT 'failures'", r"[^/]+", text=True),  # a canned query (Datasette's page)
+    "run": RUN, "a": RUN, "b": Placeholder(samples.ids("runs", " DESC"), names=_run, run=True),
+    "compile": COMPILE, "ca": COMPILE, "cb": Placeholder(samples.ids("compiles", " DESC"), names=_compile),
+    "node": Placeholder(samples.values(1, 2)),
+    "piece": Placeholder(samples.ids("piece_compiles")),
+    "artifact": Placeholder(samples.ids("artifacts")),
+    "hash": Placeholder(samples.PAYLOAD_HASHES, r"[0-9a-f]{32}", text=True),
+    "ext": Placeholder(samples.values("", RAW_TEXT), f"(?:{re.escape(RAW_TEXT)})?", text=True, shown=False),
+    "query": Placeholder(samples.values("failures"), r"[^/]+", text=True),  # a canned query (Datasette's page)
 }
 FORMAT = r"(?:\.json)?"  # a page's JSON twin: its path and `.json`
 PAGE_SUFFIX = ".html"  # what a page's file in a report ends with (its file rule names it; the report counts them)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from tlindex.answers.configs import shown
-from tlindex.answers.diff import compare, diff, graph_pairs
+from tlindex.answers.diff import compare, compile_run_labels, diff, graph_pairs
 from tlindex.errors import NotFound, UsageError
 from tlindex.pages.hunks import hunks
 from tlindex.pages.languages import language
@@ -51,8 +51,7 @@ def pair_data(conn: sqlite3.Connection, args: Args, ca: int, cb: int) -> dict:
     entry = compare(conn, ca, cb)
     if entry is None:
         raise NotFound(f"No compile {ca} or no compile {cb}")
-    runs = dict(conn.execute("SELECT c.id, r.label FROM compiles c JOIN runs r ON r.id = c.run_id "
-                             "WHERE c.id IN (?, ?)", (ca, cb)).fetchall())
+    runs = compile_run_labels(conn, ca, cb)
     entry["a"]["run_label"], entry["b"]["run_label"] = runs.get(ca), runs.get(cb)
     entry["graphs"] = [{"kind": pair.kind, "name": pair.name, "a_artifact": pair.a_artifact,
                         "b_artifact": pair.b_artifact, "lang": language(pair.kind, pair.name, None, pair.a_text),

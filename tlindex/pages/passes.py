@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from tlindex.answers.artifacts import payload_text
 from tlindex.answers.passes import segment
 from tlindex.errors import NotFound
 from tlindex.pages.hunks import changed_lines, hunks
@@ -13,8 +14,7 @@ from tlindex.pages.rows import Args
 
 
 def _text(conn: sqlite3.Connection, digest: str | None) -> str:
-    row = conn.execute("SELECT text FROM payloads WHERE hash = ?", (digest,)).fetchone() if digest else None
-    return row[0] if row and row[0] is not None else ""
+    return (payload_text(conn, digest) if digest else None) or ""
 
 
 def _ways(conn: sqlite3.Connection, compile: int | None = None, piece: int | None = None) -> dict | None:

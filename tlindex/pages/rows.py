@@ -1,4 +1,4 @@
-"""What every page's data function uses: rows as dicts, a page's arguments, and the data as JSON."""
+"""What every page's data function uses: a page's arguments, and the data as JSON."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import dataclasses
 import sqlite3
 from collections.abc import Mapping
 
-from tlindex.answers.sql import dicts, one  # noqa: F401 (the pages' until their SQL moves)
 from tlindex.errors import NotFound, UsageError
 
 SQLITE_MAX = (1 << 63) - 1

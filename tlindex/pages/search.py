@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
+from tlindex.answers.runs import run_labels
 from tlindex.answers.search import search
 from tlindex.errors import SearchError
 from tlindex.ingest.text_index import has_payload_index
@@ -24,8 +25,7 @@ def search_data(conn: sqlite3.Connection, args: Args) -> dict:
         except SearchError as error:
             problem = str(error)
     shown_runs = sorted({hit.run for hit in hits[:SHOWN] if hit.run is not None})
-    labels = dict(conn.execute(f"SELECT id, label FROM runs WHERE id IN ({','.join('?' * len(shown_runs))})",
-                               shown_runs).fetchall())
+    labels = run_labels(conn, shown_runs)
     groups: list[dict] = []
     for hit in hits[:SHOWN]:
         if not groups or (groups[-1]["run"], groups[-1]["compile"]) != (hit.run, hit.compile):

@@ -2,8 +2,8 @@
 
 The filter (`?q=`) keeps an artifact whose path (its run, its compile, itself) holds every word of it, a
 compile that matches or holds such an artifact, and a run that matches or holds such a compile; the page's
-filter box does the same in the browser, as you type, on the texts this module gives each node (`text`,
-lower-cased as SQLite's `lower` does). A big database is listed up to a budget of compiles and artifacts;
+filter box does the same in the browser, as you type, on the texts each node is given (`text`, read by
+tlindex.answers.tree, lower-cased as SQLite's `lower` does). A big database is listed up to a budget of compiles and artifacts;
 what the budget leaves out is counted, per run and per compile, and said.
 """
 
@@ -11,22 +11,16 @@ from __future__ import annotations
 
 import sqlite3
 
+from tlindex.answers import tree
 from tlindex.answers.names import without_attempt
 from tlindex.errors import NotFound
-from tlindex.pages.rows import Args, dicts, one
+from tlindex.pages.rows import Args
 
 RUNS_SHOWN = 50  # without ?run=, the newest runs (the older ones are counted and said, not read)
 COMPILES_SHOWN = 2_000
 ARTIFACTS_SHOWN = 3_000
 OPEN_UP_TO = 400  # artifacts listed: up to this many, every compile is shown open
 QUERY_CHARS, QUERY_WORDS = 200, 8  # a filter longer than this is cut (what is kept is said)
-
-# Each node's own text, as the filter reads it (the browser's filter box reads the same, from the page).
-RUN_TEXT = "lower('run ' || r.id || ' ' || r.label)"
-COMPILE_TEXT = ("lower('[' || c.compile_id || ']' || CASE WHEN c.generation > 0 THEN '~' || c.generation ELSE '' END"
-                " || ifnull(' rank ' || c.rank, '') || ' ' || ifnull(c.co_name, '') || ' ' || c.status)")
-ARTIFACT_TEXT = "lower(a.kind || ' ' || a.name)"
-ARTIFACT_PATH = f"{RUN_TEXT} || char(10) || {COMPILE_TEXT} || char(10) || {ARTIFACT_TEXT}"
 
 
 def ascii_lower(text: str) -> str:
@@ -44,53 +38,6 @@ def filter_words(query: str | None) -> list[str]:
 
 def matches(words: list[str], text: str) -> bool:
     return all(word in text for word in words)
-
-
-def _where(words: list[str], path: str) -> tuple[str, list[str]]:
-    """SQL keeping the rows whose `path` holds every word, and its parameters."""
-    return " AND ".join([f"instr({path}, ?) > 0" for _ in words]) or "1", list(words)
-
-
-def _in(ids: list[int]) -> str:
-    return ",".join("?" * len(ids))
-
-
-def artifact_counts(conn: sqlite3.Connection, words: list[str], runs: list[int]) -> dict[int, int]:
-    """compile row -> how many of its artifacts the filter keeps (every artifact without a filter), of the runs."""
-    where, params = _where(words, ARTIFACT_PATH)
-    return dict(conn.execute(f"""SELECT a.compile, count(*) FROM compiles c JOIN artifacts a ON a.compile = c.id
-        JOIN runs r ON r.id = c.run_id WHERE c.run_id IN ({_in(runs)}) AND {where} GROUP BY a.compile""",
-                             [*runs, *params]))
-
-
-def _runs(conn: sqlite3.Connection, only: list[int]) -> list[dict]:
-    return dicts(conn.execute(f"SELECT r.id, r.label, r.start_time, r.world_size, {RUN_TEXT} AS text "
-                              f"FROM runs r WHERE r.id IN ({_in(only)}) ORDER BY r.start_time, r.id", only))
-
-
-def _compiles(conn: sqlite3.Connection, runs: list[int]) -> dict[int, list[dict]]:
-    """run -> its compiles, by rank and then in the order each process logged them (of the runs)."""
-    found: dict[int, list[dict]] = {}
-    for compile in dicts(conn.execute(f"""
-            SELECT c.id, c.run_id, c.compile_id, c.rank, c.generation, c.co_name, c.status, {COMPILE_TEXT} AS text
-            FROM compiles c JOIN runs r ON r.id = c.run_id WHERE c.run_id IN ({_in(runs)})
-            ORDER BY c.run_id, c.rank, c.source_id, c.id""", runs)):
-        found.setdefault(compile.pop("run_id"), []).append(compile)
-    return found
-
-
-def newest_runs(conn: sqlite3.Connection, last: int) -> tuple[list[int], int]:
-    """The ids of the newest `last` runs, and how many older ones there are."""
-    ids = [row[0] for row in conn.execute("SELECT id FROM runs ORDER BY start_time DESC, id DESC LIMIT ?", (last,))]
-    return ids, conn.execute("SELECT count(*) FROM runs").fetchone()[0] - len(ids)
-
-
-def _artifacts(conn: sqlite3.Connection, compile: int, words: list[str], limit: int) -> list[dict]:
-    where, params = _where(words, ARTIFACT_PATH)
-    return dicts(conn.execute(f"""
-        SELECT a.id, a.kind, a.name, a.size, {ARTIFACT_TEXT} AS text FROM artifacts a
-        JOIN compiles c ON c.id = a.compile JOIN runs r ON r.id = c.run_id
-        WHERE a.compile = ? AND {where} ORDER BY a.envelope_id LIMIT ?""", [compile, *params, limit]))
 
 
 ANONYMOUS = "-/-"  # tlparse's [-/-]: a process's records without a compile id, not a compile
@@ -120,7 +67,8 @@ def _run_node(conn: sqlite3.Connection, run: dict, compiles: list[dict], counts:
             continue
         budget.compiles -= not anonymous
         count = counts.get(compile["id"], 0)
-        listed = _artifacts(conn, compile["id"], words, budget.artifacts) if count and budget.artifacts > 0 else []
+        listed = (tree.tree_artifacts(conn, compile["id"], words, budget.artifacts)
+                  if count and budget.artifacts > 0 else [])
         budget.artifacts -= len(listed)
         compile.update(artifact_count=count, artifacts=listed, artifacts_hidden=count - len(listed))
         run["compiles"].append(compile)
@@ -130,10 +78,7 @@ def _run_node(conn: sqlite3.Connection, run: dict, compiles: list[dict], counts:
 
 def picked_artifact(conn: sqlite3.Connection, artifact: int) -> dict:
     """An artifact chosen first (`?a=`): what the page says of it while a second one is picked."""
-    found = one(conn, """SELECT a.id, a.kind, a.name, a.size, c.id AS compile, c.compile_id, c.rank, c.run_id,
-                                r.label AS run_label
-                         FROM artifacts a LEFT JOIN compiles c ON c.id = a.compile LEFT JOIN runs r ON r.id = c.run_id
-                         WHERE a.id = ?""", (artifact,))
+    found = tree.picked_artifact(conn, artifact)
     if found is None:
         raise NotFound(f"No artifact {artifact}")
     return found
@@ -145,11 +90,11 @@ def tree_data(conn: sqlite3.Connection, args: Args) -> dict:
     words = filter_words(query)
     only = args.runs(conn) or None
     picked = args.integer("a")
-    shown_runs, older = (only, 0) if only else newest_runs(conn, RUNS_SHOWN)
-    counts = artifact_counts(conn, words, shown_runs)
-    by_run = _compiles(conn, shown_runs)
+    shown_runs, older = (only, 0) if only else tree.newest_runs(conn, RUNS_SHOWN)
+    counts = tree.artifact_counts(conn, words, shown_runs)
+    by_run = tree.tree_compiles(conn, shown_runs)
     budget, runs, kept = Budget(COMPILES_SHOWN, ARTIFACTS_SHOWN), [], {"runs": 0, "compiles": 0, "artifacts": 0}
-    for run in _runs(conn, shown_runs):
+    for run in tree.tree_runs(conn, shown_runs):
         shown = len(runs) < RUNS_SHOWN
         node = _run_node(conn, run, by_run.get(run["id"], []), counts, words, budget if shown else Budget(0, 0))
         if node is None:
@@ -165,4 +110,4 @@ def tree_data(conn: sqlite3.Connection, args: Args) -> dict:
             "runs_hidden": kept["runs"] - len(runs), "open": listed["artifacts"] <= OPEN_UP_TO or bool(words),
             "complete": kept == {"runs": len(runs), **listed},
             "picked": picked_artifact(conn, picked) if picked is not None else None,
-            "ungrouped": conn.execute("SELECT count(*) FROM compiles WHERE run_id IS NULL").fetchone()[0], "older": older}
+            "ungrouped": tree.ungrouped_compiles(conn), "older": older}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 from tlindex.answers.health import METRICS, count_runs, health, select_runs
+from tlindex.answers.runs import run_label
 from tlindex.answers.top_breaks import break_type, site_url, top_graph_breaks
 from tlindex.errors import UsageError
 from tlindex.pages.rows import Args
@@ -41,5 +42,5 @@ def graph_breaks_data(conn: sqlite3.Connection, args: Args) -> dict:
     groups = top_graph_breaks(conn, run)
     for group in groups:
         group["type"], group["site"] = break_type(group), site_url(group["gb"])
-    label = conn.execute("SELECT label FROM runs WHERE id = ?", (run,)).fetchone() if run is not None else None
-    return {"run": run, "label": label[0] if label else None, "groups": groups[:BREAKS_SHOWN], "count": len(groups)}
+    label = run_label(conn, run) if run is not None else None
+    return {"run": run, "label": label, "groups": groups[:BREAKS_SHOWN], "count": len(groups)}

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import sqlite3
 
+from tlindex.answers.runs import run_exists
 from tlindex.answers.vllm import compile_calls, has_vllm, lone_misses, pass_compiles, slowest_range
 from tlindex.errors import NotFound
 from tlindex.pages.rows import Args
 
 
 def vllm_data(conn: sqlite3.Connection, args: Args, run: int) -> dict:
-    if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run,)).fetchone() is None or not has_vllm(conn, run):
+    if not run_exists(conn, run) or not has_vllm(conn, run):
         raise NotFound(f"Run {run} logged no vLLM records")
     calls, shared = compile_calls(conn, run)
     slowest = slowest_range(calls)

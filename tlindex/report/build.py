@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tlindex.answers.artifacts import payload_row
 from tlindex.answers.queries import load_queries
 from tlindex.answers.runs import withhold_run_facts
 from tlindex.report.files import ReportFiles, log_folders
@@ -215,8 +216,8 @@ class Report:
         target = self.files.text_file(digest)
         if digest not in self.files.payload_pages and target not in self.done and not (self.out / target).exists():
             self.done.add(target)
-            row = self.conn.execute("SELECT text FROM payloads WHERE hash = ?", (digest,)).fetchone()
-            self.output.save(target, (row[0] if row else "").encode("utf-8"), payload=True)
+            row = payload_row(self.conn, digest)
+            self.output.save(target, (row["text"] if row else "").encode("utf-8"), payload=True)
         return target
 
     def claim(self, path: str) -> bool:

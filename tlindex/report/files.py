@@ -26,9 +26,9 @@ from typing import NamedTuple
 from urllib.parse import parse_qsl, urlsplit
 
 from tlindex import pages
+from tlindex.answers import report_files
 from tlindex.pages.rows import Args
 from tlindex.render.urls import STATIC_URL
-from tlindex.store.tables import METRICS_CONFIGS
 
 STATIC_PREFIXES = ("/-/static/", STATIC_URL)  # Datasette's assets, the pages' own
 TARGETS_KEPT = 50_000  # URLs whose file is remembered (a bound: a 1 GB log's report links ~100,000)
@@ -50,25 +50,16 @@ class ReportFiles:
         self.single = len(self.runs) == 1
         self.base = base  # the database's URL: pages' URLs start with it
         self.queries = queries
-        marks = ",".join("?" * len(self.runs))
-        self.compile_runs = dict(conn.execute(f"SELECT id, run_id FROM compiles WHERE run_id IN ({marks})",
-                                              self.runs).fetchall())
-        self.piece_compiles = dict(conn.execute(f"""SELECT p.id, p.compile FROM piece_compiles p
-                JOIN compiles c ON c.id = p.compile WHERE c.run_id IN ({marks})""", self.runs).fetchall())
+        self.compile_runs = report_files.compile_runs(conn, self.runs)
+        self.piece_compiles = report_files.piece_compiles(conn, self.runs)
         self.artifact_runs, self.artifact_payloads = {}, {}
         self.provenance = []  # artifacts with a provenance page
-        for artifact, run, payload, mapping in conn.execute(f"""
-                SELECT a.id, s.run_id, a.payload, a.name = 'inductor_provenance_tracking_node_mappings'
-                FROM artifacts a JOIN envelopes e ON e.id = a.envelope_id
-                JOIN sources s ON s.id = e.source_id WHERE s.run_id IN ({marks})""", self.runs):
+        for artifact, run, payload, mapping in report_files.run_artifacts(conn, self.runs):
             self.artifact_runs[artifact], self.artifact_payloads[artifact] = run, payload
             if mapping and payload:
                 self.provenance.append(artifact)
         # the compile pages also link the configs of their metrics (payloads, not artifacts)
-        configs = {digest for row in conn.execute(f"""
-                SELECT {', '.join(f"m.{column}" for column in METRICS_CONFIGS)}
-                FROM metrics m JOIN compiles c ON c.id = m.compile WHERE c.run_id IN ({marks})""", self.runs)
-                   for digest in row if digest}
+        configs = report_files.config_payloads(conn, self.runs)
         self.payload_pages = {digest for digest in self.artifact_payloads.values() if digest} | configs
         # a URL's file, remembered (a link is met on many pages), and the compile page it is rendered with
         self.target: Callable[[str], str | None] = functools.lru_cache(maxsize=TARGETS_KEPT)(self._target)
@@ -185,9 +176,7 @@ def log_folders(conn: sqlite3.Connection, run: int) -> dict[int, str]:
     rank's later process is rank_<R>_restart_<N>, processes sharing a rank add their pid, and a file
     whose name is still taken, or that has no rank, is named by its file id."""
     folders: dict[int, str] = {}
-    for file_id, process in conn.execute("""
-            SELECT file_id, min(process) FROM sources WHERE run_id = ? GROUP BY file_id
-            ORDER BY min(rank), min(coalesce(restart, 0)), file_id""", (run,)):
+    for file_id, process in report_files.log_processes(conn, run):
         name = "rank_" + re.sub(r"[^0-9A-Za-z]+", "_", process).strip("_") if process is not None else f"file_{file_id}"
         folders[file_id] = name if name not in folders.values() else f"{name}_file_{file_id}"
     return folders

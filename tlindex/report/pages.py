@@ -17,7 +17,7 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from tlindex import pages
-from tlindex.answers.queries import load_queries, read_only, run_sql
+from tlindex.answers.queries import canned_rows, load_queries
 from tlindex.errors import NotFound, UsageError
 from tlindex.pages.rows import Args
 from tlindex.report.files import Found, ReportFiles, relative
@@ -95,11 +95,7 @@ class PageWriter:
     def query_page(self, name: str, params: dict[str, str]) -> str:
         """A canned query's result as a table (the first QUERY_ROWS rows), its cells linked as in Datasette."""
         query = load_queries()[name]
-        cursor = run_sql(read_only(self.conn), query.sql, params)
-        try:
-            columns, rows = [d[0] for d in cursor.description], cursor.fetchmany(QUERY_ROWS + 1)
-        finally:
-            self.conn.set_authorizer(None)
+        columns, rows = canned_rows(self.conn, name, params, QUERY_ROWS + 1)
         return self.renderer.query(query, params, columns, rows[:QUERY_ROWS], len(rows) > QUERY_ROWS, QUERY_ROWS)
 
     def write_chromium(self, run: int, path: str) -> None:

@@ -1,0 +1,125 @@
+"""One compilation's rows, as its page reads them: the compile, its stack, recompile reasons, metrics, guards,
+graph breaks, cache events, symbols, spans, artifacts, collectives, and the compiles beside it."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from tlindex.answers.sql import dicts, one
+
+
+def compile_row(conn: sqlite3.Connection, compile: int) -> dict | None:
+    """A compile's row, with its run's label, its log's file name and its process's pid; None when there is none."""
+    return one(conn, """
+        SELECT c.*, r.label AS run_label, f.name AS file, s.pid
+        FROM compiles c JOIN sources s ON s.id = c.source_id JOIN files f ON f.id = s.file_id
+        LEFT JOIN runs r ON r.id = c.run_id WHERE c.id = ?""", (compile,))
+
+
+def siblings(conn: sqlite3.Connection, compile: dict) -> list[dict]:
+    """The other compiles of a compile's frame in its process and generation, in the order torch numbered them."""
+    return dicts(conn.execute("""
+        SELECT id, compile_id, status FROM compiles WHERE source_id = ? AND generation = ?
+        AND compiled_autograd_id IS ? AND frame_id IS ? AND id != ? ORDER BY frame_compile_id""",
+        (compile["source_id"], compile["generation"], compile["compiled_autograd_id"], compile["frame_id"],
+         compile["id"])))
+
+
+def _cut(column: str, chars: int) -> str:
+    """SQL for a column of a log's text read up to one character past `chars` (enough to say it was longer)."""
+    return f"substr({column}, 1, {chars + 1}) AS {column}"
+
+
+def stack(conn: sqlite3.Connection, envelope: int) -> list[dict]:
+    """The frames of a record's stack, by depth."""
+    return dicts(conn.execute(
+        "SELECT filename, line, name, loc FROM frames WHERE envelope_id = ? AND stack = 'stack' ORDER BY depth",
+        (envelope,)))
+
+
+def recompile_reasons(conn: sqlite3.Connection, compile: int, chars: int) -> list[dict]:
+    """The guards that failed before a compile (why it recompiled), each reason read up to `chars` + 1 characters."""
+    return dicts(conn.execute(
+        f"SELECT position, previous_compile_id, {_cut('reason', chars)} FROM failed_guards WHERE compile = ? "
+        "ORDER BY id", (compile,)))
+
+
+def compiled_pieces(conn: sqlite3.Connection, compile: int) -> int:
+    """How many vLLM pieces a compile compiled (a piece of an abandoned attempt was cut short: not counted)."""
+    return conn.execute(
+        "SELECT count(*) FROM piece_compile_spans WHERE compile = ? AND NOT abandoned", (compile,)).fetchone()[0]
+
+
+def metrics(conn: sqlite3.Connection, compile: int) -> list[dict]:
+    """A compile's metrics rows, in the order it logged them."""
+    return dicts(conn.execute("SELECT * FROM metrics WHERE compile = ? ORDER BY id", (compile,)))
+
+
+def guards(conn: sqlite3.Connection, compile: int) -> list[dict]:
+    """A compile's guards, in the order it logged them."""
+    return dicts(conn.execute(
+        "SELECT origin, depth, guard_type, text, source, user_code, symbol, value, reason FROM guards "
+        "WHERE compile = ? ORDER BY envelope_id, position", (compile,)))
+
+
+def graph_breaks(conn: sqlite3.Connection, compile: int, chars: int) -> list[dict]:
+    """A compile's graph breaks, each reason read up to `chars` + 1 characters and `cut` when longer than `chars`."""
+    return dicts(conn.execute(
+        f"SELECT id, {_cut('reason', chars)}, length(reason) > {chars} AS cut, user_file, "
+        "user_line FROM graph_break_events WHERE compile = ? ORDER BY id", (compile,)))
+
+
+def cache_events(conn: sqlite3.Connection, compile: int, chars: int) -> list[dict]:
+    """A compile's cache hits and misses, each reason read up to `chars` + 1 characters."""
+    return dicts(conn.execute(
+        f"SELECT cache, result, key, {_cut('reason', chars)} FROM cache_events WHERE compile = ? ORDER BY id",
+        (compile,)))
+
+
+def symbols(conn: sqlite3.Connection, compile: int) -> list[dict]:
+    """A compile's symbols, each once, in the order it first logged them."""
+    return dicts(conn.execute(
+        "SELECT symbol, unbacked, value, value_range, source FROM symbols WHERE compile = ? "
+        "GROUP BY symbol, unbacked, value, value_range, source ORDER BY min(id)",
+        (compile,)))
+
+
+def spans(conn: sqlite3.Connection, compile: int) -> list[dict]:
+    """A compile's chromium spans that have a time, by start."""
+    return dicts(conn.execute(
+        "SELECT name, ts_us, duration_us FROM chromium_events WHERE compile = ? AND ph = 'X' "
+        "AND ts_us IS NOT NULL AND duration_us IS NOT NULL ORDER BY ts_us",  # a span without a time has no place
+        (compile,)))
+
+
+def artifacts(conn: sqlite3.Connection, compile: int) -> list[dict]:
+    """A compile's artifacts in the order it logged them, with their record's facts and a link record's URL."""
+    return dicts(conn.execute("""
+        SELECT a.id, a.kind, a.name, a.size, a.payload, e.time, e.line, e.attempt, e.subgraph_name,
+               CASE WHEN a.kind = 'link' THEN json_extract(e.metadata, '$.url') END AS url
+        FROM artifacts a JOIN envelopes e ON e.id = a.envelope_id WHERE a.compile = ? ORDER BY a.envelope_id""",
+        (compile,)))
+
+
+def collective_ops(conn: sqlite3.Connection, compile: int) -> list[tuple[str, str, str]]:
+    """A compile's collectives as (origin: schedule or code, op, collective), in order."""
+    return conn.execute(
+        "SELECT origin, op, collective FROM collective_ops WHERE compile = ? ORDER BY envelope_id, position",
+        (compile,)).fetchall()
+
+
+def collective_ranks(conn: sqlite3.Connection, compile: dict) -> list[dict]:
+    """The same compile id on the run's other ranks, each with its scheduled ops (`ops`) and collectives (`shown`)."""
+    return dicts(conn.execute("""
+        SELECT c.id, c.rank, coalesce((SELECT group_concat(op, ' ') FROM (SELECT op FROM collective_ops
+            WHERE compile = c.id AND origin = 'schedule' ORDER BY envelope_id, position)), '') AS ops,
+            (SELECT group_concat(collective, ' ') FROM (SELECT collective FROM collective_ops
+            WHERE compile = c.id AND origin = 'schedule' ORDER BY envelope_id, position)) AS shown
+        FROM compiles c WHERE c.run_id = ? AND c.compile_id = ? AND c.id != ? ORDER BY c.rank""",
+        (compile["run_id"], compile["compile_id"], compile["id"])))
+
+
+def op_estimate(conn: sqlite3.Connection, compile: int) -> dict | None:
+    """How many ops Inductor estimated for a compile, and their estimated runtime in ms."""
+    return one(conn, "SELECT count(*) AS ops, sum(estimated_runtime_ns) / 1e6 AS ms FROM op_estimates "
+                     "WHERE compile = ?", (compile,))
