@@ -136,7 +136,7 @@ def _status(conn, upload_id: int, uploader, urls, gate: dict) -> dict:
     """An upload's status as the routes answer it; once its run is made, judged by the gate asked for (the
     request's, else the one posted with it): judged as it is read, so the same bytes posted again with other bounds
     are judged by those."""
-    from tlindex.answers.uploads import judged
+    from tlindex.answers.uploads import judged, waiting
     from tlindex.answers.uploads import upload as upload_row
 
     row = upload_row(conn, upload_id)
@@ -149,8 +149,7 @@ def _status(conn, upload_id: int, uploader, urls, gate: dict) -> dict:
         done, total = uploader.progress[upload_id]
         status["progress"] = {"bytes": done, "of": total}
     if row["state"] == "queued":
-        status["ahead"] = conn.execute("SELECT count(*) FROM uploads WHERE state IN ('queued', 'ingesting') AND id < ?",
-                                       (upload_id,)).fetchone()[0]
+        status["ahead"] = waiting(conn, before=upload_id)
     if row["run_id"] is not None:
         status["run"] = row["run_id"]
         status["run_url"] = urls.run(row["run_id"])

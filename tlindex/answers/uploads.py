@@ -22,9 +22,10 @@ def queued(conn: sqlite3.Connection) -> list[dict]:
     return dicts(conn.execute("SELECT id, digest FROM uploads WHERE state = 'queued' ORDER BY id"))
 
 
-def waiting(conn: sqlite3.Connection) -> int:
-    """How many uploads are queued or being ingested."""
-    return conn.execute("SELECT count(*) FROM uploads WHERE state IN ('queued', 'ingesting')").fetchone()[0]
+def waiting(conn: sqlite3.Connection, before: int | None = None) -> int:
+    """How many uploads are queued or being ingested (received before upload `before`)."""
+    return conn.execute("SELECT count(*) FROM uploads WHERE state IN ('queued', 'ingesting') AND id < ?",
+                        (before if before is not None else 1 << 62,)).fetchone()[0]
 
 
 def of_runs(conn: sqlite3.Connection, run_ids: list[int]) -> list[str]:
