@@ -1,9 +1,9 @@
--- tlindex's whole schema in one script: what the migrations schema/001_initial.sql to schema/025_label_source_and_uploads.sql make.
+-- tlindex's whole schema in one script: what the migrations schema/001_initial.sql to schema/026_what_the_user_said.sql make.
 -- A new database is made from it in one go (tlindex.store.db.apply_schema) and every migration up to the one
 -- named on the `as of` line is recorded as applied; a database made before is upgraded by the migrations.
 -- Written by `python -m tlindex.store.schema_script > schema/current.sql`, not by hand. The comments of the
 -- tables, and of the columns added after a table was made, are in the migrations (and docs/schema.md).
--- as of: 025_label_source_and_uploads
+-- as of: 026_what_the_user_said
 
 CREATE TABLE files (
     id INTEGER PRIMARY KEY,              -- file id
@@ -29,7 +29,7 @@ CREATE TABLE runs (
     end_time TEXT,                       -- last envelope time of any of its sources
     world_size INTEGER,                  -- number of distinct ranks (NULL when not distributed)
     source_count INTEGER                 -- number of sources (processes)
-, command TEXT, cwd TEXT, host TEXT, user TEXT, started TEXT, duration_s REAL, exit_code INTEGER, signal TEXT, ingest TEXT, label_source TEXT);
+, command TEXT, cwd TEXT, host TEXT, user TEXT, started TEXT, duration_s REAL, exit_code INTEGER, signal TEXT, ingest TEXT, label_source TEXT, last_ingest TEXT, kept INTEGER NOT NULL DEFAULT 0);
 
 CREATE TABLE sources (
     id INTEGER PRIMARY KEY,              -- source id
@@ -669,3 +669,5 @@ CREATE TABLE uploads (
 );
 
 CREATE INDEX uploads_run ON uploads(run_id);
+
+CREATE INDEX runs_last_ingest ON runs(last_ingest);

@@ -157,13 +157,17 @@ def scenario_run(conn: sqlite3.Connection, name: str) -> list[int]:
         "WHERE f.directory LIKE ? ORDER BY s.run_id", (f"%/{name}",))]
 
 
+HISTORY = {"runs": ("last_ingest",)}  # which ingest wrote a row (a staging folder's random name): not what it holds
+
+
 def sqlite_tables(path: Path) -> dict[str, list[dict]]:
-    """Every row of every schema table of a database, as dicts."""
+    """Every row of every schema table of a database, as dicts (without the HISTORY columns)."""
     conn = connect(path)
     try:
         # payload_data compared by content: a deflater may encode the same text differently (ISA-L does, rarely)
         select = {"payload_data": "SELECT hash, size, text_size, sqlar_uncompress(data, text_size) AS data FROM payload_data"}
-        return {table: [dict(row) for row in conn.execute(select.get(table, f"SELECT * FROM {table}"))]
+        return {table: [{column: value for column, value in dict(row).items() if column not in HISTORY.get(table, ())}
+                        for row in conn.execute(select.get(table, f"SELECT * FROM {table}"))]
                 for table in [*COLUMNS, "runs"]}
     finally:
         conn.close()

@@ -128,9 +128,10 @@ def _day(fixtures_db, row: dict) -> int:
 
 
 def test_nothing_crossed_exits_0(fixtures_db):
+    """(The four days arrived in one ingest: the day judged is named.)"""
     days = series(fixtures_db)
     for args in (["--baseline", str(days[3]["run_id"]), "--fail-on", FAIL_ON, "--allow-unjudged"],  # itself, allowed
-                 ["--fail-on", "failures>0"]):
+                 ["--run", str(days[3]["run_id"]), "--fail-on", "failures>0"]):
         result = CliRunner().invoke(cli, ["trend", "--db", str(fixtures_db), "--label", "series@", *args])
         assert result.exit_code == 0, result.output
         assert "no bound crossed" in result.output

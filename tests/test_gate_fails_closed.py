@@ -7,6 +7,10 @@ whose clock is late; glog lines carry no year or zone), a test rewrites the glog
 to an earlier day; nothing else of the log changes. A metric no log of tests/data ever differs on (autotuning on
 CPU) cannot be judged, which fails too; one they all log alike (no cache bypass) is skipped and counted. A log
 cut off before any compile finished is nothing to judge: a failure.
+
+The gate judges only complete runs (issue 62): the logs cut off mid-compile (at 30, 50, 70, 90 and 97 % of a real
+log's bytes, at a line boundary) and the log with a damaged payload below are HAND-MADE from real logs of tests/data
+by the tests, not logs torch wrote.
 """
 
 from __future__ import annotations
@@ -166,3 +170,131 @@ def test_run_judges_the_run_it_made_whatever_its_clock(tmp_path):
     ran = CliRunner().invoke(cli, ["run", "--db", str(db), "--baseline", "baseline", "--fail-on", "graph_breaks>+0",
                                    "--", sys.executable, "-c", write, str(late)])
     assert ran.exit_code == 1 and "CROSSED: graph_breaks>+0" in ran.output and "(just made)" in ran.output, ran.output
+
+
+# --- the gate judges only complete runs (issue 62, point 3) ----------------------------------------------------------
+
+RISE_BOUNDS = "compile_time>+20%,recompiles>+0,graph_breaks>+0,failures>0"  # a cut log is "better" on every one
+CUT_AT = (30, 50, 70, 90, 97)
+WHOLE = next((DATA / "graph_breaks").glob("*.log"))  # 12 compiles: each cut below falls inside one
+
+
+def cut_at(log: Path, percent: int, folder: Path) -> Path:
+    """HAND-MADE from a real log: a copy of it cut at `percent` % of its bytes, at the line boundary before (the
+    last line whole, as a log whose writer was killed mid-compile reads); asserted to stop inside a compile."""
+    data = log.read_bytes()
+    cut = data[:len(data) * percent // 100].rsplit(b"\n", 1)[0] + b"\n"
+    assert cut.count(b'{"dynamo_start"') > cut.count(b'{"compilation_metrics"'), "the cut must fall inside a compile"
+    folder.mkdir(parents=True, exist_ok=True)
+    copy = folder / log.name
+    copy.write_bytes(cut)
+    return copy
+
+
+def copy_into(log: Path, folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copy(log, folder / log.name))
+
+
+@pytest.fixture(scope="module")
+def whole_baseline(tmp_path_factory) -> Path:
+    """A database whose one run, labelled baseline, is the whole real log that the cut ones are cut from."""
+    folder = tmp_path_factory.mktemp("whole")
+    db = folder / "t.db"
+    assert not ingest(db, [str(copy_into(WHOLE, folder / "whole"))], run_label="baseline", jobs=1).problems
+    return db
+
+
+def write_with(log: Path) -> list[str]:
+    """A COMMAND for `tlindex run` that writes `log` into its TORCH_TRACE folder."""
+    return [sys.executable, "-c", "import os, shutil, sys; shutil.copy(sys.argv[1], os.environ['TORCH_TRACE'])",
+            str(log)]
+
+
+@pytest.mark.parametrize("percent", CUT_AT)
+def test_a_log_cut_off_mid_compile_is_not_judged_through_trend_and_run(whole_baseline, tmp_path, percent):
+    """Reproduction: a log cut off mid-compile passed every rise bound (fewer compiles, less compile time), exit 0,
+    through `trend` and through `tlindex run --baseline`."""
+    db = tmp_path / "t.db"
+    shutil.copy(whole_baseline, db)
+    cut = cut_at(WHOLE, percent, tmp_path / "cut")
+    assert not ingest(db, [str(cut)], run_label="cut", jobs=1).problems
+    result = trend(db, "--baseline", "baseline", "--fail-on", RISE_BOUNDS)
+    assert result.exit_code == 1, result.output
+    assert "(ingested last)" in result.output and "compile cut off" in result.output, result.output
+    assert re.search(r"NOT JUDGED: run \d+ is incomplete: 1 compile cut off \(\[\d+/\d+\] began and never ended",
+                     result.output), result.output
+    allowed = trend(db, "--baseline", "baseline", "--fail-on", RISE_BOUNDS, "--allow-unjudged")
+    assert allowed.exit_code == 0 and "allowed by --allow-unjudged" in allowed.output, allowed.output
+    ran = CliRunner().invoke(cli, ["run", "--db", str(db), "--baseline", "baseline", "--fail-on", RISE_BOUNDS, "--",
+                                   *write_with(cut)])
+    assert ran.exit_code == 1 and "(just made)" in ran.output and "compile cut off" in ran.output, ran.output
+
+
+def test_a_baseline_cut_off_mid_compile_is_not_judged_against(whole_baseline, tmp_path):
+    """A cut-off baseline makes any run look worse (or better): the comparison is not judged either."""
+    db = tmp_path / "t.db"
+    cut = cut_at(WHOLE, 50, tmp_path / "cut")
+    ingest(db, [str(cut)], run_label="baseline", jobs=1)
+    ingest(db, [str(copy_into(WHOLE, tmp_path / "whole"))], run_label="whole", jobs=1)
+    result = trend(db, "--baseline", "baseline", "--fail-on", "compile_time<-90%")
+    assert result.exit_code == 1 and "NOT JUDGED: baseline run 1 is incomplete: 1 compile cut off" in result.output, \
+        result.output
+
+
+def test_a_run_with_ingest_errors_in_its_logs_is_not_judged(whole_baseline, tmp_path):
+    """HAND-MADE from a real log: one payload line changed, so its md5 no longer matches (an ingest error)."""
+    db = tmp_path / "t.db"
+    shutil.copy(whole_baseline, db)
+    lines = WHOLE.read_bytes().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith(b"\t") and i > 10)
+    lines[at] = lines[at][:-1] + b" tampered\n"
+    damaged = tmp_path / "damaged" / WHOLE.name
+    damaged.parent.mkdir()
+    damaged.write_bytes(b"".join(lines))
+    ingest(db, [str(damaged)], run_label="damaged", jobs=1)
+    result = trend(db, "--baseline", "baseline", "--fail-on", RISE_BOUNDS)
+    assert result.exit_code == 1, result.output
+    assert re.search(r"NOT JUDGED: run \d+ is incomplete: 1 ingest error in its logs \(md5_mismatch ×1",
+                     result.output), result.output
+
+
+def test_a_run_with_fewer_ranks_or_another_world_size_than_its_baseline_is_not_judged(tmp_path):
+    """Reproduction: a 2-rank baseline against a run where one rank wrote nothing (its file is not there) passed."""
+    two = sorted((DATA / "ddp_2ranks").glob("*.log"))
+    db = tmp_path / "t.db"
+    ingest(db, [str(copy_into(log, tmp_path / "both")) for log in two], run_label="baseline", jobs=1)
+    ingest(db, [str(copy_into(two[0], tmp_path / "one"))], run_label="one rank", jobs=1)
+    result = trend(db, "--baseline", "baseline", "--fail-on", RISE_BOUNDS)
+    assert result.exit_code == 1, result.output
+    assert "NOT JUDGED: run 2 has 1 rank, its baseline run 1 has 2" in result.output, result.output
+    ingest(db, [str(copy_into(log, tmp_path / "four")) for log in sorted((DATA / "ddp_4ranks_diverge").glob("*.log"))],
+           run_label="four ranks", jobs=1)
+    four = trend(db, "--baseline", "baseline", "--run", "four ranks", "--fail-on", "failures>0")
+    assert four.exit_code == 1 and "NOT JUDGED: run 3 has 4 ranks, its baseline run 1 has 2" in four.output, four.output
+    ingest(db, [str(copy_into(log, tmp_path / "again")) for log in two], run_label="two ranks again", jobs=1)
+    same = trend(db, "--baseline", "baseline", "--run", "two ranks again", "--fail-on", "failures>0")
+    assert same.exit_code == 0 and "NOT JUDGED" not in same.output, same.output
+
+
+def test_several_runs_arriving_in_the_ingest_judged_are_not_judged_unless_one_is_named(tmp_path):
+    """Reproduction: two runs arrived in one ingest; the one not judged (by folder name order, ingested first)
+    regressed, and the gate said "no bound crossed". Now: NOT JUDGED, naming both; `--run` judges the one named."""
+    series = sorted((DATA / "series").glob("*.log"), key=lambda log: log.read_bytes().count(b'{"dynamo_start"'))
+    db = tmp_path / "t.db"
+    ingest(db, [str(copy_into(series[1], tmp_path / "base"))], run_label="baseline", jobs=1)
+    worse, better = copy_into(series[-1], tmp_path / "a-worse"), copy_into(series[0], tmp_path / "b-better")
+    summary = ingest(db, [str(worse.parent), str(better.parent)], jobs=1)
+    conn = connect(db)
+    ids = {Path(directory).name: run for run, directory in conn.execute("SELECT id, directory FROM runs")}
+    conn.close()
+    assert sorted(summary.runs) == sorted([ids["a-worse"], ids["b-better"]]) and ids["b-better"] > ids["a-worse"]
+    bounds = "recompiles>+0,graph_breaks>+0,failures>0"  # (the better day's cold cache took longer to compile)
+    result = trend(db, "--baseline", "baseline", "--fail-on", bounds)
+    assert result.exit_code == 1, result.output
+    assert (f"NOT JUDGED: run {ids['b-better']} arrived in one ingest with run {ids['a-worse']}: name the run to "
+            f"judge with --run") in result.output, result.output
+    worst = trend(db, "--baseline", "baseline", "--run", str(ids["a-worse"]), "--fail-on", bounds)
+    assert worst.exit_code == 1 and "CROSSED: graph_breaks>+0" in worst.output and "NOT JUDGED" not in worst.output
+    fine = trend(db, "--baseline", "baseline", "--run", str(ids["b-better"]), "--fail-on", bounds)
+    assert fine.exit_code == 0 and "no bound crossed" in fine.output, fine.output

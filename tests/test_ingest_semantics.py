@@ -312,3 +312,141 @@ def test_a_log_rewritten_in_place_replaces_what_was_ingested(tmp_path):
         assert counts(db_path) == counts(clean)
         assert [tuple(r) for r in connect(db_path).execute("SELECT path, size FROM files")] == \
             [(str(log.resolve()), len(content))]
+
+
+# --- what the user said survives a re-ingest (issue 62, point 4) -----------------------------------------------------
+
+FACTS = {"command": '["python", "train.py"]', "cwd": "/work", "host": "box", "user": "me",
+         "started": "2026-01-02T03:04:05.000000", "duration_s": 4.5, "exit_code": 0, "signal": None}
+
+
+def said(db_path) -> list[tuple]:
+    """What a user said of each run: id, label, kept mark, run facts, and how many processes it has."""
+    conn = connect(db_path)
+    try:
+        return [tuple(row) for row in conn.execute(
+            "SELECT id, label, kept, command, cwd, host, user, started, duration_s, exit_code, signal, "
+            "(SELECT count(*) FROM sources s WHERE s.run_id = runs.id) FROM runs ORDER BY id")]
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("scenario", ["graph_breaks", "ddp_2ranks"])
+def test_a_reingest_or_replace_keeps_the_runs_label_kept_mark_and_facts(tmp_path, scenario):
+    """Reproduction: `ingest --replace` gave a run labelled `baseline` a folder-derived label and lost its run facts,
+    so the next gate failed with "no run matches 'baseline'". A log rewritten in place is re-ingested the same way."""
+    from tlindex import Database
+
+    folder = tmp_path / scenario
+    shutil.copytree(DATA / scenario, folder)
+    db_path = tmp_path / "t.db"
+    ingest(db_path, [str(folder)], jobs=1)
+    labelled = CliRunner().invoke(cli, ["label", "1", "baseline", "--keep", "--db", str(db_path)])
+    assert labelled.exit_code == 0 and "kept" in labelled.output, labelled.output
+    with Database(db_path, write=True) as db:
+        db.record_facts(1, FACTS)
+    before = said(db_path)
+    assert before[0][1:3] == ("baseline", 1)
+    replaced = CliRunner().invoke(cli, ["ingest", str(folder), "--replace", "--db", str(db_path), "--silent"])
+    assert replaced.exit_code == 0, replaced.output
+    assert said(db_path) == before
+    log = sorted(folder.glob("*.log"))[0]
+    log.write_bytes(log.read_bytes()[: log.stat().st_size // 2].rsplit(b"\n", 1)[0] + b"\n")  # rewritten in place
+    os.utime(log, (time.time() + 5, time.time() + 5))
+    assert ingest(db_path, [str(folder)], jobs=1).rewritten == [str(log.resolve())]
+    assert said(db_path) == before
+    gate = CliRunner().invoke(cli, ["trend", "--db", str(db_path), "--baseline", "baseline"])
+    assert gate.exit_code == 0, gate.output
+
+
+def test_a_killed_replace_leaves_no_run_emptied_of_its_files(tmp_path, monkeypatch):
+    """Reproduction: a `--replace` stopped after its first merge left the run labelled `baseline` without any
+    process until the next ingest (the file's new processes were in a provisional run)."""
+    import tlindex.ingest.pipeline as pipeline
+
+    for name in ("graph_breaks", "dynamic"):
+        shutil.copytree(DATA / name, tmp_path / name)
+    db_path = tmp_path / "t.db"
+    ingest(db_path, [str(tmp_path / "graph_breaks")], run_label="baseline", jobs=1)
+    ingest(db_path, [str(tmp_path / "dynamic")], jobs=1)
+    before = said(db_path)
+    real, calls = pipeline.merge, []
+
+    def stopped_at_the_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "merge", stopped_at_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        ingest(db_path, [str(tmp_path / "graph_breaks"), str(tmp_path / "dynamic")], replace=True, jobs=1)
+    assert said(db_path) == before  # the replaced file's processes are in their run already, its label kept
+
+
+# --- `tlindex rm` and an ingest still running ------------------------------------------------------------------------
+
+def _rm_during_the_first_merge(monkeypatch, db_path, names) -> list:
+    """Make the next ingest run `tlindex rm NAMES` right after its first merge (the ingest still running)."""
+    import tlindex.ingest.pipeline as pipeline
+
+    real, results = pipeline.merge, []
+
+    def then_rm(*args, **kwargs):
+        file_id = real(*args, **kwargs)
+        if not results:
+            results.append(CliRunner().invoke(cli, ["rm", *names(), "--db", str(db_path)]))
+        return file_id
+
+    monkeypatch.setattr(pipeline, "merge", then_rm)
+    return results
+
+
+@pytest.mark.parametrize("label", [None, "nightly"])
+def test_rm_refuses_a_run_an_ingest_is_still_writing_and_says_which_ingest(tmp_path, monkeypatch, label):
+    """Reproduction: `rm` of a run an ingest was still writing succeeded, and the ingest then reported the removed
+    files as ingested, exit 0. Its provisional run, and a labelled run it attaches files to, are refused."""
+    db_path = tmp_path / "t.db"
+    if label:
+        ingest(db_path, [str(DATA / "dynamic")], run_label=label, jobs=1)
+    logs = scenario_logs("cache")  # one folder, two logs: merged one after the other
+    results = _rm_during_the_first_merge(monkeypatch, db_path, lambda: [
+        str(run) for (run,) in connect(db_path).execute("SELECT DISTINCT run_id FROM sources")])
+    summary = ingest(db_path, [str(log) for log in logs], run_label=label, jobs=1)
+    (refused,) = results
+    assert refused.exit_code == 1 and "is being written by an ingest still running" in refused.output, refused.output
+    assert ".t.db.staging-" in refused.output and "nothing removed" in refused.output
+    assert summary.files == 2 and not summary.problems
+    conn = connect(db_path)
+    assert conn.execute("SELECT count(*) FROM files").fetchone()[0] == 2 + bool(label)
+    removed = CliRunner().invoke(cli, ["rm", *[str(r) for (r,) in conn.execute("SELECT id FROM runs")],
+                                       "--db", str(db_path)])
+    assert removed.exit_code == 0, removed.output  # the ingest has ended: its runs can go
+
+
+def test_an_ingest_continuing_a_log_whose_run_was_removed_says_so(tmp_path, monkeypatch):
+    """The other order: the run of a grown log is removed after the ingest read where the log stood, before it
+    merged the rest (the run was not being written yet, so `rm` may remove it): the ingest says what it lost."""
+    log = scenario_logs("train_step")[0]
+    content = log.read_bytes()
+    live = tmp_path / "trace" / log.name
+    live.parent.mkdir()
+    live.write_bytes(content[:content.index(b"\nV", len(content) // 2) + 1])
+    db_path = tmp_path / "t.db"
+    ingest(db_path, [str(live)], jobs=1)
+    live.write_bytes(content)
+    import tlindex.ingest.pipeline as pipeline
+
+    real, removed = pipeline.merge, []
+
+    def rm_first(*args, **kwargs):
+        if not removed:
+            removed.append(CliRunner().invoke(cli, ["rm", "1", "--db", str(db_path)]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "merge", rm_first)
+    summary = ingest(db_path, [str(live)], jobs=1)
+    assert removed[0].exit_code == 0, removed[0].output
+    assert summary.files == 0 and summary.continued == 0
+    (problem,) = summary.problems
+    assert str(live) in problem and "its run was removed" in problem and "ingest it again" in problem

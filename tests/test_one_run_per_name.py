@@ -236,3 +236,73 @@ def test_no_bidi_control_reaches_the_terminal_from_a_folder_name(tmp_path):
         assert "\u202e" not in result.output, args
     shown = CliRunner().invoke(cli, ["query", "select directory from runs", "--db", str(db), "--tsv"])
     assert "run<U+202E>gol.py" in shown.output
+
+
+# --- names that name nothing (issue 62, point 4) ----------------------------------------------------------------------
+
+NAMES_OF_NOTHING = ["99999999999999999999", str(2 ** 63), "\u200b", "\u00ad", "\u202e", " \u200b "]
+COMPILES_OF_NOTHING = ["99999999999999999999", "0/0@99999999999999999999", "0/0~99999999999999999999",
+                       "0/0@pid99999999999999999999", "1:0/0@99999999999999999999", "\u200b:0/0"]
+
+
+@pytest.mark.parametrize("name", NAMES_OF_NOTHING, ids=["past 2^63", "2^63", "zero-width space", "soft hyphen",
+                                                       "U+202E", "blank"])
+def test_a_number_past_sqlite_or_a_name_that_prints_as_nothing_names_no_run_everywhere(hostile, tmp_path, name):
+    """Reproduction: `tlindex rm $'\\u200b'` removed the only run (it begins every label), and a number past 2^63
+    crashed every command that takes a run with a traceback. Every parameter that takes a run (the recipes above,
+    derived from the click group): exit 1, one line saying no run matches, nothing removed or renamed."""
+    _, source, victim = hostile
+    db = tmp_path / "names.db"
+    shutil.copy(source, db)
+    before = _runs(db)
+    other = str(next(run for run, _ in before if run != victim))
+    wrong = []
+    for (command, _), lines in recipes(db, tmp_path, other).items():
+        for line in lines:
+            result = CliRunner().invoke(cli, [name if word == "NAME" else word for word in line])
+            said = "no run matches" in result.output or "names no run" in result.output
+            if not (result.exit_code == 1 and said and isinstance(result.exception, (SystemExit, type(None)))):
+                wrong.append((command, line[:3], result.exit_code, result.output[-300:], repr(result.exception)))
+    assert not wrong, wrong[:3]
+    assert _runs(db) == before
+
+
+@pytest.mark.parametrize("name", COMPILES_OF_NOTHING)
+def test_a_compile_named_by_numbers_past_sqlite_names_no_compile(hostile, name):
+    """Reproduction: `tlindex show compile 99999999999999999999` crashed (a number past SQLite's integers)."""
+    _, db, _ = hostile
+    result = CliRunner().invoke(cli, ["show", "compile", name, "--db", str(db)])
+    assert result.exit_code == 1 and isinstance(result.exception, (SystemExit, type(None))), \
+        (result.output, result.exception)
+    assert "no compile" in result.output or "names no run" in result.output, result.output
+
+
+@pytest.mark.asyncio
+async def test_pages_and_canned_queries_answer_404_for_a_name_of_nothing(hostile):
+    """Reproduction: canned `?run=`, guards_diff `?compile=`, search and trend `?run=` with a number past 2^63
+    answered 500. Every page without ids in its path (the page declarations) and every canned query with a run or
+    compile parameter (queries/): 404 saying so, or the page as without the argument, never 500."""
+    from conftest import close_datasette
+    from datasette.app import Datasette
+
+    _, db, _ = hostile
+    ds = Datasette([str(db)])
+    await ds.invoke_startup()
+    try:
+        for name in NAMES_OF_NOTHING:
+            for page in (p for p in PAGES if not p.placeholders):
+                url = f"/names{page.path}" + (".json" if page.json_twin else "")
+                asked = await ds.client.get(url, params={"q": "aten", "run": name})
+                assert asked.status_code in (200, 400, 404), (page.name, name, asked.status_code, asked.text[-300:])
+            for query in RUN_QUERIES:
+                asked = await ds.client.get(f"/names/{query}.json", params={"run": name})
+                assert asked.status_code == 404 and "run" in asked.text, (query, name, asked.status_code)
+        compile_queries = sorted(q.name for q in load_queries().values() if "compile" in {n for n, _ in q.params})
+        assert "guards_diff" in compile_queries
+        for name in COMPILES_OF_NOTHING:
+            for query in compile_queries:
+                asked = await ds.client.get(f"/names/{query}.json", params={"compile": name})
+                assert asked.status_code == 404 and ("no compile" in asked.text or "names no run" in asked.text), \
+                    (query, name, asked.status_code, asked.text[-300:])
+    finally:
+        close_datasette(ds)

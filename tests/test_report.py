@@ -333,3 +333,30 @@ def test_a_report_of_logs_none_of_which_can_be_read_says_why_and_writes_nothing(
     assert "nothing to report" in said and "tlindex-report-" not in said and "no run" not in said
     assert all(f"{path}: no such file or directory" in said for path in missing)
     assert not (tmp_path / "out").exists()
+
+
+def test_raw_jsonl_rereads_a_log_only_while_it_is_the_file_ingested(tmp_path):
+    """Reproduction: raw.jsonl was read from the ingested path at the old offsets after the file there was replaced
+    by another log (2 lines instead of 104, no warning). Now a log whose first bytes no longer hash as ingested is
+    said and its raw.jsonl not written; a log that only grew since is read as ingested."""
+    from conftest import ingest
+
+    (log,) = scenario_logs("graph_breaks")
+    (other,) = scenario_logs("dynamic")
+    live = tmp_path / "trace" / log.name
+    live.parent.mkdir()
+    shutil.copy(log, live)
+    db = tmp_path / "t.db"
+    ingest(db, [str(live)], jobs=1)
+    whole = write_report(db, tmp_path / "whole", [1])
+    lines = (tmp_path / "whole" / "raw.jsonl").read_text().splitlines()
+    assert not whole.warnings and len(lines) > 100
+    with open(live, "ab") as grown:  # the job went on writing
+        grown.write(other.read_bytes())
+    grown_report = write_report(db, tmp_path / "grown", [1])
+    assert not grown_report.warnings and (tmp_path / "grown" / "raw.jsonl").read_text().splitlines() == lines
+    shutil.copy(other, live)  # another log in its place
+    replaced = write_report(db, tmp_path / "replaced", [1])
+    assert not (tmp_path / "replaced" / "raw.jsonl").exists()
+    (warning,) = [w for w in replaced.warnings if "raw.jsonl" in w]
+    assert f"{live.resolve()} is no longer the log that was ingested" in warning and "ingest it again" in warning

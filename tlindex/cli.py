@@ -542,9 +542,9 @@ def spark_ingest(paths: tuple[str, ...], out_dir: str, master: str, run_label: s
 @click.option("--json", "as_json", is_flag=True, help="Print the runs as a JSON list")
 @run_list_options
 def runs_command(db_path: str, as_json: bool, last: int | None, since: str | None, all_runs: bool) -> None:
-    """List the last 50 runs, oldest first (as every page and command lists them): id, label, start, ranks,
-    compiles, failures, worst finding; a run that `tlindex run` wrote also shows its command line, how it ended,
-    how long it took, where and by whom."""
+    """List the last 50 runs, oldest first (as every page and command lists them): id, label (and whether it is
+    kept), start, ranks, compiles, failures, worst finding; a run that `tlindex run` wrote also shows its command
+    line, how it ended, how long it took, where and by whom."""
     import json
 
     with database(db_path) as db:
@@ -554,8 +554,8 @@ def runs_command(db_path: str, as_json: bool, last: int | None, since: str | Non
         return
     for run in listed:
         ranks = run["ranks_text"]
-        say(f"{run['id']:>4}  {run['label']}  {(run['start'] or '')[:19]}  {ranks}, {run['compiles']} compiles, "
-            f"{run['failures']} failed  {run['worst_finding'] or 'nothing to report'}")
+        say(f"{run['id']:>4}  {run['label']}{' (kept)' * run['kept']}  {(run['start'] or '')[:19]}  {ranks}, "
+            f"{run['compiles']} compiles, {run['failures']} failed  {run['worst_finding'] or 'nothing to report'}")
         ran = run["ran"]
         if ran:
             where = ", ".join(part for part in (ran["user"] and f"{ran['user']}@{ran['host']}" or ran["host"],
@@ -582,13 +582,22 @@ def rm_command(runs: tuple[str, ...], db_path: str) -> None:
 
 @cli.command(name="label")
 @click.argument("run")
-@click.argument("new_label", callback=label_value)
+@click.argument("new_label", required=False, callback=label_value)
+@click.option("--keep/--no-keep", "kept", default=None,
+              help="Mark the run kept (a run to stay, such as a baseline), or no longer kept")
 @db_option
-def label_command(run: str, new_label: str, db_path: str) -> None:
-    """Rename a run (an id, label or unique label prefix) to NEW_LABEL."""
+def label_command(run: str, new_label: str | None, kept: bool | None, db_path: str) -> None:
+    """Rename a run (an id, label or unique label prefix) to NEW_LABEL, and with --keep mark it kept (--no-keep: not).
+
+    A re-ingest of its logs (--replace, a log rewritten in place) keeps its label, its kept mark and what `tlindex
+    run` knew of its command."""
+    if new_label is None and kept is None:
+        raise click.UsageError("give NEW_LABEL, --keep or --no-keep")
     with database(db_path, write=True) as db:
-        renamed = db.rename_run(run, new_label)
-    say(f"run {renamed['id']}: {renamed['old']!r} is now {renamed['new']!r}", err=True)
+        renamed = db.rename_run(run, new_label, kept)
+    named = f" {renamed['new']!r}" if new_label is None else f": {renamed['old']!r} is now {renamed['new']!r}"
+    mark = "" if kept is None else " (kept)" if renamed["kept"] else " (not kept)"
+    say(f"run {renamed['id']}{named}{mark}", err=True)
 
 
 @cli.command(name="run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

@@ -131,20 +131,25 @@ class Database:
 
     def remove_runs(self, names: Sequence[str]) -> dict[str, Any]:
         """Delete runs (named as everywhere) and every row only theirs, in one transaction: {"removed": {id: label},
-        "runs", "sources", "files"}. A name that matches several runs deletes nothing."""
+        "runs", "sources", "files"}. A name that matches several runs deletes nothing, nor does a run that an ingest
+        still running is writing (RunBusy names that ingest)."""
+        from tlindex.ingest.pipeline import live_ingests
         from tlindex.ingest.runs import remove_runs
 
         self._writing("removing runs")
         named = {run["id"]: run["label"] for run in (self.run(name) for name in names)}
-        return {"removed": dict(sorted(named.items())), **remove_runs(self.conn, list(named))}
+        return {"removed": dict(sorted(named.items())),
+                **remove_runs(self.conn, list(named), lambda: live_ingests(self.path))}
 
-    def rename_run(self, run: str, label: str) -> dict[str, Any]:
-        """Give a run a new label (labels are unique): {"id", "old", "new"}."""
+    def rename_run(self, run: str, label: str | None, kept: bool | None = None) -> dict[str, Any]:
+        """Give a run a new label (labels are unique; None keeps its label) and, unless `kept` is None, mark it kept
+        or not (a run to stay, such as a baseline): {"id", "old", "new", "kept"}."""
         from tlindex.ingest.runs import rename_run
 
         self._writing("renaming a run")
         found = self.run(run)
-        return {"id": found["id"], "old": found["label"], "new": rename_run(self.conn, found["id"], label)}
+        new, marked = rename_run(self.conn, found["id"], label, kept)
+        return {"id": found["id"], "old": found["label"], "new": new, "kept": marked}
 
     def record_facts(self, run_id: int, facts: dict) -> None:
         """Keep on a run's row what `tlindex run` knew of the command that wrote it (tlindex.run.Ran.facts)."""

@@ -32,6 +32,10 @@ class UnknownCompile(NotFound):
     """A compile name that names no compile, or several (the message lists them)."""
 
 
+class RunBusy(TlindexError):
+    """A run an ingest still running is writing: it is not removed until that ingest ends (the message names it)."""
+
+
 class DatabaseError(TlindexError):
     """A database tlindex must not (or cannot) write to; the message says why, naming the file."""
 

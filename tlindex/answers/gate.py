@@ -13,10 +13,13 @@ A clause is crossed when `value OP bound` (the change for a signed bound) holds.
 
 The gate judges one run: the one the user names, else the one ingested last (the highest run id: the order of
 ingest, never the logs' clocks, which carry no year or zone), or the run `tlindex run` just ingested; it says
-which and why. It fails closed: a metric the run or the baseline did not log (no backward compile, autotuning on
-CPU, a log cut off mid-compile), a run that finished no compile, and a run judged against itself are failures
-that name what could not be judged, unless the caller allows them (`--allow-unjudged`). When a bound is crossed,
-the compiles that changed most between the baseline and that run are named, as `tlindex diff` ranks them.
+which and why. It judges only complete runs, and fails closed: a metric the run or the baseline did not log (no
+backward compile, autotuning on CPU), a run that finished no compile, a run judged against itself, a run or
+baseline that is incomplete (a compile cut off, ingest errors in its logs: tlindex.answers.health.incomplete), a
+run of other ranks than its baseline's, and a run ingested last along with others in one ingest (unless it is
+named) are failures that name what could not be judged, unless the caller allows them (`--allow-unjudged`). When a
+bound is crossed, the compiles that changed most between the baseline and that run are named, as `tlindex diff`
+ranks them.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import sqlite3
 from dataclasses import dataclass, field
 
 from tlindex.answers.diff import diff, entry_lines
-from tlindex.answers.health import BY_NAME, METRICS, Metric, run_health
+from tlindex.answers.health import BY_NAME, METRICS, Metric, incomplete, run_health
 from tlindex.errors import UsageError
 
 CLAUSE_RE = re.compile(r"^\s*([A-Za-z_]+)\s*(>=|<=|>|<)\s*([+-]?)\s*(\d+(?:\.\d*)?|\.\d+)\s*(%?)\s*$")
@@ -168,13 +171,28 @@ class GateResult:
 FINISHED = "status NOT IN ('missing', 'none')"  # a compile that logged its compilation metrics (schema: status)
 
 
-def last_ingested(run_ids: list[int]) -> int | None:
-    """The run ingested last of these: the highest id (ids grow with each run an ingest makes; clocks do not)."""
-    return max(run_ids) if run_ids else None
+def last_ingested(conn: sqlite3.Connection, run_ids: list[int]) -> tuple[int | None, list[int]]:
+    """The run ingested last of these: the highest id (ids grow with each run an ingest makes; clocks do not); and
+    the others of these that arrived in the same ingest (made or grown by it: runs.last_ingest)."""
+    if not run_ids:
+        return None, []
+    last = max(run_ids)
+    row = conn.execute("SELECT last_ingest FROM runs WHERE id = ?", (last,)).fetchone()
+    if row is None or row[0] is None:
+        return last, []
+    together = {run for (run,) in conn.execute("SELECT id FROM runs WHERE last_ingest = ? AND id != ?", (row[0], last))}
+    return last, sorted(together & set(run_ids))
 
 
-def unjudgeable(conn: sqlite3.Connection, run_id: int, baseline_id: int | None) -> list[str]:
-    """What keeps a run from being judged at all: it is the baseline itself, or it finished no compile."""
+def _ranks(count: int | None) -> str:
+    return f"{count} rank{'s' * (count != 1)}" if count else "no rank (one process, not distributed)"
+
+
+def unjudgeable(conn: sqlite3.Connection, run_id: int, baseline_id: int | None,
+                arrived_with: list[int] | tuple[int, ...] = ()) -> list[str]:
+    """What keeps a run from being judged at all: it is the baseline itself, it finished no compile, it or its
+    baseline is incomplete (tlindex.answers.health.incomplete), it has other ranks than its baseline, or it was
+    chosen as ingested last while the runs `arrived_with` arrived in the same ingest."""
     found = []
     if baseline_id is not None and baseline_id == run_id:
         found.append(f"run {run_id} is the baseline itself (name the run to judge, or another baseline)")
@@ -182,18 +200,30 @@ def unjudgeable(conn: sqlite3.Connection, run_id: int, baseline_id: int | None) 
     if not finished:
         found.append(f"run {run_id} finished no compile (its logs hold no compilation metrics: cut off mid-compile, "
                      f"or it compiled nothing)")
+    found += [f"run {run_id} is incomplete: {why}" for why in incomplete(conn, run_id)]
+    if baseline_id is not None and baseline_id != run_id:
+        found += [f"baseline run {baseline_id} is incomplete: {why}" for why in incomplete(conn, baseline_id)]
+        ranks = dict(conn.execute("SELECT id, world_size FROM runs WHERE id IN (?, ?)", (run_id, baseline_id)))
+        if (ranks.get(run_id) or 1) != (ranks.get(baseline_id) or 1):
+            found.append(f"run {run_id} has {_ranks(ranks.get(run_id))}, its baseline run {baseline_id} has "
+                         f"{_ranks(ranks.get(baseline_id))} (a rank that wrote nothing, or another world size)")
+    if arrived_with:
+        found.append(f"run {run_id} arrived in one ingest with run{'s' * (len(arrived_with) != 1)} "
+                     f"{', '.join(map(str, arrived_with))}: name the run to judge with --run")
     return found
 
 
 def gate(conn: sqlite3.Connection, run_id: int, baseline_id: int | None, clauses: list[Clause],
-         changed: int = CHANGED_COMPILES, why: str = "named", allow_unjudged: bool = False) -> GateResult:
-    """Judge one run against a baseline (`why` says why this run); when a bound is crossed, the `changed` compiles
-    that changed most. What cannot be judged fails the gate unless `allow_unjudged`."""
+         changed: int = CHANGED_COMPILES, why: str = "named", allow_unjudged: bool = False,
+         arrived_with: list[int] | tuple[int, ...] = ()) -> GateResult:
+    """Judge one run against a baseline (`why` says why this run; `arrived_with`, the other runs of the ingest that
+    made it when it was chosen as ingested last); when a bound is crossed, the `changed` compiles that changed most.
+    What cannot be judged fails the gate unless `allow_unjudged`."""
     check_baseline(clauses, baseline_id)
     run = run_health(conn, run_id)
     base = run_health(conn, baseline_id) if baseline_id is not None else None
-    result = GateResult(run, base, judge(clauses, run, base), why=why,
-                        unjudgeable=unjudgeable(conn, run_id, baseline_id), allow_unjudged=allow_unjudged)
+    result = GateResult(run, base, judge(clauses, run, base), why=why, allow_unjudged=allow_unjudged,
+                        unjudgeable=unjudgeable(conn, run_id, baseline_id, arrived_with))
     if result.crossed and baseline_id is not None and baseline_id != run_id and changed:
         compared = diff(conn, str(baseline_id), str(run_id))
         result.changed = [entry for entry in compared["compiles"] if entry["changes"] or not (entry["a"] and entry["b"])

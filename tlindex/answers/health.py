@@ -104,6 +104,38 @@ def run_health(conn: sqlite3.Connection, run_id: int, columns: tuple[str, ...] |
     return row or {"run_id": run_id, **{c: (0 if c in ZERO_WITHOUT_COMPILES else None) for c in columns}}
 
 
+CUT_OFF_SHOWN = 5  # compiles cut off named in a sentence
+
+
+def ingest_error_kinds(conn: sqlite3.Connection, run_id: int) -> list[tuple[str, int]]:
+    """The ingest errors of a run's logs by kind, most first (the finding `ingest_errors` says them too)."""
+    return conn.execute("""
+        SELECT e.kind, count(*) FROM ingest_errors e JOIN sources s ON s.id = e.source_id
+        WHERE s.run_id = ? GROUP BY e.kind ORDER BY 2 DESC""", (run_id,)).fetchall()
+
+
+def incomplete(conn: sqlite3.Connection, run_id: int) -> list[str]:
+    """Why a run's logs do not hold the whole of what it compiled, each in words (none when they do): the one place
+    that decides it (the gate judges only complete runs). A compile cut off began (its `dynamo_start` is there) and
+    never logged its compilation metrics (status `missing`): the log stops mid-compile. An ingest error is a line
+    tlindex could not index as it is (a last line cut off, a payload whose md5 does not match, ...)."""
+    found = []
+    cut = conn.execute("SELECT compile_id, rank FROM compiles WHERE run_id = ? AND status = 'missing' AND "
+                       "dynamo_start IS NOT NULL ORDER BY id", (run_id,)).fetchall()
+    if cut:
+        named = ", ".join(f"[{compile_id}]" + (f" on rank {rank}" if rank is not None else "")
+                          for compile_id, rank in cut[:CUT_OFF_SHOWN]) + (", …" if len(cut) > CUT_OFF_SHOWN else "")
+        found.append(f"{len(cut):,} compile{'s' * (len(cut) != 1)} cut off ({named} began and never ended: its log "
+                     f"stops mid-compile)")
+    errors = ingest_error_kinds(conn, run_id)
+    if errors:
+        total = sum(n for _, n in errors)
+        kinds = ", ".join(f"{kind} ×{n}" for kind, n in errors)
+        found.append(f"{total:,} ingest error{'s' * (total != 1)} in its logs ({kinds}: the table ingest_errors "
+                     f"says where)")
+    return found
+
+
 def select_runs(conn: sqlite3.Connection, names: list[str] | tuple[str, ...] = (), label: str | None = None,
                 last: int | None = None) -> list[int]:
     """The runs a trend shows, oldest first: those named (id, label or unique label prefix, as everywhere), else

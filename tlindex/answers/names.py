@@ -20,6 +20,7 @@ from tlindex.errors import UnknownCompile, UnknownRun
 from tlindex.ingest.runs import normalize_label
 
 SHOWN = 10  # matches listed in an error
+LARGEST_ID = (1 << 63) - 1  # SQLite's largest integer: a larger number is no row's id (nor rank, pid or generation)
 COMPILE_RE = re.compile(r"^\s*(?:(?P<run>.+):)?\[?(?P<id>!?\d+(?:/\d+){0,2}|-/-)(?:_(?P<attempt>\d+))?\]?"
                         r"(?:~(?P<generation>\d+))?(?:@(?:(?P<rank>-?\d+)|pid(?P<pid>\d+)))?\s*$")
 ATTEMPT_RE = re.compile(r"^(\[?!?\d+(?:/\d+){1,2})_\d+(\]?)$")  # [0/1_2]: attempt 2 of compile [0/1]
@@ -28,6 +29,21 @@ ATTEMPT_RE = re.compile(r"^(\[?!?\d+(?:/\d+){1,2})_\d+(\]?)$")  # [0/1_2]: attem
 def without_attempt(word: str) -> str:
     """A word naming a compile's attempt (`[0/1_2]`, `0/1_2`) as the compile (`[0/1]`, `0/1`); others unchanged."""
     return ATTEMPT_RE.sub(r"\1\2", word)
+
+
+def _number(text: str | None) -> int | None:
+    """A whole number as SQLite can compare it, or None for a number past its integers (it names no row): any number
+    is a name that matches or not, never an error of the database."""
+    if text is None:
+        return None
+    value = int(text)
+    return value if -LARGEST_ID - 1 <= value <= LARGEST_ID else None
+
+
+def prints_as_nothing(name: str) -> bool:
+    """Whether a name is nothing once normalized as labels are (empty, blank, or only characters that print as
+    nothing: a zero-width space, a soft hyphen, U+202E): it names no run (as a prefix, it would name them all)."""
+    return not normalize_label(str(name)).strip()
 
 
 def _folders(conn: sqlite3.Connection, folder: str) -> dict[int, set[str]]:
@@ -52,8 +68,11 @@ def run_matches(conn: sqlite3.Connection, name: str) -> dict[int, list[str]]:
     matches, a label prefix."""
     text = str(name)
     wanted = normalize_label(text)
+    if not wanted.strip():
+        return {}  # prints as nothing: no run (every label would begin with it)
     if re.fullmatch(r"\d+", wanted.strip()):
-        found = conn.execute("SELECT id FROM runs WHERE id = ?", (int(wanted.strip()),)).fetchone()
+        number = _number(wanted.strip())
+        found = conn.execute("SELECT id FROM runs WHERE id = ?", (number,)).fetchone() if number is not None else None
         return {found[0]: ["id"]} if found else {}
     folder = text.rstrip("/\\")
     path = os.path.abspath(folder).rstrip("/") if folder else None
@@ -81,6 +100,9 @@ def resolve_run(conn: sqlite3.Connection, name: str) -> dict:
     collected first: a name that matches two runs (a label that is another run's folder, say) is an error listing
     both, never the first found."""
     text = str(name)
+    if prints_as_nothing(text):
+        raise UnknownRun(f"{text!r} names no run: it prints as nothing (give a run id, a label, a unique label prefix "
+                         f"or its log directory; `tlindex runs` lists them)")
     found = run_matches(conn, text)
     if not found:
         raise UnknownRun(f"no run matches {text!r}: give a run id, a label, a unique label prefix or its log "
@@ -112,17 +134,19 @@ def resolve_compile(conn: sqlite3.Connection, name: str, run: int | None = None)
     `run` when given."""
     text = str(name).strip()
     if re.fullmatch(r"\d+", text) and "/" not in text:
-        if conn.execute("SELECT 1 FROM compiles WHERE id = ?", (int(text),)).fetchone():
-            return int(text)
+        row_id = _number(text)
+        if row_id is not None and conn.execute("SELECT 1 FROM compiles WHERE id = ?", (row_id,)).fetchone():
+            return row_id
     match = COMPILE_RE.match(text)
     if match is None:
         raise UnknownCompile(f"{text!r} names no compile: give it as torch prints it (0/1 or [0/1]; RUN:0/1@RANK "
                              f"where the run or rank is ambiguous) or by its row id")
     if match["run"] is not None:
         run = resolve_run(conn, match["run"])["id"]
-    rank = int(match["rank"]) if match["rank"] is not None else None
-    generation = int(match["generation"]) if match["generation"] is not None else None
-    pid = int(match["pid"]) if match["pid"] is not None else None
+    rank, generation, pid = (_number(match[part]) for part in ("rank", "generation", "pid"))
+    if any(match[part] is not None and value is None for part, value in
+           (("rank", rank), ("generation", generation), ("pid", pid))):
+        raise UnknownCompile(f"no compile {text!r}: a number in it is past any rank, generation or process id")
     found = conn.execute("""
         SELECT c.id, r.label, c.rank, c.generation, s.pid, c.attempts, c.run_id FROM compiles c
         LEFT JOIN runs r ON r.id = c.run_id LEFT JOIN sources s ON s.id = c.source_id

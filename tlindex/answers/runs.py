@@ -189,9 +189,9 @@ def run_count(conn: sqlite3.Connection) -> int:
 
 
 def runs_listing(conn: sqlite3.Connection, ids: list[int] | None = None) -> list[dict]:
-    """The runs (of `ids`, else every run), oldest first, as `tlindex runs` lists them: id, label, start and end,
-    torch, ranks, compiles, failures, worst finding, and what `tlindex run` knew of the command that wrote it
-    (else null)."""
+    """The runs (of `ids`, else every run), oldest first, as `tlindex runs` lists them: id, label, whether it is kept
+    (`tlindex label RUN --keep`), start and end, torch, ranks, compiles, failures, worst finding, and what
+    `tlindex run` knew of the command that wrote it (else null)."""
     rows = dicts(conn.execute("SELECT * FROM runs ORDER BY start_time, id") if ids is None else
                  conn.execute(f"SELECT * FROM runs WHERE id IN ({','.join('?' * len(ids))}) ORDER BY start_time, id",
                               ids))
@@ -202,7 +202,8 @@ def runs_listing(conn: sqlite3.Connection, ids: list[int] | None = None) -> list
         counts = conn.execute("SELECT compiles, failures FROM run_totals WHERE run_id = ?", (run_id,)).fetchone() \
             or (0, 0)
         worst = problems(found[run_id])
-        listed.append({"id": run_id, "label": run["label"], "start": run["start_time"], "end": run["end_time"],
+        listed.append({"id": run_id, "label": run["label"], "kept": bool(run.get("kept")),
+                       "start": run["start_time"], "end": run["end_time"],
                        "torch": run["torch_version"], "ranks": run["world_size"], "processes": run["source_count"],
                        "ranks_text": ranks_text(run["world_size"], run["source_count"] or 0,
                                                 rank_decisions(conn, run_id)),

@@ -46,12 +46,13 @@ def trend(conn: sqlite3.Connection, names: list[str] | tuple[str, ...] = (), lab
     base = None
     if baseline_id is not None:
         base = next((row for row in rows if row["run_id"] == baseline_id), None) or health(conn, [baseline_id])[0]
-    why = "named" if judged_id is not None else "ingested last"
+    why, arrived_with = ("named" if judged_id is not None else "ingested last"), []
     if judged_id is None:  # ingested last: of every run the names and label keep, not only of the last shown by time
-        judged_id = last_ingested(shown if last is None else select_runs(conn, names, label))
+        judged_id, arrived_with = last_ingested(conn, shown if last is None else select_runs(conn, names, label))
     judged = None if judged_id is None else (next((row for row in rows if row["run_id"] == judged_id), None)
                                              or health(conn, [judged_id])[0])
-    verdict = gate(conn, judged_id, baseline_id, clauses, why=why, allow_unjudged=allow_unjudged) \
+    verdict = gate(conn, judged_id, baseline_id, clauses, why=why, allow_unjudged=allow_unjudged,
+                   arrived_with=arrived_with) \
         if clauses and judged is not None else None
     return Trend(rows, base, verdict, judged, why)
 

@@ -13,15 +13,19 @@ Tools built on tlparse's output read these two files; `tlindex report` writes th
   every record except `str` and `chromium_event`: its envelope as logged, plus `timestamp`,
   `thread` (the pid), `pathname` (with tlparse's leading space), `lineno` (of the emitting torch
   source) and `payload_filename`; keys sorted. The envelope is read back from the log at its
-  offset, so the log must still be readable where it was ingested.
+  offset, so the log must still be where it was ingested, and still be the file ingested: its first bytes (as many
+  as were ingested) must hash as they did (a log grown since still is; one replaced, truncated or rewritten is not,
+  and raw.jsonl is then not written: `LogChanged` says so, with its size and time then and now).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 
 import orjson
 
@@ -134,15 +138,36 @@ def string_table(conn: sqlite3.Connection, file_id: int) -> list[str | None]:
     return [strings.get(i) for i in range(max(strings, default=-1) + 1)]
 
 
+class LogChanged(OSError):
+    """The file at the path a log was ingested from is no longer that log (replaced, truncated, rewritten)."""
+
+
+def ingested_log(conn: sqlite3.Connection, file_id: int) -> str:
+    """The path of an ingested log, when the file there is still the log ingested: its first bytes, as many as were
+    ingested, hash as they did then (files.sha256; a log that has grown since still is). Raises LogChanged, saying
+    its size and time then and now, when it is not; OSError when it cannot be read."""
+    from tlindex.ingest.task import prefix_sha256  # here: it imports the normalizer, which a report need not
+
+    # main.files: the real path (a report's connection shows the folder `tlindex run` traced into by its name alone)
+    path, size, mtime, sha256, consumed = conn.execute(
+        "SELECT path, size, mtime, sha256, bytes_ingested FROM main.files WHERE id = ?", (file_id,)).fetchone()
+    now = os.stat(path)
+    if prefix_sha256(path, consumed) != sha256:
+        raise LogChanged(f"{path} is no longer the log that was ingested: its first {consumed:,} bytes differ "
+                         f"({now.st_size:,} bytes modified {datetime.fromtimestamp(now.st_mtime).isoformat(timespec='seconds')}"
+                         f" now, {size:,} bytes modified {mtime} when ingested); ingest it again to read it")
+    return path
+
+
 def raw_jsonl(conn: sqlite3.Connection, file_id: int, payload_text: Callable[[str], str]) -> Iterator[str]:
     """The lines of tlparse's raw.jsonl for one log, read back from the log itself.
 
-    Raises OSError when the log is no longer where it was ingested.
+    Raises OSError when the log is no longer where it was ingested, LogChanged when the file there is no longer the
+    log ingested (ingested_log), before any line.
     """
     from tlindex.ingest.task import open_content  # here: it imports the normalizer, which a report need not
 
-    # main.files: the real path (a report's connection shows the folder `tlindex run` traced into by its name alone)
-    (path,) = conn.execute("SELECT path FROM main.files WHERE id = ?", (file_id,)).fetchone()
+    path = ingested_log(conn, file_id)
     yield json.dumps({"string_table": string_table(conn, file_id)}, ensure_ascii=False, separators=(",", ":"))
     content, disk = open_content(path)
     position = 0

@@ -119,6 +119,11 @@ def consolidate_volume(conn: sqlite3.Connection, file_id: int) -> None:
 Hook = Callable[[sqlite3.Connection], object]
 
 
+class FileRemoved(Exception):
+    """The file a merge continues (a grown log, a chunk's file) is no longer in the database: its run was removed
+    (`tlindex rm`) after the ingest planned to continue it. The merge is rolled back."""
+
+
 def fingerprint_compiles(conn: sqlite3.Connection, compile_offset: int) -> None:
     """The prints (tlindex.ingest.fingerprints) of the compiles just merged (new, or continued by this staging database)."""
     write_prints(conn, f"WHERE id IN (SELECT {_shift('id', compile_offset)} FROM staging.compiles)")
@@ -127,15 +132,18 @@ def fingerprint_compiles(conn: sqlite3.Connection, compile_offset: int) -> None:
 def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | None = None,
           resumed_file: int | None = None, continued_file: int | None = None, prepare: Hook | None = None,
           complete: Callable[[sqlite3.Connection, int], object] | None = None,
-          attach: Callable[[sqlite3.Connection, int], object] | None = None) -> int:
+          attach: Callable[[sqlite3.Connection, int, list[tuple]], object] | None = None) -> int:
     """Merge one staging database into the main one atomically; return the main file id.
 
     `resumed_file`: the staging rows continue a grown log, whose provisional tail
     and open spans they replace. `continued_file`: they continue a file from
     exactly where its rows end (the next chunk of it), replacing its open spans.
     In the same transaction, `prepare(conn)` may rewrite the attached staging
-    database first, `complete(conn, file_id)` may add to the merged rows, and `attach(conn, file_id)` gives the
-    file's new sources their run (tlindex.ingest.runs.Attacher): none is ever committed without one.
+    database first, `complete(conn, file_id)` may add to the merged rows, and `attach(conn, file_id, replaced)` gives
+    the file's new sources their run (tlindex.ingest.runs.Attacher), `replaced` being the (pid, run) of the processes
+    of the file replaced, read before they were deleted: no source is ever committed without a run, and a file
+    re-ingested is never without one (a killed --replace leaves no run emptied of it). Raises FileRemoved when the
+    file a merge continues is no longer in the database (its run was removed since the ingest planned it).
     """
     conn.execute("ATTACH DATABASE ? AS staging", (staging_path,))
     # The staging file is thrown away after the merge, rolled back or not: its rewriting by `prepare`
@@ -146,13 +154,18 @@ def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | No
         with immediate(conn):  # rolled back on any error (a full disk: SQLite may have rolled back already)
             if prepare is not None:
                 prepare(conn)
+            replaced = []
             if replace_file is not None:
+                replaced = conn.execute("SELECT pid, run_id FROM main.sources WHERE file_id = ? AND run_id IS NOT "
+                                        "NULL ORDER BY id", (replace_file,)).fetchall()
                 delete_file_rows(conn, replace_file)
-            if resumed_file is not None:
-                (consumed,) = conn.execute("SELECT lines_ingested FROM main.files WHERE id = ?",
-                                           (resumed_file,)).fetchone()
-                delete_file_rows(conn, resumed_file, after_line=consumed)
             continuing = resumed_file if resumed_file is not None else continued_file
+            consumed = conn.execute("SELECT lines_ingested FROM main.files WHERE id = ?",
+                                    (continuing,)).fetchone() if continuing is not None else None
+            if continuing is not None and consumed is None:
+                raise FileRemoved(f"file {continuing} is no longer in the database")
+            if resumed_file is not None:
+                delete_file_rows(conn, resumed_file, after_line=consumed[0])
             if continuing is not None:
                 # Open spans were handed to the continuation, which writes them again.
                 conn.execute("DELETE FROM main.chromium_events WHERE ph = 'B' AND source_id IN "
@@ -170,7 +183,7 @@ def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | No
             if complete is not None:
                 complete(conn, file_id)
             if attach is not None:
-                attach(conn, file_id)
+                attach(conn, file_id, replaced)
     finally:
         conn.execute("DETACH DATABASE staging")
     return file_id

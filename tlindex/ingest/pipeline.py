@@ -23,7 +23,7 @@ from tlindex.ingest.chunks import TAIL_CHUNK, SplitFile, chunk_size, shrinking, 
 from tlindex.ingest.continuation import restore_state
 from tlindex.ingest.deferred_indexes import defer_indexes
 from tlindex.ingest.discover import discover
-from tlindex.ingest.merge import delete_file_rows, merge
+from tlindex.ingest.merge import FileRemoved, delete_file_rows, merge
 from tlindex.ingest.runs import Attacher, assign_runs, check_label, rank_decisions, regroup_stopped
 from tlindex.ingest.task import Resume, Task, TaskResult, init_worker, run_in_worker, run_task
 from tlindex.ingest.text_index import APPEND_ONLY, refresh_fts
@@ -281,7 +281,7 @@ def ingest(conn: sqlite3.Connection, db_path: Path, paths: list[str], *, run_lab
     staging_dir = staging.path
     # what stopped ingests merged into provisional runs (never into this ingest's run), grouped as they would have
     summary.regrouped = [(run, conn.execute("SELECT label FROM runs WHERE id = ?", (run,)).fetchone()[0])
-                         for run in regroup_stopped(conn, lambda: live_ingests(db_path), derive)]
+                         for run in regroup_stopped(conn, lambda: live_ingests(db_path), derive, staging_dir.name)]
     claims = claim_paths(db_path, files)  # before planning: another ingest of a path waits here
     deferred, planned = False, []
     try:
@@ -304,7 +304,7 @@ def ingest(conn: sqlite3.Connection, db_path: Path, paths: list[str], *, run_lab
             refresh_fts(conn, rebuild=replace or summary.continued > 0)
         summary.runs = assign_runs(conn, run_label, tuple(merger.continued_files), tuple(merger.attach.touched),
                                    regroup=(staging_dir.name,) if run_label is None else (),
-                                   replaced=tuple(merger.replaced_runs), derive=derive)
+                                   replaced=tuple(merger.replaced_runs), derive=derive, ingest=staging_dir.name)
         summary.rank_decisions = decisions_said(conn, summary.runs)
         if progress:
             progress(total, total)
@@ -409,9 +409,14 @@ class Merger:
         copy_of = (lambda c, file_id: c.execute("UPDATE main.files SET copy_of = ? WHERE id = ?",
                                                 (earlier[0], file_id))) if earlier else None
         self._replacing(replace_file)
-        merge(conn, result.staging, replace_file=replace_file,
-              resumed_file=-item.task.resume.file_id if result.resumed else None, complete=copy_of,
-              attach=self.attach)
+        try:
+            merge(conn, result.staging, replace_file=replace_file,
+                  resumed_file=-item.task.resume.file_id if result.resumed else None, complete=copy_of,
+                  attach=self.attach)
+        except FileRemoved:  # the losing side of a `tlindex rm` says what it lost
+            summary.problems.append(f"{result.path}: not continued: its run was removed from the database (tlindex "
+                                    f"rm) after this ingest read where the log stood; ingest it again to read it whole")
+            return
         if earlier is not None:
             summary.copies.append((result.path, earlier[1]))
         if result.resumed:

@@ -5,7 +5,8 @@ they share a pid (one process writing several files, e.g. draft_export), their
 time spans overlap (the ranks of one distributed job), or they are the rank
 files of the directory and no rank appears twice; a script run twice into the
 same directory gives two runs. `--run LABEL` puts every new
-source in the run of that label instead.
+source in the run of that label instead. A file ingested again (--replace, or rewritten in place) gives its new
+sources back to the run its old ones were in: what the user said of the run (its label, kept mark, run facts) stays.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
-from tlindex.errors import TlindexError, UsageError
+from tlindex.errors import RunBusy, TlindexError, UsageError
 from tlindex.store.db import immediate
 from tlindex.store.redact import redact_text, storable
 
@@ -57,36 +58,70 @@ class Attacher:
     """Each merged file's new sources attached to a run in the merge's own transaction (merge's `attach` hook), so
     that no source is ever visible without a run: to the run of `label` (with `unique`, a run of its own made at the
     first merge, its label made unique in that transaction: two `tlindex run` of one command are two runs), else to
-    a provisional run of this ingest for the file's directory (runs.ingest = `ingest`, this ingest's staging folder),
-    regrouped by `assign_runs`."""
+    the run the processes of the file it replaces were in (a re-ingest keeps the run: its id, label, run facts and
+    kept mark), else to a provisional run of this ingest for the file's directory (runs.ingest = `ingest`, this
+    ingest's staging folder), regrouped by `assign_runs`. Every run the file's processes are in is marked as written
+    by this ingest (runs.last_ingest), in the same transaction: `tlindex rm` refuses it while the ingest runs."""
 
     def __init__(self, label: str | None, ingest: str, unique: bool = False, source: str = "given"):
         self.label, self.ingest, self.unique, self.source = label, ingest, unique, source  # source: runs.label_source
         self.touched: set[int] = set()  # the runs of `label` attached to
+        self.replaced: dict[int, list[tuple]] = {}  # file id: (pid, run) of the processes of the file it replaced
 
-    def __call__(self, conn: sqlite3.Connection, file_id: int) -> None:
+    def __call__(self, conn: sqlite3.Connection, file_id: int, replaced: list[tuple] | None = None) -> None:
+        """`replaced`: (pid, run) of the processes of the file this one replaces, read by the merge before it deleted
+        them (a later chunk of the file is given them again from here)."""
+        if replaced:
+            self.replaced[file_id] = replaced
         if self.label is not None and self.unique:
             run_id = next(iter(self.touched), None) or conn.execute(
                 "INSERT INTO main.runs (label, label_source) VALUES (?, ?)",
                 (_unique_label(conn, self.label), self.source)).lastrowid
             self.touched.add(run_id)
+            self._attach(conn, file_id, run_id)
         elif self.label is not None:
             run_id = _run_for_label(conn, self.label)
             self.touched.add(run_id)
+            self._attach(conn, file_id, run_id)
         else:
-            (directory,) = conn.execute("SELECT directory FROM main.files WHERE id = ?", (file_id,)).fetchone()
-            row = conn.execute("SELECT id FROM main.runs WHERE ingest = ? AND directory = ?",
-                               (self.ingest, directory)).fetchone()
-            run_id = row[0] if row else conn.execute(
-                "INSERT INTO main.runs (label, label_source, directory, ingest) VALUES (?, 'folder', ?, ?)",
-                (_unique_label(conn, f"{folder_label(directory)} (ingest not finished)"), directory,
-                 self.ingest)).lastrowid
+            _give_back(conn, file_id, self.replaced.get(file_id, ()))
+            if conn.execute("SELECT 1 FROM main.sources WHERE file_id = ? AND run_id IS NULL LIMIT 1",
+                            (file_id,)).fetchone():
+                self._attach(conn, file_id, self._provisional(conn, file_id))
+        conn.execute("UPDATE main.compiles SET run_id = (SELECT run_id FROM main.sources s WHERE s.id = "
+                     "compiles.source_id) WHERE run_id IS NULL AND source_id IN "
+                     "(SELECT id FROM main.sources WHERE file_id = ?)", (file_id,))
+        for (run_id,) in conn.execute("SELECT DISTINCT run_id FROM main.sources WHERE file_id = ? AND run_id IS NOT "
+                                      "NULL", (file_id,)).fetchall():
+            conn.execute("UPDATE main.runs SET last_ingest = ? WHERE id = ?", (self.ingest, run_id))
+            # Its counts only: its processes are named once every chunk of every file is merged (assign_runs), as a
+            # chunk's ranks are not yet the whole file's (a file whose rank claim changes past its first chunk).
+            _refresh_counts(conn, run_id)
+
+    def _provisional(self, conn: sqlite3.Connection, file_id: int) -> int:
+        """This ingest's provisional run for the file's directory, made at its first file."""
+        (directory,) = conn.execute("SELECT directory FROM main.files WHERE id = ?", (file_id,)).fetchone()
+        row = conn.execute("SELECT id FROM main.runs WHERE ingest = ? AND directory = ?",
+                           (self.ingest, directory)).fetchone()
+        return row[0] if row else conn.execute(
+            "INSERT INTO main.runs (label, label_source, directory, ingest) VALUES (?, 'folder', ?, ?)",
+            (_unique_label(conn, f"{folder_label(directory)} (ingest not finished)"), directory,
+             self.ingest)).lastrowid
+
+    @staticmethod
+    def _attach(conn: sqlite3.Connection, file_id: int, run_id: int) -> None:
         conn.execute("UPDATE main.sources SET run_id = ? WHERE file_id = ? AND run_id IS NULL", (run_id, file_id))
-        conn.execute("UPDATE main.compiles SET run_id = ? WHERE run_id IS NULL AND source_id IN "
-                     "(SELECT id FROM main.sources WHERE file_id = ?)", (run_id, file_id))
-        # Its counts only: its processes are named once every chunk of every file is merged (assign_runs), as a
-        # chunk's ranks are not yet the whole file's (a file whose rank claim changes past its first chunk).
-        _refresh_counts(conn, run_id)
+
+
+def _give_back(conn: sqlite3.Connection, file_id: int, replaced: list[tuple] | tuple) -> None:
+    """A re-ingested file's new processes given the runs its old ones were in (`replaced`: their (pid, run), in
+    order): each to the run of the first old process of its pid, and the others, when the old file was one run's,
+    to that run."""
+    runs = {run for _, run in replaced}
+    conn.executemany("UPDATE main.sources SET run_id = ? WHERE file_id = ? AND pid = ? AND run_id IS NULL",
+                     [(run, file_id, pid) for pid, run in replaced if pid is not None])
+    if len(runs) == 1:
+        conn.execute("UPDATE main.sources SET run_id = ? WHERE file_id = ? AND run_id IS NULL", (*runs, file_id))
 
 
 def _detach(conn: sqlite3.Connection, runs: str, params: tuple) -> None:
@@ -100,17 +135,19 @@ def _detach(conn: sqlite3.Connection, runs: str, params: tuple) -> None:
 Derive = Callable[[sqlite3.Connection, list[int]], object]  # what readers read of runs, derived by the writer
 
 
-def regroup_stopped(conn: sqlite3.Connection, live: Callable[[], set[str]], derive: Derive | None = None) -> list[int]:
+def regroup_stopped(conn: sqlite3.Connection, live: Callable[[], set[str]], derive: Derive | None = None,
+                    ingest: str | None = None) -> list[int]:
     """The provisional runs of ingests that are gone (`live()`: the staging folders of the ingests still running,
     asked while this holds the write lock, so no ingest merges in between) grouped as an ingest groups its sources,
-    and any source an older tlindex left without a run; the runs made (derived by `derive`). One transaction."""
+    and any source an older tlindex left without a run; the runs made (derived by `derive`, written by `ingest`, the
+    ingest that groups them). One transaction."""
     with immediate(conn):
         running = live()
         stopped = tuple(row[0] for row in conn.execute("SELECT DISTINCT ingest FROM runs WHERE ingest IS NOT NULL")
                         if row[0] not in running)
         if not stopped and not conn.execute("SELECT 1 FROM sources WHERE run_id IS NULL LIMIT 1").fetchone():
             return []
-        made = _assign(conn, None, regroup=stopped)
+        made = _assign(conn, None, regroup=stopped, ingest=ingest)
         if derive is not None:
             derive(conn, made)
         return made
@@ -118,17 +155,18 @@ def regroup_stopped(conn: sqlite3.Connection, live: Callable[[], set[str]], deri
 
 def assign_runs(conn: sqlite3.Connection, label: str | None = None, changed_files: tuple[int, ...] = (),
                 touched_runs: tuple[int, ...] = (), regroup: tuple[str, ...] = (), all_mine: bool = False,
-                replaced: tuple[int, ...] = (), derive: Derive | None = None) -> list[int]:
+                replaced: tuple[int, ...] = (), derive: Derive | None = None, ingest: str | None = None) -> list[int]:
     """Give every source without a run its run, the provisional runs of the ingests `regroup` names first undone
     (their sources grouped as if never attached); return the runs touched. One transaction, in which `derive` derives
     what readers read of the runs touched and of the runs `replaced` files were taken from, once they are whole.
 
     With `label`, sources without a run are not taken (an ingest with a label attached its own as it merged them:
     a source without a run is another's) unless `all_mine` (a database only this caller writes: Spark's driver);
-    `touched_runs` and the runs of `changed_files` (continued logs: their sources keep their run) are refreshed.
+    `touched_runs` and the runs of `changed_files` (continued logs: their sources keep their run) are refreshed. The
+    runs touched are marked as written last by `ingest` (runs.last_ingest: the runs that arrived in one ingest).
     """
     with immediate(conn):
-        touched = _assign(conn, label, changed_files, touched_runs, regroup, all_mine)
+        touched = _assign(conn, label, changed_files, touched_runs, regroup, all_mine, ingest)
         for run_id in set(replaced) - set(touched):
             if conn.execute("SELECT 1 FROM runs WHERE id = ?", (run_id,)).fetchone():
                 _refresh_run(conn, run_id)  # it lost processes: named and counted again
@@ -138,7 +176,8 @@ def assign_runs(conn: sqlite3.Connection, label: str | None = None, changed_file
 
 
 def _assign(conn: sqlite3.Connection, label: str | None = None, changed_files: tuple[int, ...] = (),
-            touched_runs: tuple[int, ...] = (), regroup: tuple[str, ...] = (), all_mine: bool = False) -> list[int]:
+            touched_runs: tuple[int, ...] = (), regroup: tuple[str, ...] = (), all_mine: bool = False,
+            ingest: str | None = None) -> list[int]:
     """assign_runs' work, in the caller's transaction."""
     if regroup:
         _detach(conn, f"SELECT id FROM runs WHERE ingest IN ({', '.join('?' * len(regroup))})", regroup)
@@ -169,6 +208,8 @@ def _assign(conn: sqlite3.Connection, label: str | None = None, changed_files: t
     _resolve_cross_file_strings(conn, sorted(touched))
     for run_id in touched:
         _refresh_run(conn, run_id)
+        if ingest is not None:
+            conn.execute("UPDATE runs SET last_ingest = ? WHERE id = ?", (ingest, run_id))
     conn.execute("DELETE FROM runs WHERE id NOT IN (SELECT run_id FROM sources WHERE run_id IS NOT NULL)")
     return sorted(touched)
 
@@ -371,11 +412,12 @@ def check_label(label: str) -> str:
     return redact_text(storable(label))
 
 
-def remove_runs(conn: sqlite3.Connection, run_ids: list[int]) -> dict[str, int]:
+def remove_runs(conn: sqlite3.Connection, run_ids: list[int], live: Callable[[], set[str]] = set) -> dict[str, int]:
     """Delete runs and every row that belongs only to them, in one transaction: their processes' rows,
     their files (when no other run has a process in them), payloads no other record uses, and their
     entries in the full-text indexes (external content: told to forget each row before it goes).
-    Returns how many runs, files and processes went."""
+    Returns how many runs, files and processes went. Raises RunBusy, deleting nothing, when an ingest still running
+    (`live()`: their staging folders, asked while this holds the write lock) is writing one of them."""
     from tlindex.ingest.merge import UNUSED_PAYLOADS, foreign_keys
     from tlindex.ingest.text_index import FTS_COLUMNS, PAYLOAD_INDEX
     from tlindex.store.db import immediate
@@ -394,6 +436,7 @@ def remove_runs(conn: sqlite3.Connection, run_ids: list[int]) -> dict[str, int]:
         "ingest_errors": (f"source_id IN ({sources}) OR file_id IN ({files})", ids + ids + ids),
     }
     with immediate(conn):
+        _refuse_busy(conn, ids, live())
         counts = {"runs": conn.execute(f"SELECT count(*) FROM main.runs WHERE id IN ({marks})", ids).fetchone()[0],
                   "files": conn.execute(f"SELECT count(*) FROM ({files})", ids + ids).fetchone()[0],
                   "sources": conn.execute(f"SELECT count(*) FROM ({sources})", ids).fetchone()[0]}
@@ -427,6 +470,20 @@ def remove_runs(conn: sqlite3.Connection, run_ids: list[int]) -> dict[str, int]:
     return counts
 
 
+def _refuse_busy(conn: sqlite3.Connection, ids: list[int], running: set[str]) -> None:
+    """RunBusy for the first of these runs that an ingest still running (`running`: its staging folder) made or is
+    writing: its provisional runs, and every run a merge of it attached a file to (runs.ingest, runs.last_ingest)."""
+    if not running:
+        return
+    for run_id, label, ingest, last in conn.execute(
+            f"SELECT id, label, ingest, last_ingest FROM main.runs WHERE id IN ({','.join('?' * len(ids))}) "
+            f"ORDER BY id", ids):
+        writer = ingest if ingest in running else last if last in running else None
+        if writer is not None:
+            raise RunBusy(f"run {run_id} {label!r} is being written by an ingest still running (its staging folder "
+                          f"{writer}): nothing removed; remove it once that ingest has ended")
+
+
 RUN_FACTS = ("command", "cwd", "host", "user", "started", "duration_s", "exit_code", "signal")
 
 
@@ -437,13 +494,19 @@ def record_facts(conn: sqlite3.Connection, run_id: int, facts: dict) -> None:
                      [facts.get(name) for name in RUN_FACTS] + [run_id])
 
 
-def rename_run(conn: sqlite3.Connection, run_id: int, label: str) -> str:
-    """Give a run a new label (labels are unique: another run's label is refused; see check_label); the label as
-    stored."""
-    label = check_label(label)
+def rename_run(conn: sqlite3.Connection, run_id: int, label: str | None,
+               kept: bool | None = None) -> tuple[str, bool]:
+    """Give a run a new label (labels are unique: another run's label is refused; see check_label) and, unless
+    `kept` is None, mark it kept or not (runs.kept), in one transaction; its label as stored, and whether it is
+    kept."""
+    label = check_label(label) if label is not None else None
     with immediate(conn):
-        taken = conn.execute("SELECT id FROM runs WHERE label = ? AND id != ?", (label, run_id)).fetchone()
-        if taken:
-            raise TlindexError(f"run {taken[0]} is already labelled {label!r}")
-        conn.execute("UPDATE runs SET label = ?, label_source = 'given' WHERE id = ?", (label, run_id))
-    return label
+        if label is not None:
+            taken = conn.execute("SELECT id FROM runs WHERE label = ? AND id != ?", (label, run_id)).fetchone()
+            if taken:
+                raise TlindexError(f"run {taken[0]} is already labelled {label!r}")
+            conn.execute("UPDATE runs SET label = ?, label_source = 'given' WHERE id = ?", (label, run_id))
+        if kept is not None:
+            conn.execute("UPDATE runs SET kept = ? WHERE id = ?", (int(kept), run_id))
+        stored, marked = conn.execute("SELECT label, kept FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return stored, bool(marked)

@@ -6,6 +6,7 @@ import sqlite3
 
 from tlindex.answers.findings.registry import Context, check
 from tlindex.answers.findings.words import plural
+from tlindex.answers.health import ingest_error_kinds
 
 
 def export_issue_count(conn: sqlite3.Connection, run_id: int) -> int:
@@ -36,9 +37,7 @@ def export_issues(conn: sqlite3.Connection, run: int, context: Context):
        "written (ingest it again when it is done); other errors mean a log was edited, cut or mixed with other "
        "output.")
 def ingest_errors(conn: sqlite3.Connection, run: int, context: Context):
-    errors = conn.execute("""
-        SELECT e.kind, count(*) FROM ingest_errors e JOIN sources s ON s.id = e.source_id
-        WHERE s.run_id = ? GROUP BY e.kind ORDER BY 2 DESC""", (run,)).fetchall()
+    errors = ingest_error_kinds(conn, run)
     if not errors:
         return []
     total = sum(n for _, n in errors)
