@@ -305,6 +305,9 @@ RECIPES: dict[tuple[str, ...], Callable[[Case], list[list[str]]]] = {
     ("runs",): lambda c: [c.d, [*c.d, "--json"]],
     ("label",): lambda c: [[c.runs[0], "renamed", *c.d]],
     ("show",): lambda c: [[page, *names, *c.d, *json] for page, names in _show_cases(c) for json in ([], ["--json"])],
+    ("token", "create"): lambda c: [["odd", *c.d]],
+    ("token", "list"): lambda c: [c.d],
+    ("token", "revoke"): lambda c: [["odd", *c.d]],
     ("rm",): lambda c: [[c.runs[-1], *c.d]],  # last: it removes a run
     ("run",): lambda c: [["--db", str(c.tmp / "run.db"), "--", sys.executable, "-c", WRITE_SCRIPT,
                           str(next(c.logs.rglob("*.log")))]],
@@ -312,6 +315,7 @@ RECIPES: dict[tuple[str, ...], Callable[[Case], list[list[str]]]] = {
 # Commands not run here, and why.
 NOT_RUN = {
     ("serve",): "starts a server: its pages are the crawl's",
+    ("push",): "posts to a team's server (tests/test_team.py); the server ingests what it posts as ingest does",
     ("spark-ingest",): "starts Apache Spark (tests/test_spark.py); it reads the logs with the same normalizer",
 }
 

@@ -61,9 +61,9 @@ def prunable(conn: sqlite3.Connection, keep_runs: int | None, keep_days: float |
     """The runs retention removes: past the newest `keep_runs`, or started more than `keep_days` ago; never a run
     someone named (a label given by a person: `tlindex label`, `--label`, `--run`), one marked kept, nor the baseline
     an upload's gate names."""
-    runs = conn.execute("SELECT id, start_time FROM runs WHERE NOT (kept OR label_source IS 'given' OR label IN "
-                        "(SELECT baseline FROM uploads) OR CAST(id AS TEXT) IN (SELECT baseline FROM uploads)) "
-                        "ORDER BY id DESC").fetchall()
+    baselines = "(SELECT baseline FROM uploads WHERE baseline IS NOT NULL)"  # (NULL in an IN list: no run would go)
+    runs = conn.execute(f"SELECT id, start_time FROM runs WHERE NOT (kept OR label_source IS 'given' OR label IN "
+                        f"{baselines} OR CAST(id AS TEXT) IN {baselines}) ORDER BY id DESC").fetchall()
     doomed = {run for run, _ in runs[keep_runs:]} if keep_runs is not None else set()
     if keep_days is not None:
         before = (datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(days=keep_days)).isoformat()
