@@ -518,3 +518,39 @@ def test_a_label_made_from_a_folder_name_and_the_working_directory_are_redacted(
     with chdir(cwd):
         ran = run_command(["true"], tmp_path)
     assert not _leaks(ran.cwd) and ran.cwd.endswith("work-PGPASSWORD=***"), ran.cwd
+
+
+def test_a_report_says_the_logs_text_is_as_torch_wrote_it_and_scrub_masks_its_token_shapes(tmp_path):
+    """The logs' own text carries a token (HAND-MADE variant of a real log: the user file's path in its string table
+    holds a Hugging Face token): a default report keeps it and says so on its first page; --scrub masks it in every
+    file, the tlparse files included, and says how many."""
+    log = tmp_path / "logs" / LOG.name
+    log.parent.mkdir()
+    text = LOG.read_text()
+    user_file = next(line.split('"str": ["', 1)[1].split('"', 1)[0] for line in text.splitlines()
+                     if '"str": [' in line and "site-packages" not in line)
+    log.write_text(text.replace(user_file, user_file.replace("graph_breaks.py", f"{HF}/graph_breaks.py")))
+    kept, scrubbed = tmp_path / "kept", tmp_path / "scrubbed"
+    for out, extra in ((kept, []), (scrubbed, ["--scrub"])):
+        result = CliRunner().invoke(cli, ["report", str(log.parent), "-o", str(out), "-j", "1", *extra])
+        assert result.exit_code == 0, result.output
+    shown = [path for path in kept.rglob("*") if path.is_file() and HF.encode() in path.read_bytes()]
+    assert shown and "as torch wrote it" in (kept / "index.html").read_text()  # said where it is shared as-is
+    assert not [path for path in scrubbed.rglob("*") if path.is_file() and SECRET.encode() in path.read_bytes()]
+    assert sorted(p.relative_to(scrubbed) for p in scrubbed.rglob("*")) == sorted(p.relative_to(kept)
+                                                                                for p in kept.rglob("*"))
+    index = (scrubbed / "index.html").read_text()
+    assert "tokens of a known shape" in index and "scrubbed:" in result.output
+    count = int(result.output.split("scrubbed: ", 1)[1].split()[0].replace(",", ""))
+    assert count == sum(path.read_bytes().count(HF.encode()) for path in kept.rglob("*") if path.is_file())
+
+
+def test_scrubbing_a_file_masks_a_token_cut_by_a_block_end(tmp_path, monkeypatch):
+    from tlindex.report import output
+
+    monkeypatch.setattr(output, "SCRUB_BLOCK", 64)
+    page = tmp_path / "page.html"
+    body = "".join(f"<p>{'x' * n} {HF}</p>\n" for n in range(0, 130, 7))  # the token astride every offset
+    page.write_text(body)
+    assert output._scrub_file(page) == body.count(HF)
+    assert page.read_text() == body.replace(HF, MASK)

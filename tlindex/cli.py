@@ -400,15 +400,18 @@ def diff_command(run_a: str, run_b: str, db_path: str, as_json: bool, graphs: bo
 @click.option("--all", "all_runs", is_flag=True, help="Without PATHs or --run: every run of the database")
 @click.option("--with-run-facts", is_flag=True, help="Show the command line (redacted), user, host and working "
               "directory `tlindex run` kept (left out by default: a report is made to be shared)")
+@click.option("--scrub", is_flag=True, help="Mask tokens of known shapes (access tokens, API keys) in every file, "
+              "the logs' own text included (error messages, paths, environment in generated code)")
 def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names: tuple[str, ...],
            open_browser: bool, overwrite: bool, jobs: int | None, silent: bool, last: int | None,
-           all_runs: bool, with_run_facts: bool) -> None:
+           all_runs: bool, with_run_facts: bool, scrub: bool) -> None:
     """Write a folder of static pages: logs (PATHs, as ingest takes them) or runs of a database.
 
     With one run, DIR/index.html is its run page and DIR/compile_directory.json and DIR/raw.jsonl are
     in tlparse's formats; with several, DIR/index.html lists them and each has DIR/run-<id>/. Links are
     relative and assets local: the folder works from file:// and from any static host. What `tlindex run` kept of
-    where and by whom a run was made is left out unless --with-run-facts.
+    where and by whom a run was made is left out unless --with-run-facts; the logs' own text is as torch wrote it,
+    unless --scrub masks the tokens of known shapes in it.
     """
     from pathlib import Path
 
@@ -426,7 +429,7 @@ def report(paths: tuple[str, ...], out_dir: str, db_path: str | None, run_names:
     try:
         with opened as db:
             outcome = db.report(out, run_names, paths=paths, last=None if all_runs else (last or LAST_RUNS),
-                                overwrite=overwrite, jobs=jobs, run_facts=with_run_facts, ingest_progress=bar.update,
+                                overwrite=overwrite, jobs=jobs, run_facts=with_run_facts, scrub=scrub, ingest_progress=bar.update,
                                 progress=progress, say=None if silent else (lambda text: say(text, err=True)))
     finally:
         bar.close()
@@ -454,6 +457,8 @@ def _say_report(out: Path, outcome, silent: bool) -> None:
         say(f"warning: {warning}", err=True)
     for path, what in written.degraded:
         say(f"warning: {out / path} could not be rendered ({what}); the rest of the report was written", err=True)
+    if written.scrubbed is not None and not silent:
+        say(f"scrubbed: {written.scrubbed:,} token{'s' * (written.scrubbed != 1)} of a known shape masked", err=True)
     if not silent:
         say(f"Report of {len(runs)} run{'s' * (len(runs) != 1)}: {written.pages:,} pages, "
             f"{written.payloads:,} payloads, {written.bytes / 1e6:,.1f} MB in {out} (open {out / 'index.html'})",

@@ -245,19 +245,19 @@ class Database:
         return found[:limit], len(found) - min(len(found), limit) + more[0]
 
     def report(self, out: str | Path, runs: Sequence[str] = (), *, paths: Sequence[str] = (), last: int | None = 50,
-               overwrite: bool = False, jobs: int | None = None, run_facts: bool = False,
+               overwrite: bool = False, jobs: int | None = None, run_facts: bool = False, scrub: bool = False,
                ingest_progress: Callable[[int, int], None] | None = None,
                progress: Callable[[int], None] | None = None, say: Callable[[str], None] | None = None) -> Outcome:
         """Write a folder of static pages to `out` (`tlindex report`): of the runs named (else the last `last`), or
         of the logs `paths`, ingested first. What `tlindex run` kept of where and by whom a run was made is left out
-        unless `run_facts`."""
+        unless `run_facts`; with `scrub`, tokens of known shapes are masked in the logs' own text too."""
         from tlindex.report import report
 
         paths = [str(p) for p in paths]
         return report(self.conn, self.path, Path(out), paths, list(runs), overwrite, jobs, progress, last, say,
                       run_facts, ingest=lambda: self.ingest(paths, jobs=jobs, progress=ingest_progress,
                                                             search_index=self.temporary_folder is None),
-                      runs_of=lambda: self.runs_of(paths))
+                      runs_of=lambda: self.runs_of(paths), scrub=scrub)
 
     def export_parquet(self, out: str | Path, tables: Sequence[str] | None = None, replace: bool = False) -> dict:
         """Every table (or `tables`) as a Parquet dataset in `out`/<table>/; the manifest."""

@@ -36,7 +36,7 @@ class ReportSite:
         self.env = environment()
 
     def render_template(self, template: str, context: dict) -> str:
-        return self.env.get_template(template).render({**context, "urls": self.urls})
+        return self.env.get_template(template).render({**context, "urls": self.urls, "in_report": True})
 
 
 @cache

@@ -69,18 +69,23 @@ def write_empty_report(out: Path, overwrite: bool, why: str) -> None:
 
 
 def write_report(conn: sqlite3.Connection, db_path: Path, out: Path, runs: list[int], overwrite: bool, progress=None,
-                 jobs: int | None = None, run_facts: bool = False) -> ReportSummary:
+                 jobs: int | None = None, run_facts: bool = False, scrub: bool = False) -> ReportSummary:
     """Write the report of `runs` to `out` (checked with check_out_dir first), with `jobs` processes; its summary.
     Where and by whom the runs were made (`tlindex run`'s command line, user, host, directory) is left out unless
-    `run_facts` (a report is made to be shared)."""
+    `run_facts` (a report is made to be shared); with `scrub`, tokens of known shapes are masked in every file, the
+    logs' own text included, before the report is moved into place."""
     from tlindex.render.report import ReportRenderer
+    from tlindex.report.output import scrub_folder
 
     if not runs:
         raise ReportError(f"{db_path}: no run to report")
     out = absolute(out)
     check_out_dir(out, overwrite)
     with _written(out) as partial:
-        return Report(conn, db_path, partial, runs, ReportRenderer, progress, run_facts).write(jobs or os.cpu_count() or 1)
+        summary = Report(conn, db_path, partial, runs, ReportRenderer, progress, run_facts).write(jobs or os.cpu_count() or 1)
+        if scrub:
+            summary.scrubbed = scrub_folder(partial)
+        return summary
 
 
 def _written(out: Path):
@@ -116,7 +121,7 @@ class Outcome:
 def report(conn: sqlite3.Connection, db_path: Path, out: Path, paths: list[str], run_names: list[str], overwrite: bool,
            jobs: int | None, page_progress=None, last: int | None = None, say: Callable[[str], None] | None = None,
            run_facts: bool = False, ingest: Callable[[], object] | None = None,
-           runs_of: Callable[[], list[int]] | None = None) -> Outcome:
+           runs_of: Callable[[], list[int]] | None = None, scrub: bool = False) -> Outcome:
     """The whole of `tlindex report` on a database: its runs (`run_names`, else the last `last`), or the logs `paths`
     ingested into it first (`ingest()`: the ingest's summary) and the runs holding them (`runs_of()`). `say` is told
     how much it will write before it starts."""
@@ -125,7 +130,7 @@ def report(conn: sqlite3.Connection, db_path: Path, out: Path, paths: list[str],
         runs = runs_by_name(conn, run_names, last)
         if say is not None:
             say(size_of_report(conn, runs))
-        return Outcome(runs, write_report(conn, db_path, out, runs, overwrite, page_progress, jobs, run_facts), [])
+        return Outcome(runs, write_report(conn, db_path, out, runs, overwrite, page_progress, jobs, run_facts, scrub), [])
     ingested = ingest()
     runs = runs_of()
     if not runs and ingested.problems and not ingested.files:  # not one log could be read: say why, not "no run"
@@ -136,5 +141,5 @@ def report(conn: sqlite3.Connection, db_path: Path, out: Path, paths: list[str],
         return Outcome([], None, [])
     if run_names:
         runs = sorted(set(runs) & set(runs_by_name(conn, run_names)))
-    return Outcome(runs, write_report(conn, db_path, out, runs, overwrite, page_progress, jobs, run_facts),
+    return Outcome(runs, write_report(conn, db_path, out, runs, overwrite, page_progress, jobs, run_facts, scrub),
                    ingested.problems)

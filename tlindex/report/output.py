@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import os
 import posixpath
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ class ReportSummary:
     bytes: int = 0
     warnings: list[str] = field(default_factory=list)
     degraded: list[tuple[str, str]] = field(default_factory=list)  # (report file, what failed): written as a notice
+    scrubbed: int | None = None  # with --scrub: the tokens masked
 
     def add(self, other: "ReportSummary") -> None:
         self.pages += other.pages
@@ -88,16 +90,62 @@ class Output:
             self.summary.degraded.append((path, f"{type(error).__name__}: {error}"))
 
 
+SCRUB_BLOCK = 1 << 20  # bytes of a file scrubbed at once
+_TOKEN_ENDS = re.compile(rb"[\s\"'<>,;&=]")  # bytes no token of a known shape holds: a block is cut after one
+
+
+def scrub_folder(folder: Path) -> int:
+    """Every file of a written report with the tokens of known shapes masked in its text (tlindex.store.secret_shapes,
+    `tlindex report --scrub`), read a block at a time; said at the top of its index; how many were masked."""
+    masked = sum(_scrub_file(path) for path in sorted(folder.rglob("*")) if path.is_file() and not path.is_symlink())
+    _notice(folder, f'<p class="tlindex-scrubbed" role="note">Scrubbed (<code>tlindex report --scrub</code>): '
+                    f'{masked:,} token{"s" * (masked != 1)} of a known shape (access tokens, API keys) masked as '
+                    f'<code>***</code> in this report\'s text.</p>')
+    return masked
+
+
+def _scrub_file(file: Path) -> int:
+    """One file scrubbed into a copy beside it, which replaces it when it masked anything; how many it masked."""
+    from tlindex.store.secret_shapes import scrub_counted
+
+    masked, carried = 0, b""
+    copy = file.with_name(file.name + ".scrubbed")
+    try:
+        with open(file, "rb") as source, open(copy, "wb") as out:
+            while True:
+                chunk = source.read(SCRUB_BLOCK)
+                block = carried + chunk
+                ends = [m.end() for m in _TOKEN_ENDS.finditer(block, max(0, len(block) - 4096))] if chunk else []
+                cut = ends[-1] if ends else len(block)  # a token the block's end cuts waits for the next block
+                block, carried = block[:cut], block[cut:]
+                text, count = scrub_counted(block.decode("utf-8", "surrogateescape"))
+                out.write(text.encode("utf-8", "surrogateescape"))
+                masked += count
+                if not chunk:
+                    break
+        if masked:
+            os.replace(copy, file)
+    finally:
+        copy.unlink(missing_ok=True)
+    return masked
+
+
 def note_degraded(out: Path, degraded: list[tuple[str, str]]) -> None:
     """Name every file that could not be produced at the top of the index (the runs page's file)."""
-    index = out / INDEX
-    if not degraded or not index.exists():
+    if not degraded:
         return
     items = "".join(f'<li>{_link(path) if (out / path).is_file() else html.escape(path)}: {html.escape(what)}</li>'
                     for path, what in sorted(degraded))  # a trace or JSON file that failed is not there
-    notice = (f'<div class="tlindex-degraded" role="alert"><strong>{len(degraded)} '
-              f'file{"s" * (len(degraded) != 1)} of this report could not be rendered</strong> '
-              f'(a page says so where it would be; the rest is complete):<ul>{items}</ul></div>')
+    _notice(out, f'<div class="tlindex-degraded" role="alert"><strong>{len(degraded)} '
+                 f'file{"s" * (len(degraded) != 1)} of this report could not be rendered</strong> '
+                 f'(a page says so where it would be; the rest is complete):<ul>{items}</ul></div>')
+
+
+def _notice(out: Path, notice: str) -> None:
+    """A notice at the top of the report's index (the runs page's file), below its heading."""
+    index = out / INDEX
+    if not index.exists():
+        return
     page = index.read_text(encoding="utf-8")
     at = page.find("</h1>")
     at = at + len("</h1>") if at >= 0 else 0

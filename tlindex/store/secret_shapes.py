@@ -74,6 +74,18 @@ def _masked(match: re.Match) -> str:
 def scrub(text: str) -> str:
     """Text (a log, a page, a command line) with every token of a known shape replaced by `***`; names are not
     judged (that is redact_text's), so `max_tokens=4096` and `--api-key=V` stay unless V has a shape."""
+    return scrub_counted(text)[0]
+
+
+def scrub_counted(text: str) -> tuple[str, int]:
+    """scrub(text), and how many tokens it masked."""
     if not isinstance(text, str) or not text:
-        return text
-    return _ANY_SHAPE_RE.sub(_masked, text)
+        return text, 0
+    masked = [0]
+
+    def mask(match: re.Match) -> str:
+        said = _masked(match)
+        masked[0] += said is MASK
+        return said
+
+    return _ANY_SHAPE_RE.sub(mask, text), masked[0]
