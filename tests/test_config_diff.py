@@ -76,7 +76,9 @@ def test_a_compile_config_is_the_one_its_record_logged(db):
         (compile_id,) = db.execute("SELECT min(id) FROM compiles WHERE run_id = ? AND compile_id != '-/-'",
                                    (runs[log.name],)).fetchone()
         config = compile_config(db, compile_id)
-        assert {name: entry["values"] for name, entry in config.items()} == raw_configs(log)
+        shown = {name: tuple((key, value if isinstance(value, str) else json.dumps(value)) for key, value in
+                             sorted(values.items())) for name, values in raw_configs(log).items()}  # as logged
+        assert {name: entry["values"] for name, entry in config.items()} == shown
         assert all(entry["note"] is None for entry in config.values())
     (none,) = db.execute("SELECT min(id) FROM compiles WHERE compile_id = '-/-'").fetchone()
     assert compile_config(db, none) == {}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from functools import lru_cache
 
 from tlindex.store.tables import METRICS_CONFIGS
 
@@ -17,51 +18,59 @@ CONFIGS = {column.removesuffix("_config"): column for column in METRICS_CONFIGS}
 MAX_CONFIG_BYTES = 4_000_000  # a config larger than this is not parsed (torch 2.13's largest, Inductor's: 25 KB)
 
 
-PARSED: dict[str, dict] = {}  # configs read, by their payload's hash (its content): compile after compile logs the same
-PARSED_KEPT = 64
+def _texts(conn: sqlite3.Connection, hashes: set[str]) -> dict[str, tuple[str | None, str | None]]:
+    """Each config payload's text, or (None, why it is not read)."""
+    found: dict[str, tuple[str | None, str | None]] = {}
+    for payload in hashes:
+        size = conn.execute("SELECT text_size FROM payload_data WHERE hash = ?", (payload,)).fetchone()
+        if size is None:
+            found[payload] = None, "not stored"
+        elif size[0] > MAX_CONFIG_BYTES:
+            found[payload] = None, f"larger than {MAX_CONFIG_BYTES:,} bytes: not compared"
+        else:
+            found[payload] = conn.execute("SELECT text FROM payloads WHERE hash = ?", (payload,)).fetchone()[0], None
+    return found
+
+
+@lru_cache(maxsize=64)  # compile after compile logs the same few configs: each is parsed once per process
+def _config_of(text: str) -> dict | str:
+    """A config's text as a dict, or why it is not one."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        value = None
+    return value if isinstance(value, dict) else "not a JSON object"
+
+
+@lru_cache(maxsize=64)
+def _shown(text: str) -> tuple[tuple[str, str], ...]:
+    """A config's keys in order with their values as the log wrote them (JSON; strings without their quotes)."""
+    config = _config_of(text)
+    return tuple((key, value if isinstance(value, str) else json.dumps(value, default=repr))
+                 for key, value in sorted(config.items())) if isinstance(config, dict) else ()
 
 
 def _parsed(conn: sqlite3.Connection, hashes: set[str]) -> dict[str, dict | str]:
     """Each payload's config as a dict, or why it is not one."""
-    found: dict[str, dict | str] = {}
-    for payload in hashes:
-        if payload in PARSED:
-            found[payload] = PARSED[payload]
-            continue
-        size = conn.execute("SELECT text_size FROM payload_data WHERE hash = ?", (payload,)).fetchone()
-        if size is None:
-            found[payload] = "not stored"
-            continue
-        if size[0] > MAX_CONFIG_BYTES:
-            found[payload] = f"larger than {MAX_CONFIG_BYTES:,} bytes: not compared"
-            continue
-        (text,) = conn.execute("SELECT text FROM payloads WHERE hash = ?", (payload,)).fetchone()
-        try:
-            value = json.loads(text)
-        except (ValueError, RecursionError):
-            value = None
-        found[payload] = value if isinstance(value, dict) else "not a JSON object"
-        if isinstance(value, dict):
-            if len(PARSED) >= PARSED_KEPT:
-                PARSED.clear()
-            PARSED[payload] = value
-    return found
+    return {payload: note if text is None else _config_of(text) for payload, (text, note) in _texts(conn, hashes).items()}
 
 
 def compile_config(conn: sqlite3.Connection, compile_id: int) -> dict[str, dict]:
     """One compile's configs by name (dynamo, inductor, functorch, compiler), as its first metrics record with
-    that config logged it: {"payload": hash, "values": {key: value} or None, "note": why values is None}."""
+    that config logged it: {"payload": hash, "values": its (key, value as logged) pairs or None, "note": why values
+    is None}."""
     columns = ", ".join(CONFIGS.values())
     rows = conn.execute(f"SELECT {columns} FROM metrics WHERE compile = ? ORDER BY id", (compile_id,)).fetchall()
     chosen = {name: next((row[i] for row in rows if row[i] is not None), None) for i, name in enumerate(CONFIGS)}
-    parsed = _parsed(conn, {payload for payload in chosen.values() if payload})
+    texts = _texts(conn, {payload for payload in chosen.values() if payload})
     result = {}
     for name, payload in chosen.items():
         if payload is None:
             continue
-        value = parsed[payload]
-        result[name] = ({"payload": payload, "values": value, "note": None} if isinstance(value, dict)
-                        else {"payload": payload, "values": None, "note": value})
+        text, note = texts[payload]
+        config = _config_of(text) if text is not None else note
+        result[name] = ({"payload": payload, "values": _shown(text), "note": None} if isinstance(config, dict)
+                        else {"payload": payload, "values": None, "note": config})
     return result
 
 

@@ -64,16 +64,19 @@ class Terms:
             " q" if label == "?" else "", self.urls.glossary(), anchor, _definition(anchor), label)
 
 
-_KNOWN: dict[str, str] = {}  # each word's tooltip, read once per process (a page was reading the glossary again)
+@functools.lru_cache(maxsize=1)
+def _definitions() -> dict[str, str]:
+    """Each word's tooltip and each section's title, read once per process (a page was reading the glossary again)."""
+    return {**{t.anchor: f"{t.name}: {plain(t.text)}" for t in terms()},
+            **{section: f"The glossary: {title}" for section, title in SECTIONS.items()}}
 
 
 def _definition(anchor: str) -> str:
     """A word's definition, or a section's title, as a tooltip; the glossary is read again for a word not met
     before (a finding registered since), and a word it lacks is a KeyError."""
-    if anchor not in _KNOWN:
-        _KNOWN.update({t.anchor: f"{t.name}: {plain(t.text)}" for t in terms()})
-        _KNOWN.update({section: f"The glossary: {title}" for section, title in SECTIONS.items()})
-    return _KNOWN[anchor]
+    if anchor not in _definitions():
+        _definitions.cache_clear()
+    return _definitions()[anchor]
 
 
 def prose(text: str | None) -> Markup:
@@ -239,23 +242,17 @@ def chart_svg(series: dict, urls) -> Markup:
 
 
 CONFIG_START, CONFIG_END = '<table class="rows-and-columns config"><tbody>', "</tbody></table>"  # escaped text only
-CONFIG_TABLES: dict[str, Markup] = {}  # a config payload's table, by its hash: compiles repeat the same configs
-CONFIG_TABLES_KEPT = 64
+@functools.lru_cache(maxsize=64)  # compiles repeat the same configs: each table is rendered once per process
+def _config_table(values: tuple[tuple[str, str], ...]) -> Markup:
+    """A config's table of keys and values (hundreds of rows)."""
+    rows = "".join(f"<tr><th><code>{escape(k)}</code></th><td><code>{escape(v)}</code></td></tr>" for k, v in values)
+    return Markup(CONFIG_START) + Markup(rows) + Markup(CONFIG_END)
 
 
 def _compile(data: dict, urls, args: Args) -> dict:
     """Each config's table of keys and values (hundreds of rows), rendered once per process for each config."""
-    tables = {}
-    for config in data["compile"]["config"]:
-        if config["values"] and config["payload"] not in tables:
-            table = CONFIG_TABLES.get(config["payload"])
-            if table is None:
-                if len(CONFIG_TABLES) >= CONFIG_TABLES_KEPT:
-                    CONFIG_TABLES.clear()
-                rows = Markup("".join(f"<tr><th><code>{escape(k)}</code></th><td><code>{escape(v)}</code></td></tr>"
-                                      for k, v in config["values"]))
-                table = CONFIG_TABLES[config["payload"]] = Markup(CONFIG_START) + rows + Markup(CONFIG_END)
-            tables[config["payload"]] = table
+    tables = {config["payload"]: _config_table(tuple(config["values"]))
+              for config in data["compile"]["config"] if config["values"]}
     compile = data["compile"]
     return {"config_tables": tables, "timeline": _timeline(compile["spans"]),
             "field_rows": [_field_rows(m["fields"]) for m in compile["metrics"]],
