@@ -489,3 +489,46 @@ def test_the_tree_filter_box_narrows_as_you_type_and_two_ticked_artifacts_diff(s
     page.check(f"input.tl-pick[value='{a}']")
     follow(page, ".tl-picked button")
     assert page.url.endswith(f"artifact-diff?a={b}&artifact={a}")
+
+
+@pytest.fixture
+def team_server(tmp_path):
+    """`tlindex serve --uploads` on a database of one run, and an upload token."""
+    from click.testing import CliRunner
+    from conftest import ingest
+    from test_serve import free_port as serve_port
+    from test_serve import serving
+
+    from tlindex.cli import cli
+
+    db = tmp_path / "team.db"
+    ingest(db, [str(DATA / "recompiles")], jobs=1)
+    token = CliRunner().invoke(cli, ["token", "create", "browser", "--db", str(db)]).stdout.strip().splitlines()[-1]
+    with serving(db, "--uploads", "--port", str(serve_port())) as served:
+        yield served.url(), db, token
+
+
+@pytest.mark.parametrize("what", ["a log", "a folder of rank logs"])
+def test_a_log_or_a_folder_dropped_on_the_runs_page_becomes_a_run_whose_page_opens(team_server, page, what):
+    """The runs page's form, as a colleague uses it: a file or a folder chosen (the folder packed as a tar by the
+    page's script), a token pasted, Upload; the page follows the upload and lands on the new run's page."""
+    url, db, token = team_server
+    chosen = DATA / "ddp_2ranks" if what == "a folder of rank logs" else next((DATA / "graph_breaks").glob("*.log"))
+    page.goto(url)
+    page.fill("form.tlindex-upload input[name=token]", token)
+    page.fill("form.tlindex-upload input[name=label]", f"posted {what}")
+    field = "folder" if chosen.is_dir() else "file"
+    page.set_input_files(f"form.tlindex-upload input[name={field}]", str(chosen))
+    with page.expect_navigation(url="**/-/tlindex/run/*", timeout=60_000):
+        page.click("form.tlindex-upload button[type=submit]")
+    shot(page, f"uploaded-{field}")
+    assert f"Run posted {what}" in page.locator("h1").inner_text()
+    posted = page.locator("dl.facts").inner_text()
+    assert f"{chosen.name}{'.tar' if chosen.is_dir() else ''}" in posted and "token browser" in posted
+    assert ".uploads" not in posted  # the server's spool is no one's business
+    conn = sqlite3.connect(db)
+    world, sources = conn.execute("SELECT world_size, source_count FROM runs WHERE label = ?",
+                                  (f"posted {what}",)).fetchone()
+    ranks = len(list(chosen.glob("*.log"))) if chosen.is_dir() else 1
+    assert sources == ranks and (world or 1) == ranks
+    assert page.evaluate("sessionStorage.getItem('tlindex-upload-token')") == token  # for this tab, not for good

@@ -29,6 +29,7 @@ from tlindex.errors import TlindexError, UsageError
 
 DONE, GATE_FAILED, REFUSED = 0, 1, 3  # push's exit codes (2: usage, click's)
 POLL_S = 1.0
+SEND_BLOCK = 1 << 20  # bytes read from a file, and sent, at a time (http.client's 8 KiB cost a system call each)
 
 
 class PushFailed(TlindexError):
@@ -86,7 +87,7 @@ class _Counted:
         self.stream, self.progress, self.sent = stream, progress, 0
 
     def read(self, size: int = -1) -> bytes:
-        chunk = self.stream.read(size if size and size > 0 else 1 << 16)
+        chunk = self.stream.read(size if size and size > 0 else SEND_BLOCK)
         self.sent += len(chunk)
         self.progress(self.sent)
         return chunk
@@ -153,7 +154,7 @@ def push(url: str, paths: list[str], *, token: str | None, label: str | None = N
 def _post(target: Target, query: dict, body, headers: dict, sized: bool) -> tuple[dict, int]:
     parts = urllib.parse.urlsplit(target.base)
     connection = (http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection)(
-        parts.netloc, timeout=600)
+        parts.netloc, timeout=600, blocksize=SEND_BLOCK)
     path = urllib.parse.urlsplit(target.upload_url).path + "?" + urllib.parse.urlencode(query)
     try:
         connection.request("POST", path, body=body, headers=headers, encode_chunked=not sized)

@@ -28,6 +28,12 @@ def waiting(conn: sqlite3.Connection, before: int | None = None) -> int:
                         (before if before is not None else 1 << 62,)).fetchone()[0]
 
 
+def posted_as(conn: sqlite3.Connection, run_id: int) -> list[dict]:
+    """The uploads a run was made of: their id, the file's name, when they arrived and the token that posted them."""
+    return dicts(conn.execute("SELECT id, name, received_at, token FROM uploads WHERE run_id = ? ORDER BY id",
+                              (run_id,)))
+
+
 def of_runs(conn: sqlite3.Connection, run_ids: list[int]) -> list[str]:
     """The digests of the uploads that became these runs."""
     marks = ",".join("?" * len(run_ids))

@@ -9,6 +9,7 @@ from tlindex.answers.derived import stored_findings
 from tlindex.answers.findings import export_issue_count, problems
 from tlindex.answers.health import run_health
 from tlindex.answers.queries import run_queries
+from tlindex.answers.uploads import posted_as
 from tlindex.answers.vllm import has_vllm
 from tlindex.errors import NotFound
 from tlindex.ingest.runs import rank_decisions
@@ -23,6 +24,7 @@ def run_data(conn: sqlite3.Connection, args: Args, run: int) -> dict:
     if found is None:
         raise NotFound(f"No run {run}")
     found["ran"] = runs.command_facts(found)
+    found["uploads"] = posted_as(conn, run)  # a team's server's: shown instead of its spool folder
     found.update(_sources(conn, run))
     found["by_rank"] = runs.compiles_by_rank(conn, run)
     found["rank_decisions"] = rank_decisions(conn, run)
