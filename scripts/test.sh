@@ -2,7 +2,7 @@
 # Install tlindex with its test dependencies into .venv and run the test suite.
 # The browser tests drive Debian's Chromium with Playwright (no browser download);
 # as root, this installs it (and the sqlite3 shell) when missing, elsewhere those tests skip. The Spark
-# tests need Java 17 (pyspark comes from PyPI with the spark extra).
+# tests (slow: CI runs them) need pyspark and Java 17: TLINDEX_SPARK=1 installs the spark extra (CI sets it).
 # Lints with ruff first. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +14,7 @@ if [ -n "$missing" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; the
 fi
 python3 -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e '.[test,spark]'
+.venv/bin/python -m pip install -q -e ".[test${TLINDEX_SPARK:+,spark}]"
 # tlindex run's tests run real torch programs: with TLINDEX_TORCH_TESTS=1 (CI sets it) a Python with
 # torch 2.13.0 goes into .venv-torch (pinned: pip takes the CPU build these machines hold); else they skip.
 if [ "${TLINDEX_TORCH_TESTS:-}" = 1 ] && [ ! -x .venv-torch/bin/python ]; then

@@ -24,6 +24,14 @@ SHARED_CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "tlp
 ENVELOPE_RE = re.compile(rb"^(?:\[[^\]]*\]:)?[VIWEC]\d{4} [\d:.]+ +\d+ .+?:\d+\] (\{.*\})\r?$")
 
 
+def sampled(params: list, every: int, ids=None) -> list:
+    """Parameters of a sweep: every `every`-th one in the default run, all of them with the slow ones (CI's
+    `-m "slow or not slow"`), so that a quick run still tries each kind and CI tries each one."""
+    return [pytest.param(*(value if isinstance(value, tuple) else (value,)),
+                         id=None if ids is None else ids(value), marks=() if i % every == 0 else pytest.mark.slow)
+            for i, value in enumerate(params)]
+
+
 def ingest(db_path: Path | str, paths: list[str], *, run_label: str | None = None, **options):
     """Ingest into the database at `db_path` (made if need be) as `tlindex ingest` does: tlindex.Database.ingest."""
     from tlindex import Database

@@ -136,6 +136,7 @@ def test_an_interrupted_chunked_ingest_reads_as_a_grown_log_and_is_continued(tmp
         assert got[table] == whole[table], table
 
 
+@pytest.mark.slow  # a sweep (seconds to a minute): CI runs it, -m "slow or not slow"
 def test_workers_finishing_in_any_order_give_the_same_rows(tmp_path, monkeypatch):
     """Files and chunks are merged in an order fixed by the input (tlindex.ingest.pipeline.merge_order) whatever
     order the workers finish them in: every row has the same id from one ingest to the next (a compile's page, a

@@ -40,6 +40,7 @@ def counts(db_path: Path) -> dict[str, int]:
         conn.close()
 
 
+@pytest.mark.slow  # a sweep (seconds to a minute): CI runs it, -m "slow or not slow"
 @pytest.mark.parametrize("defer", [False, True])
 def test_four_ingests_started_at_once_into_a_new_database_all_land(tmp_path, defer):
     expected_path = tmp_path / "one_by_one.db"
@@ -75,6 +76,7 @@ def _ingest_same_at_once(barrier, db_path: str, errors) -> None:
         errors.put(traceback.format_exc())
 
 
+@pytest.mark.slow  # a sweep (seconds to a minute): CI runs it, -m "slow or not slow"
 def test_two_ingests_of_the_same_paths_at_once_ingest_each_path_once(tmp_path):
     """Each path is claimed before it is planned: the second ingest waits, then finds it ingested
     (before, both parsed it, and split files were merged twice: 36-38 files rows for 32 paths)."""

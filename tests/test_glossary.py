@@ -64,6 +64,7 @@ def _parsed(text: str) -> _Page:
     return parser
 
 
+@pytest.mark.slow  # a sweep (seconds to a minute): CI runs it, -m "slow or not slow"
 @pytest.mark.asyncio
 async def test_every_glossary_link_of_every_page_leads_to_its_entry(ds, traces_db):
     """A crawl of the fixtures' pages from every route's seeds: each `glossary#word` a page links is an entry of the

@@ -201,6 +201,7 @@ async def _crawl_all(db: Path, per_route: int | None):
         conn.close()
 
 
+@pytest.mark.slow  # a sweep (seconds to a minute): CI runs it, -m "slow or not slow"
 @pytest.mark.asyncio
 async def test_every_route_answers_odd_values_without_a_500(odd_sample):
     _, db = odd_sample
@@ -351,6 +352,7 @@ def stretched_sample(tmp_path_factory) -> tuple[Path, Path]:
     return stretched_database(tmp_path_factory.mktemp("stretched"), STRETCHED, 1)
 
 
+@pytest.mark.slow  # a sweep (seconds to a minute): CI runs it, -m "slow or not slow"
 @pytest.mark.asyncio
 async def test_every_route_answers_long_values_and_deep_nesting_without_a_500(stretched_sample):
     _, db = stretched_sample

@@ -368,6 +368,7 @@ def _datasette_urls(conn: sqlite3.Connection, base: str) -> list[str]:
     return urls
 
 
+@pytest.mark.slow  # a sweep (seconds to a minute): CI runs it, -m "slow or not slow"
 @pytest.mark.asyncio
 async def test_no_served_page_shows_a_secret(planted):
     from datasette.app import Datasette

@@ -220,6 +220,7 @@ def test_an_archive_member_outside_its_folder_a_link_or_a_device_is_refused(team
     assert rows(team["db"], "SELECT count(*) FROM runs") == [(1,)]  # (the fixture's own run alone)
 
 
+@pytest.mark.slow  # a sweep (seconds to a minute): CI runs it, -m "slow or not slow"
 def test_a_compression_bomb_and_a_hundred_thousand_tiny_files_are_bounded(team):
     """HAND-MADE: 64 MB of zeros in a 64 KB tar.gz (past this server's bound of 16 times its 20 MB cap is not needed:
     the bound of members' bytes is the server's default), and 100,000 empty files."""
@@ -313,7 +314,7 @@ def _answers(base: str, timeout: float = 30) -> None:
     raise AssertionError("the server did not answer")
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("seed", [0, *(pytest.param(seed, marks=pytest.mark.slow) for seed in (1, 2))])  # CI: 3 seeds
 def test_kill_9_during_uploads_and_ingests_leaves_every_complete_upload_a_run_exactly_once(tmp_path, seed):
     """Uploads of real logs, the server killed (SIGKILL, its whole group) at a random moment, then started again: every
     upload the server answered is a run, once; what was cut off in the middle of a body is gone."""
