@@ -5,6 +5,7 @@ archives are HAND-MADE around them (each test says so)."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -77,8 +78,11 @@ def rows(db: Path, sql: str) -> list[tuple]:
 
 
 def spooled(db: Path) -> list[str]:
+    """What the spool holds, its own marker aside."""
+    from tlindex.owned import MARKER
+
     spool = spool_of(db)
-    return sorted(p.name for p in spool.iterdir()) if spool.is_dir() else []
+    return sorted(p.name for p in spool.iterdir() if p.name != MARKER) if spool.is_dir() else []
 
 
 def tar_of(members: dict[str, bytes], compressed: bool = True) -> bytes:
@@ -104,6 +108,10 @@ def test_a_log_posted_becomes_a_run_and_the_same_bytes_posted_again_are_that_run
     assert rows(team["db"], "SELECT count(*) FROM runs WHERE label LIKE 'posted%'") == [(1,)]
     (label, source), = rows(team["db"], f"SELECT label, label_source FROM runs WHERE id = {done['run']}")
     assert (label, source) == ("posted", "upload")
+    from tlindex.owned import owns
+
+    digest = hashlib.sha256(body).hexdigest()
+    assert owns(spool_of(team["db"]), "upload") and owns(spool_of(team["db"]) / digest, "upload")  # tlindex's own
 
 
 def test_a_folder_of_ranks_posted_by_push_becomes_one_run_and_push_waits_for_it(team):

@@ -77,7 +77,11 @@ class Receiving:
     """One body arriving: written into a locked folder of the spool, hashed and counted as it comes."""
 
     def __init__(self, spool: Path, limits: Limits):
-        spool.mkdir(exist_ok=True)
+        if not spool.is_dir():
+            try:
+                owned.make_dir(spool, "upload")  # marked as tlindex's, as every folder of an upload in it
+            except FileExistsError:  # (another request made it meanwhile)
+                pass
         self.spool, self.limits = spool, limits
         self.folder = owned.TemporaryFolder(".receiving-", spool, "upload")
         self.body = open(self.folder.path / "body", "wb")
