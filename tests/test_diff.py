@@ -58,7 +58,7 @@ def test_cli_diff_table_json_and_bad_input(fixtures_db, db):
     table = runner.invoke(cli, ["diff", str(cold), str(warm), "--db", str(fixtures_db)])
     assert table.exit_code == 0 and "compiles matched" in table.output and "cache" in table.output
     result = json.loads(runner.invoke(cli, ["diff", str(cold), str(warm), "--db", str(fixtures_db), "--json"]).output)
-    assert set(result) == {"a", "b", "config", "summary", "compiles"}
+    assert set(result) == {"torch", "a", "b", "config", "summary", "compiles"}
     assert {"key", "a", "b", "changes"} <= set(result["compiles"][0])
     unknown = runner.invoke(cli, ["diff", "nosuchrun", str(warm), "--db", str(fixtures_db)])
     assert unknown.exit_code == 1 and "no run match" in unknown.output

@@ -12,6 +12,7 @@ from test_trend import SERIES, raw_health
 
 from tlindex.answers.gate import GateError, judge, parse_fail_on
 from tlindex.answers.health import METRICS, health, select_runs
+from tlindex.answers.trend import mark_torch_changes
 from tlindex.cli import cli
 
 FAIL_ON = "compile_time>+20%,recompiles>+0,graph_breaks>+0,failures>0"
@@ -88,7 +89,7 @@ def test_from_zero_any_rise_is_an_infinite_percentage_and_what_is_not_logged_is_
 
 def series(fixtures_db) -> list[dict]:
     conn = connect(fixtures_db)
-    return health(conn, select_runs(conn, label="series@"))
+    return mark_torch_changes(health(conn, select_runs(conn, label="series@")))
 
 
 def test_the_newest_day_crosses_the_bounds_its_log_says_it_does(fixtures_db):

@@ -25,8 +25,14 @@ def run_of(conn, folder) -> list[int]:
         "ORDER BY s.run_id", (str(folder.resolve()),))]
 
 
-def test_the_matrix_has_three_torch_releases():
-    assert torch_versions() == ["2.13.0", "2.14.1", "2.15.0"]
+def test_every_version_of_the_matrix_is_a_row_of_the_readme():
+    """tests/data/README.md's version table lists each folder of versions/ (a new version added by generate.py fails
+    here until it has its row), and the matrix holds at least the three releases issue 65 compared."""
+    import re
+
+    listed = re.findall(r"^\| `versions/([^/`]+)/` \|", (VERSIONS.parent / "README.md").read_text(), re.M)
+    assert listed == torch_versions()
+    assert {"2.13.0", "2.14.1", "2.15.0"} <= set(listed)
 
 
 @pytest.mark.parametrize("version", torch_versions())
@@ -143,3 +149,36 @@ def test_the_census_reads_the_changes_docs_torch_versions_lists():
     assert {key for key in census("2.15.0", "export_contexts") if key[0] == "no dynamo_start"} == {
         ("no dynamo_start", "0/0"), ("no dynamo_start", "1/0")}
     assert not [key for key in census("2.14.1", "export_contexts") if key[0] == "no dynamo_start"]
+
+
+@pytest.mark.parametrize("scenario", ["flex_attention", "unbacked"])
+def test_a_diff_across_torch_versions_names_them_first_and_says_why_each_config_key_moved(versions_db, scenario):
+    """Issue 65: the diff of one program run by torch 2.13.0 and 2.15.0 says the version changed before anything else,
+    and each config key's cause is the one the raw logs give (test_config_diff reads them without tlindex):
+    flex_attention compiles with Inductor, whose repros list the keys set, so the keys both torches have are
+    defaults that moved; unbacked (aot_eager) logs no repro, so whether a run set them is unknown."""
+    from collections import Counter
+
+    from test_config_diff import expected_changes
+
+    from tlindex.answers.diff import as_text, diff
+    from tlindex.answers.trend import torch_change_lines, trend
+
+    conn = connect(versions_db)
+    old_folder, new_folder = VERSIONS / "2.13.0" / scenario, VERSIONS / "2.15.0" / scenario
+    (old,), (new,) = run_of(conn, old_folder), run_of(conn, new_folder)
+    result = diff(conn, str(old), str(new))
+    assert list(result)[0] == "torch" and result["torch"]["changed"] == "version"
+    first = as_text(result)[0]
+    assert first.startswith("torch changed: 2.13.0") and " -> 2.15.0" in first, first
+    (log_a,), (log_b,) = sorted(old_folder.glob("*.log")), sorted(new_folder.glob("*.log"))
+    assert result["config"] == expected_changes(log_a, log_b)
+    causes = Counter(change["cause"] for change in result["config"])
+    assert causes["new_key"] and causes["gone_key"], causes
+    assert (causes["default"] > 0, causes["unknown"] > 0) == ((True, False) if scenario == "flex_attention"
+                                                            else (False, True)), causes
+    rows = trend(conn, [str(old), str(new)]).rows  # oldest first by the logs' clocks (2.13.0's ran last here)
+    assert [row["torch_changed_from"] for row in rows] == [None, rows[0]["torch_version"]]
+    assert torch_change_lines(rows) == [f"torch changed at run {rows[1]['run_id']} {rows[1]['label']}: "
+                                        f"{rows[0]['torch_version']} -> {rows[1]['torch_version']} (what moved there "
+                                        f"may be torch's)"]

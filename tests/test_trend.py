@@ -15,6 +15,7 @@ from conftest import DATA, connect, raw_envelopes, scenario_run
 from tlindex.answers.findings import findings
 from tlindex.answers.health import IDENTITY, METRICS, health, run_health, select_runs
 from tlindex.answers.queries import load_queries, run_sql
+from tlindex.answers.trend import mark_torch_changes
 from tlindex.cli import cli
 
 SERIES = sorted((DATA / "series").glob("*.log"))
@@ -201,7 +202,7 @@ def test_trend_prints_one_row_per_run_and_json_a_list(fixtures_db):
     lines = result.output.splitlines()
     assert lines[0].split()[:3] == ["run", "label", "start"] and set(lines[1]) <= {"-", " "}
     conn = connect(fixtures_db)
-    rows = health(conn, select_runs(conn, label="series@"))
+    rows = mark_torch_changes(health(conn, select_runs(conn, label="series@")))  # one torch: no run marked
     assert [line.split()[0] for line in lines[2:]] == [str(row["run_id"]) for row in rows]
     assert "autotune s" not in lines[0]  # no run logged it (CPU)
     listed = json.loads(CliRunner().invoke(cli, ["trend", "--db", str(fixtures_db), "--label", "series@",

@@ -13,12 +13,13 @@ from conftest import scenario_run
 from tlindex.answers.configs import config_changes
 from tlindex.answers.health import health
 from tlindex.answers.top_breaks import top_graph_breaks
+from tlindex.answers.trend import mark_torch_changes
 from tlindex.cli import cli
 
 
 @pytest.mark.asyncio
 async def test_the_trend_page_shows_each_runs_health_and_links_its_page(db, ds):
-    every = health(db)
+    every = mark_torch_changes(health(db))
     page = (await ds.client.get("/traces/-/tlindex/trend.json")).json()
     assert page["rows"] == json.loads(json.dumps(every))
     for series in page["series"]:

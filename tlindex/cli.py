@@ -862,7 +862,7 @@ def trend_command(runs: tuple[str, ...], db_path: str, label_prefix: str | None,
 
     from tlindex.answers.gate import lines as gate_lines
     from tlindex.answers.health import table
-    from tlindex.answers.trend import against_baseline
+    from tlindex.answers.trend import against_baseline, torch_change_lines
     from tlindex.errors import NotFound
     from tlindex.output import table_lines
 
@@ -878,9 +878,7 @@ def trend_command(runs: tuple[str, ...], db_path: str, label_prefix: str | None,
         click.echo(json.dumps(result.rows, indent=2))
     elif result.rows:
         headers, cells = table(result.rows, result.baseline["run_id"] if result.baseline else None)
-        for line in table_lines(headers, cells):
-            say(line)
-        for line in against_baseline(result):
+        for line in table_lines(headers, cells) + torch_change_lines(result.rows) + against_baseline(result):
             say(line)
     else:
         say("no run matches" + (f" --label {label_prefix!r}" if label_prefix else ""), err=True)

@@ -1,8 +1,10 @@
 """Artifacts and payloads as their pages read them: an artifact with its record, compile and payload; a payload by
-its hash and the artifacts that carry it; the start of an artifact's payload for a diff; a payload's text."""
+its hash and the artifacts that carry it; the start of an artifact's payload for a diff; a payload's text; the wrappers
+torch 2.15's aot_autograd_runtime_wrappers holds."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 from tlindex.answers.sql import dicts, one
@@ -26,6 +28,23 @@ def payload_text(conn: sqlite3.Connection, digest: str) -> str | None:
     """A payload's text; None when no payload has this hash."""
     row = conn.execute("SELECT text FROM payloads WHERE hash = ?", (digest,)).fetchone()
     return row[0] if row else None
+
+
+RUNTIME_WRAPPERS = "aot_autograd_runtime_wrappers"  # torch 2.15: the AOT runtime wrappers 2.14 logged one by one
+WRAPPER_HEAD_RE = re.compile(r"^# (\w+)$", re.M)  # each wrapper's code starts with `# <its 2.14 artifact name>`
+
+
+def wrapper_sections(text: str | None) -> list[dict]:
+    """The wrappers an aot_autograd_runtime_wrappers payload holds, in order: {"name", "line"} (the line its head is
+    on), named as torch 2.14 named their own artifacts (runtime_wrapper_orchestration, backward_prologue, ...)."""
+    return [{"name": match.group(1), "line": text.count("\n", 0, match.start()) + 1}
+            for match in WRAPPER_HEAD_RE.finditer(text or "")]
+
+
+def runtime_wrappers(conn: sqlite3.Connection, artifacts: list[dict]) -> dict[int, list[dict]]:
+    """The wrappers of each aot_autograd_runtime_wrappers artifact among `artifacts` (rows with id, name, payload)."""
+    return {a["id"]: wrapper_sections(payload_text(conn, a["payload"])) for a in artifacts
+            if a["name"] == RUNTIME_WRAPPERS and a["payload"]}
 
 
 def payload_artifacts(conn: sqlite3.Connection, digest: str, limit: int) -> list[dict]:

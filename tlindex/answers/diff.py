@@ -21,6 +21,10 @@ AOT ids and `__compiled_fn_N`, are masked: tlindex.answers.counters), `dynamic_s
 (log bytes emitted, by more than BYTES_NOISE_RATIO, said only beside another change: byte counts
 alone are no change). Ordered by what matters: failures and new graph breaks first, then compiles
 present in one run only, then the biggest compile-time regressions, then other changes.
+
+The torch each run ran comes first (`torch`: another version, or the same version from another commit): a new
+torch alone changes graphs, guards, code and defaults, so the config keys say which moved with it (`cause`,
+tlindex.answers.configs).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import sqlite3
 from collections import defaultdict
 from dataclasses import dataclass
 
-from tlindex.answers.configs import config_changes, shown
+from tlindex.answers.configs import config_changes, config_lines
 from tlindex.answers.counters import content_key
 from tlindex.answers.findings.words import short
 from tlindex.answers.names import resolve_run
@@ -290,8 +294,39 @@ def diff(conn: sqlite3.Connection, run_a: str, run_b: str, graphs: bool = False)
             if "graph" in entry["changes"]:
                 entry["graph_diffs"] = [pair.unified() for pair in graph_pairs(conn, entry["a"]["id"], entry["b"]["id"])
                                         if pair.changed]
-    return {"a": _run_summary(conn, a), "b": _run_summary(conn, b), "config": config_changes(conn, a["id"], b["id"]),
-            "summary": _summary(compiles), "compiles": compiles}
+    summary_a, summary_b = _run_summary(conn, a), _run_summary(conn, b)
+    return {"torch": torch_change(summary_a, summary_b), "a": summary_a, "b": summary_b,
+            "config": config_changes(conn, a["id"], b["id"]), "summary": _summary(compiles), "compiles": compiles}
+
+
+def torch_change(a: dict, b: dict) -> dict:
+    """The torch of two runs (their torch_version records) and what changed: "version", "commit" (the same version
+    built from another commit), "unknown" (a run logged no torch_version) or None (the same build)."""
+    sides = {side: {"version": run["torch_version"], "commit": run["torch_commit"]} for side, run in (("a", a), ("b", b))}
+    if a["torch_version"] is None or b["torch_version"] is None:
+        changed = None if a["torch_version"] is None and b["torch_version"] is None else "unknown"
+    elif a["torch_version"] != b["torch_version"]:
+        changed = "version"
+    else:
+        commits = (a["torch_commit"], b["torch_commit"])
+        changed = "commit" if None not in commits and commits[0] != commits[1] else None
+    return {**sides, "changed": changed}
+
+
+def torch_words(torch: dict) -> str:
+    """The torch of two runs in one line, as the diff says it first."""
+    def build(side: dict) -> str:
+        commit = f" ({side['commit'][:8]})" if side["commit"] else ""
+        return f"{side['version']}{commit}" if side["version"] else "unknown (no torch_version record)"
+    a, b, changed = torch["a"], torch["b"], torch["changed"]
+    if changed is None:
+        return f"torch {build(a)} in both runs" if a["version"] else "torch: neither run logged its version"
+    if changed == "commit":
+        return f"torch {a['version']} built from another commit: {a['commit'][:8]} -> {b['commit'][:8]}"
+    return f"torch changed: {build(a)} -> {build(b)}"
+
+
+TORCH_MAY = "a new torch alone can change graphs, guards, generated code, compile times and config defaults"
 
 
 def _summary(compiles: list[dict]) -> dict:
@@ -336,12 +371,14 @@ def _key_dict(key: tuple) -> dict:
 def _run_summary(conn: sqlite3.Connection, run: dict) -> dict:
     totals = conn.execute("SELECT compiles, failures, recompiles, graph_breaks, compile_time_s FROM run_totals "
                           "WHERE run_id = ?", (run["id"],)).fetchone() or (0, 0, 0, 0, 0.0)
+    version, commit = conn.execute("SELECT torch_version, torch_commit FROM runs WHERE id = ?", (run["id"],)).fetchone()
     volume = dict(conn.execute("SELECT v.kind, sum(v.bytes) FROM volume v JOIN sources s ON s.id = v.source_id "
                                "WHERE s.run_id = ? GROUP BY v.kind", (run["id"],)).fetchall())
     ranks = [r[0] for r in conn.execute("SELECT DISTINCT rank FROM sources WHERE run_id = ? ORDER BY rank",
                                         (run["id"],))]
-    return {**run, "compiles": totals[0] or 0, "failures": totals[1] or 0, "recompiles": totals[2] or 0,
-            "graph_breaks": totals[3] or 0, "compile_time_s": totals[4] or 0.0, "ranks": ranks,
+    return {**run, "torch_version": version, "torch_commit": commit, "compiles": totals[0] or 0,
+            "failures": totals[1] or 0, "recompiles": totals[2] or 0, "graph_breaks": totals[3] or 0,
+            "compile_time_s": totals[4] or 0.0, "ranks": ranks,
             "log_bytes_by_kind": volume}
 
 
@@ -388,15 +425,14 @@ def graph_pairs(conn: sqlite3.Connection, compile_a: int, compile_b: int) -> lis
 def as_text(result: dict) -> list[str]:
     """A diff as `tlindex diff` prints it: the two runs, the counts, then each compile that changed."""
     a, b, summary = result["a"], result["b"], result["summary"]
-    lines = [f"{side}: run {run['id']} {run['label']}: {run['compiles']} compiles, {run['failures']} failed, "
-             f"{run['graph_breaks']} graph breaks, {run['recompiles']} recompiles, {run['compile_time_s']} s"
-             for side, run in (("A", a), ("B", b))]
+    torch = result["torch"]
+    lines = [torch_words(torch) + (f"; {TORCH_MAY}" if torch["changed"] in ("version", "commit") else "")]
+    lines += [f"{side}: run {run['id']} {run['label']}: {run['compiles']} compiles, {run['failures']} failed, "
+              f"{run['graph_breaks']} graph breaks, {run['recompiles']} recompiles, {run['compile_time_s']} s"
+              for side, run in (("A", a), ("B", b))]
     if a["id"] == b["id"]:
         lines.append("(the same run twice: nothing can have changed)")
-    changed = result.get("config") or []
-    if changed:
-        lines.append(f"config: {len(changed)} key{'s' * (len(changed) != 1)} changed")
-        lines += [f"  {c['config']}.{c['key']}: {shown(c['a'])} -> {shown(c['b'])}" for c in changed]
+    lines += config_lines(result.get("config") or [], torch)
     lines.append(f"{summary['matched']} compiles matched ({summary['changed']} changed, "
                  f"{summary['matched'] - summary['changed']} unchanged), "
                  f"{summary['only_a']} only in A, {summary['only_b']} only in B")

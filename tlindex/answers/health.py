@@ -168,7 +168,7 @@ TABLE = (
     ("run", lambda r: r["run_id"]),
     ("label", lambda r: r["label"]),
     ("start", lambda r: (r["start_time"] or "")[:19]),
-    ("torch", lambda r: r["torch_version"]),
+    ("torch", lambda r: f"{r['torch_version']} (new)" if r.get("torch_changed_from") else r["torch_version"]),
     ("compiles", lambda r: r["compiles"]),
     ("recompiles", lambda r: r["recompiles"]),
     ("failures", lambda r: r["failures"]),

@@ -17,6 +17,7 @@ from tlindex.answers.findings import problems
 from tlindex.answers.names import resolve_run
 from tlindex.answers.sql import dicts, one
 from tlindex.errors import UsageError
+from tlindex.ingest.normalize.known import kind_name, known
 from tlindex.ingest.runs import rank_decisions, ranks_text
 from tlindex.store.kinds import RECOMPILE
 
@@ -164,6 +165,19 @@ def record_kinds(conn: sqlite3.Connection, run: int, shown: int) -> list[dict]:
     return dicts(conn.execute("""
         SELECT v.kind, sum(v.records) AS records FROM volume v JOIN sources s ON s.id = v.source_id
         WHERE s.run_id = ? AND v.kind != 'str' GROUP BY v.kind ORDER BY records DESC, v.kind LIMIT ?""", (run, shown)))
+
+
+def unknown_kinds(conn: sqlite3.Connection, run: int) -> list[dict]:
+    """The kinds of record a run logged that tlindex does not know yet (tlindex.ingest.normalize.known), most records
+    first: {"kind", "name", "label", "records"} (name: the artifact's, for an artifact)."""
+    rows = conn.execute("""SELECT v.kind, v.name, sum(v.records) FROM volume v JOIN sources s ON s.id = v.source_id
+                           WHERE s.run_id = ? GROUP BY v.kind, v.name""", (run,)).fetchall()
+    found = [{"kind": kind, "name": name if kind == "artifact" else None, "label": kind_name(kind, name),
+              "records": records} for kind, name, records in rows if not known(kind, name)]
+    merged: dict[str, dict] = {}  # another kind's metadata names (graph_dump, ...) are no kinds of their own
+    for row in found:
+        merged.setdefault(row["label"], {**row, "records": 0})["records"] += row["records"]
+    return sorted(merged.values(), key=lambda row: (-row["records"], row["label"]))
 
 
 def run_compiles(conn: sqlite3.Connection, run: int, shown: int) -> list[dict]:

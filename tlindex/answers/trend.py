@@ -2,7 +2,8 @@
 
 One row per run, oldest first (tlindex.answers.health). The run compared with the baseline is the one named, else
 the one ingested last (tlindex.answers.gate.last_ingested: never the newest by the logs' clocks). With a baseline,
-its changes are said in one line; with bounds (tlindex.answers.gate), it is judged against the baseline.
+its changes are said in one line; with bounds (tlindex.answers.gate), it is judged against the baseline. A run whose
+torch version is not the one of the run before it is marked (`torch_changed_from`): what changed there may be torch's.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def trend(conn: sqlite3.Connection, names: list[str] | tuple[str, ...] = (), lab
     baseline_id = resolve_run(conn, baseline)["id"] if baseline is not None else None
     judged_id = resolve_run(conn, judge)["id"] if judge is not None else None
     shown = select_runs(conn, names, label, last)
-    rows = health(conn, shown)
+    rows = mark_torch_changes(health(conn, shown))
     base = None
     if baseline_id is not None:
         base = next((row for row in rows if row["run_id"] == baseline_id), None) or health(conn, [baseline_id])[0]
@@ -79,3 +80,20 @@ def against_baseline(result: Trend) -> list[str]:
     moved = [text for metric in METRICS if (text := _change(metric, run[metric.column], base[metric.column]))]
     return [f"run {run['run_id']} {run['label']} ({result.why}) against baseline run {base['run_id']} {base['label']}: "
             + ("; ".join(moved) if moved else "no change")]
+
+
+def mark_torch_changes(rows: list[dict]) -> list[dict]:
+    """Each row (oldest first) with `torch_changed_from`: the torch version of the run before it when its own is
+    another (both logged), else None."""
+    before = None
+    for row in rows:
+        version = row.get("torch_version")
+        row["torch_changed_from"] = before if None not in (before, version) and version != before else None
+        before = version if version is not None else before
+    return rows
+
+
+def torch_change_lines(rows: list[dict]) -> list[str]:
+    """One line per run where the torch version changed, as `tlindex trend` prints them under its table."""
+    return [f"torch changed at run {row['run_id']} {row['label']}: {row['torch_changed_from']} -> "
+            f"{row['torch_version']} (what moved there may be torch's)" for row in rows if row.get("torch_changed_from")]

@@ -152,6 +152,7 @@ class Counts:
     compiles: int = 0
     errors: int = 0
     md5_failures: int = 0
+    unknown: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -219,6 +220,8 @@ class SplitFile:
         self.counts.envelopes += result.envelopes
         self.counts.errors += result.errors
         self.counts.md5_failures += result.md5_failures
+        for name, records in result.unknown.items():
+            self.counts.unknown[name] = self.counts.unknown.get(name, 0) + records
         if last:
             (self.counts.compiles,) = conn.execute(
                 "SELECT count(*) FROM compiles WHERE source_id IN (SELECT id FROM sources WHERE file_id = ?)",

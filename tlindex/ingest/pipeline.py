@@ -24,6 +24,7 @@ from tlindex.ingest.continuation import restore_state
 from tlindex.ingest.deferred_indexes import defer_indexes
 from tlindex.ingest.discover import discover
 from tlindex.ingest.merge import FileRemoved, delete_file_rows, merge
+from tlindex.ingest.normalize.known import unknown_words
 from tlindex.ingest.runs import Attacher, assign_runs, check_label, rank_decisions, regroup_stopped
 from tlindex.ingest.task import Resume, Task, TaskResult, init_worker, run_in_worker, run_task
 from tlindex.ingest.text_index import APPEND_ONLY, refresh_fts
@@ -59,9 +60,13 @@ class IngestSummary:
     rank_decisions: list[tuple[str, str]] = field(default_factory=list)  # (run label, what was decided of its ranks)
     runs: list[int] = field(default_factory=list)  # the runs this ingest made or grew
     regrouped: list[tuple[int, str]] = field(default_factory=list)  # runs made of what a stopped ingest had merged
+    unknown: dict[str, int] = field(default_factory=dict)  # records of kinds tlindex does not know yet, by kind
 
-    def count(self, envelopes: int, compiles: int, errors: int, md5_failures: int) -> None:
+    def count(self, envelopes: int, compiles: int, errors: int, md5_failures: int,
+              unknown: dict[str, int] | None = None) -> None:
         """One file ingested (whole, or all its chunks), with what its rows hold."""
+        for name, records in (unknown or {}).items():
+            self.unknown[name] = self.unknown.get(name, 0) + records
         self.files += 1
         self.envelopes += envelopes
         self.compiles += compiles
@@ -87,6 +92,7 @@ class IngestSummary:
                 [f"{path}: changed in place since it was ingested (not a continuation): re-ingested, "
                  f"replacing what was read before" for path in self.rewritten] +
                 [f"run {label}: {decision}" for label, decision in self.rank_decisions] +
+                [line for line in (unknown_words(self.unknown),) if line] +
                 [f"run {run} {label}: what a stopped ingest had merged, grouped into a run of its own now (that "
                  f"ingest ended before it grouped its files)" for run, label in self.regrouped])
 
@@ -388,7 +394,7 @@ class Merger:
                 conn.execute("UPDATE files SET copy_of = ? WHERE id = ?", (earlier[0], split.file_id))
             summary.copies.append((split.path, earlier[1]))
         counts = split.counts
-        summary.count(counts.envelopes, counts.compiles, counts.errors, counts.md5_failures)
+        summary.count(counts.envelopes, counts.compiles, counts.errors, counts.md5_failures, counts.unknown)
 
     def _file_done(self, item: Planned, result: TaskResult) -> None:
         """A whole file (or a grown log's new part) merged, unless it is one ingested already."""
@@ -424,7 +430,7 @@ class Merger:
         if result.envelopes == 0 and not result.resumed:  # empty, or nothing but a cut-off line
             summary.no_records.append((result.path, result.lines))
         summary.continued += int(result.resumed)
-        summary.count(result.envelopes, result.compiles, result.errors, result.md5_failures)
+        summary.count(result.envelopes, result.compiles, result.errors, result.md5_failures, result.unknown)
 
 
 def run_serially(planned: list[Planned], jobs: int, merge_result: Merger, summary: IngestSummary,

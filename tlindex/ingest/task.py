@@ -62,6 +62,7 @@ class TaskResult:
     lines: int = 0                  # lines consumed (counted from the chunk's start for a chunk)
     offset: int = 0                 # byte offset consumed up to
     processes: dict[int, Process] | None = None  # a chunk's final state, to fit it to the file
+    unknown: dict[str, int] = field(default_factory=dict)  # records of kinds tlindex does not know yet, by kind
 
 
 class HashingReader(io.RawIOBase):
@@ -272,7 +273,7 @@ def _parse(task: Task, resume: Resume | None, stat: os.stat_result, start: int,
     return TaskResult(path, task.staging, sha256, resume is not None, normalizer.envelopes,
                       normalizer.new_compiles, normalizer.errors, normalizer.md5_failures,
                       stat.st_size, reader.consumed_lines, reader.consumed_offset,
-                      normalizer.processes if task.is_chunk else None)
+                      normalizer.processes if task.is_chunk else None, normalizer.unknown)
 
 
 def _open_from(task: Task, start: int) -> tuple[BinaryIO, BinaryIO, HashingReader | None, io.BufferedReader]:

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from itertools import zip_longest
 
 from tlindex.answers import compiles
+from tlindex.answers.artifacts import runtime_wrappers
 from tlindex.answers.clip import clip
 from tlindex.answers.configs import compile_config
 from tlindex.answers.passes import snapshot_counts
@@ -109,10 +110,14 @@ def _timeline(conn: sqlite3.Connection, compile: int) -> list[dict]:
 
 
 def _artifacts(conn: sqlite3.Connection, compile: int) -> list[dict]:
+    """Its artifacts in log order; torch 2.15's aot_autograd_runtime_wrappers with the wrappers it holds (`wrappers`:
+    name and line, as 2.14 logged each in an artifact of that name)."""
     artifacts = compiles.artifacts(conn, compile)
+    wrappers = runtime_wrappers(conn, artifacts)
     for artifact in artifacts:
         url = artifact["url"]  # a link record: followed only when it is a web address
         artifact["href"] = url if isinstance(url, str) and url.startswith(("https://", "http://")) else None
+        artifact["wrappers"] = wrappers.get(artifact["id"], [])
     return artifacts
 
 

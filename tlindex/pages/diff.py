@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from tlindex.answers.configs import shown
-from tlindex.answers.diff import compare, compile_run_labels, diff, graph_pairs
+from tlindex.answers.configs import config_groups, shown
+from tlindex.answers.diff import TORCH_MAY, compare, compile_run_labels, diff, graph_pairs, torch_words
 from tlindex.errors import NotFound, UsageError
 from tlindex.pages.hunks import hunks
 from tlindex.pages.languages import language
@@ -41,7 +41,11 @@ def diff_data(conn: sqlite3.Connection, args: Args, a: int, b: int) -> dict:
     unchanged = [c for c in compiles if not c["changes"] and c["a"] and c["b"] and c["key"].get("compile") != "-/-"]
     result["changed_count"], result["changed"] = len(changed), changed[:CHANGED_SHOWN]
     result["unchanged_count"], result["unchanged"] = len(unchanged), unchanged[:UNCHANGED_SHOWN]
-    result["config_shown"] = [(f"{c['config']}.{c['key']}", shown(c["a"]), shown(c["b"])) for c in result["config"]]
+    result["torch_words"], result["torch_may"] = torch_words(result["torch"]), TORCH_MAY
+    result["config_groups"] = [{"words": words, "rows": [(f"{c['config']}.{c['key']}", shown(c["a"]), shown(c["b"]),
+                                                           " and ".join(side.upper() for side in c["set_in"]))
+                                                          for c in items]}
+                               for words, items in config_groups(result["config"], result["torch"])]
     result["multi_rank"] = len(set(run_a["ranks"]) | set(run_b["ranks"])) > 1
     return {"diff": result}
 

@@ -12,6 +12,7 @@ from tlindex.answers.queries import run_queries
 from tlindex.answers.uploads import posted_as
 from tlindex.answers.vllm import has_vllm
 from tlindex.errors import NotFound
+from tlindex.ingest.normalize.known import unknown_words
 from tlindex.ingest.runs import rank_decisions
 from tlindex.pages.rows import Args
 
@@ -35,6 +36,8 @@ def run_data(conn: sqlite3.Connection, args: Args, run: int) -> dict:
     found["exports"] = export_verdict(conn, run)
     found["vllm"] = has_vllm(conn, run)
     found["kinds"] = runs.record_kinds(conn, run, KINDS_SHOWN)
+    found["unknown_kinds"] = runs.unknown_kinds(conn, run)
+    found["unknown_words"] = unknown_words({row["label"]: row["records"] for row in found["unknown_kinds"]})
     found["compiles"] = runs.run_compiles(conn, run, COMPILES_SHOWN)
     return {"run": found, "queries": run_queries(conn, run)}
 

@@ -8,6 +8,7 @@ import sqlite3
 from tlindex.answers.health import METRICS, count_runs, health, select_runs
 from tlindex.answers.runs import run_label
 from tlindex.answers.top_breaks import break_type, site_url, top_graph_breaks
+from tlindex.answers.trend import mark_torch_changes
 from tlindex.errors import UsageError
 from tlindex.pages.rows import Args
 
@@ -24,11 +25,12 @@ def trend_data(conn: sqlite3.Connection, args: Args) -> dict:
     if last is not None and last < 1:
         raise UsageError(f"last must be a whole number of runs, 1 or more, not {last}")
     runs = select_runs(conn, named, label, last)
-    rows = health(conn, runs)
+    rows = mark_torch_changes(health(conn, runs))
     series = []
     for metric in METRICS:
         points = [{"run": row["run_id"], "label": row["label"], "start": row.get("start_time"),
-                   "value": row[metric.column]} for row in rows]
+                   "value": row[metric.column], "torch": row["torch_version"],
+                   "torch_changed_from": row["torch_changed_from"]} for row in rows]
         if any(point["value"] is not None for point in points):
             series.append({"metric": metric.name, "column": metric.column, "unit": metric.unit, "what": metric.what,
                            "points": points})

@@ -20,10 +20,12 @@ TWINS: dict[str, tuple[tuple[str, str], ...]] = {
                ("problem", "why the term could not be searched, or null"),
                ("indexed", "whether payload text is indexed"), ("notes", "what the search could not finish"),
                ("more", "places that match beyond those read, at least")),
-    "diff": (("diff", "the two runs (a, b), their config changes, the summary counts and every compile paired, "
-                      "its changes and their detail"),),
+    "diff": (("diff", "the torch each run ran and what changed (torch), the two runs (a, b), their config changes "
+                      "with why each key differs, the summary counts and every compile paired, its changes and their "
+                      "detail"),),
     "diff_compiles": (("entry", "two compiles compared: their key, each side, the changes and their detail"),),
-    "trend": (("rows", "run_health's rows of the runs, oldest first"), ("series", "each number as a chart's points"),
+    "trend": (("rows", "run_health's rows of the runs, oldest first, each with torch_changed_from: the torch version of "
+                       "the run before it when its own is another"), ("series", "each number as a chart's points"),
               ("label", "the label prefix asked for, or null"), ("named", "the runs named, or null"),
               ("last", "how many of the newest runs are shown (100 by default), or null for all"),
               ("matching", "runs the label and names keep, shown or not")),

@@ -235,7 +235,10 @@ def chart_svg(series: dict, urls) -> Markup:
             urls.run(p["run"]), *at(i, p["value"]), p["label"], p["value"], series["unit"])
         for i, p in enumerate(points) if p["value"] is not None)
     axis = Markup('<text x="2" y="{}" class="axis">{}</text><text x="2" y="{}" class="axis">0</text>').format(
-        PAD - 8, f"{top:g}", CHART_H - PAD + 4) + x_axis(points)
+        PAD - 8, f"{top:g}", CHART_H - PAD + 4) + x_axis(points) + Markup("").join(  # where torch changed
+        Markup('<line class="torch-change" x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}"><title>torch {3} -&gt; {4}'
+               '</title></line>').format(PAD + i * step, PAD, CHART_H - PAD, p["torch_changed_from"], p["torch"])
+        for i, p in enumerate(points) if p.get("torch_changed_from"))
     return Markup('<svg class="trend" viewBox="0 0 {} {}" width="{}" height="{}" role="img">{}'
                   '<polyline points="{}" fill="none"/>{}</svg>').format(CHART_W, CHART_H, CHART_W, CHART_H, axis,
                                                                         line, dots)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import orjson
+
 from tlindex.ingest.normalize.state import RANK_CONFLICT, Compile, Process, context_ids, integer
 
 if TYPE_CHECKING:
@@ -42,8 +44,10 @@ def compile_of(n: Normalizer, proc: Process, rec: Record, kind: str, data: dict)
     if kind == "str" or odd:  # string-table records belong to the process, not to a compile
         return None
     # Records without any compile id (export, AOTInductor, spans outside a compile)
-    # belong to the process's compile-id-less compile, tlparse's [-/-].
+    # belong to the process's compile-id-less compile, tlparse's [-/-], unless their payload names one.
     key = (ca, frame, frame_compile)
+    if key == (None, None, None) and kind == "artifact":
+        key = payload_compile(proc, rec, data) or key
     compile = proc.compiles.get(key)
     if kind == "dynamo_start" and compile is not None and compile.starts_again(attempt or 0):
         proc.reset_compile_ids()
@@ -62,3 +66,22 @@ def compile_of(n: Normalizer, proc: Process, rec: Record, kind: str, data: dict)
         compile.start_time = rec.time
     compile.end_time = rec.time
     return compile
+
+
+# Artifacts logged without context (suppress_context) whose JSON payload names their compile: `compile_id` "0/1"
+# (torch/_inductor/compile_worker/subproc_pool.py: a compile worker's job still running, reported by its watchdog).
+COMPILE_ID_IN_PAYLOAD = frozenset({"compile_worker_status"})
+
+
+def payload_compile(proc: Process, rec: Record, data: dict) -> tuple | None:
+    """The key of the process's compile an artifact of COMPILE_ID_IN_PAYLOAD names in its payload, if the process has
+    that compile; None otherwise (the record stays in [-/-])."""
+    meta = data.get("artifact")
+    if not isinstance(meta, dict) or meta.get("name") not in COMPILE_ID_IN_PAYLOAD or rec.payload is None:
+        return None
+    try:
+        named = orjson.loads(rec.payload).get("compile_id")
+    except (orjson.JSONDecodeError, AttributeError):  # not JSON, or not an object
+        return None
+    return next((key for key, compile in proc.compiles.items() if compile.compile_id == named), None) \
+        if isinstance(named, str) else None

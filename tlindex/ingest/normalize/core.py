@@ -16,6 +16,7 @@ import orjson
 
 from tlindex.ingest.normalize.context import compile_of, note_rank
 from tlindex.ingest.normalize.handlers import HANDLERS, METRICS_KINDS
+from tlindex.ingest.normalize.known import count_unknown
 from tlindex.ingest.normalize.protocols import Sink
 from tlindex.ingest.normalize.state import Compile, CompileState, Process
 from tlindex.ingest.reader import MAX_RECORD_BYTES, ReadError, Record
@@ -60,6 +61,16 @@ def bounded(number: int, after_records: bool, excerpt: str, message: str) -> tup
                   f"trace lines{'' if after_records else ' before a trace record'}; its file, line and offset say "
                   f"where it is)")
 
+def count_volume(proc: Process, rec: Record, kind: str, name: str | None) -> None:
+    """A record counted in its process's volume, by kind, name and the torch line that logged it."""
+    volume_key = (kind, name, rec.emitter_file, rec.emitter_line)
+    counted = proc.volume.get(volume_key)
+    if counted is None:
+        counted = proc.volume[volume_key] = [0, 0]
+    counted[0] += 1
+    counted[1] += rec.envelope_bytes + rec.payload_bytes
+
+
 class FileNormalizer:
     """Normalize one file's records into rows for `sink`.
 
@@ -82,6 +93,7 @@ class FileNormalizer:
         self.foreign_excerpts = 0  # lines that are not trace lines met (what is kept of them is bounded)
         self.md5_failures = 0
         self.new_compiles = 0
+        self.unknown: dict[str, int] = {}  # records of kinds tlindex does not know yet (known.py), by kind
         self.envelope_written = False  # whether the record being read has its envelope row yet
 
     def next_id(self, table: str) -> int:
@@ -221,7 +233,7 @@ class FileNormalizer:
         # metrics keep every key in the metrics table; an empty {} is no metadata
         metadata = None if kind in METRICS_KINDS or (is_dict and not meta) else to_json(meta)
         envelope_id = self.next_id("envelopes")
-        self._count_volume(proc, rec, kind, name)
+        count_volume(proc, rec, kind, name)
         self.add_envelope(envelope_id, proc, rec, kind, name, compile, metadata)
         self._stacks(proc, envelope_id, data, meta if is_dict else None)
         if kind in ("artifact", "link") or (text is not None and kind != "chromium_event"):
@@ -244,15 +256,6 @@ class FileNormalizer:
                        f"payload md5 {rec.payload_hash} != has_payload {data.get('has_payload')} "
                        f"({rec.payload_lines} payload lines); stored as read", pid=rec.pid)
         return text
-
-    @staticmethod
-    def _count_volume(proc: Process, rec: Record, kind: str, name: str | None) -> None:
-        volume_key = (kind, name, rec.emitter_file, rec.emitter_line)
-        counted = proc.volume.get(volume_key)
-        if counted is None:
-            counted = proc.volume[volume_key] = [0, 0]
-        counted[0] += 1
-        counted[1] += rec.envelope_bytes + rec.payload_bytes
 
     def _stacks(self, proc: Process, envelope_id: int, data: dict, meta: dict | None) -> None:
         """The frames of the record's context stack and of its metadata's stack and user_stack."""
@@ -307,6 +310,7 @@ class FileNormalizer:
             self.sink.add("sources", proc.row(self.file_id))
             for row in proc.volume_rows():
                 self.sink.add("volume", row)
+            count_unknown(self.unknown, proc.volume)
             proc.volume = {}
             for compile in proc.finished_compiles():
                 self.sink.add("compiles", compile.row())
