@@ -31,8 +31,9 @@ class Finding:
     params: dict = field(default_factory=dict)
     compile: int | None = None    # or the compile that shows it
     explanation: str = ""         # what this kind of finding means (its check's)
-    next_steps: str = ""          # what to try next (its check's)
+    next_steps: str = ""          # what to try next: about this finding when it says, else its check's advice
     items: list = field(default_factory=list)  # every item the sentence counts, whole (--json): compile ids, …
+    own_next_steps: str | None = None  # what to try next about this finding (the line, the input, the compile)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -117,13 +118,14 @@ class Context:
         return value
 
     def finding(self, count: int, text: str, query: str | None = None, compile: int | None = None,
-                items: list | None = None) -> Finding:
+                items: list | None = None, next_steps: str | None = None) -> Finding:
         """A finding of the running check: its kind, severity, explanation and next steps; a query runs on this run;
-        `items`, every thing it counts (when its sentence names only some)."""
+        `items`, every thing it counts (when its sentence names only some); `next_steps`, what to try about this one
+        (the line, the input, the compile: else the check's advice is shown)."""
         made = self.check
         assert made is not None, "context.finding is for a check that findings() runs"
         return Finding(made.severity, made.kind, count, text, query, dict(self.params) if query else {}, compile,
-                       made.explanation, made.next_steps, items or [])
+                       made.explanation, next_steps or made.next_steps, items or [], next_steps or None)
 
 
 def findings(conn: sqlite3.Connection, run_id: int, divergence: bool = True) -> list[Finding]:

@@ -7,6 +7,12 @@ def plural(n: int, word: str, plural: str | None = None) -> str:
     return f"{n:,} {word if n == 1 else plural or word + 's'}"
 
 
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, 11th, 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def short(text: str | None, limit: int = 140) -> str:
     """The text on one line, cut at a word to at most `limit` characters and the cut marked "…"; a backtick or
     quote left open by the cut is closed after the mark, so the sentence stays balanced."""
