@@ -13,8 +13,20 @@ from __future__ import annotations
 
 from tlindex.answers.findings import compiles, failures, logs, pieces, ranks, recompiles  # noqa: F401  (their checks)
 from tlindex.answers.findings.logs import export_issue_count
-from tlindex.answers.findings.registry import CHECKS, Check, Context, Finding, check, findings, kinds, problems
+from tlindex.answers.findings.registry import (
+           CHECKS,
+           FIX_FIRST_RULE,
+           Check,
+           Context,
+           Finding,
+           check,
+           findings,
+           fix_first,
+           kinds,
+           problems,
+)
 from tlindex.answers.findings.words import group_ranks, rank_list, short_location
 
-__all__ = ["CHECKS", "Check", "Context", "Finding", "check", "export_issue_count", "findings", "group_ranks", "kinds",
+__all__ = ["CHECKS", "FIX_FIRST_RULE", "Check", "Context", "Finding", "check", "export_issue_count", "findings",
+           "fix_first", "group_ranks", "kinds",
            "problems", "rank_list", "short_location"]

@@ -16,7 +16,7 @@ from tlindex.answers.findings.words import ordinal, plural, rank_list, short, sh
 from tlindex.answers.queries import load_queries, run_sql
 
 LIMIT_SAID = re.compile(r"currently set to (\d+)")
-SHOWN = 3  # inputs a recompiles sentence names (the others counted)
+SHOWN = 5  # inputs a recompiles sentence names (the others counted)
 
 
 def reasons(context: Context) -> list[dict]:

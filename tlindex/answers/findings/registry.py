@@ -156,6 +156,15 @@ def not_computed(error: BaseException, checks: list[Check]) -> Finding:
                    NOT_COMPUTED.next_steps)
 
 
+FIX_FIRST_RULE = ("the first problem of the list: errors before warnings, and within one severity the kinds in "
+                  "their order (failed compiles, the recompile limit, graph breaks, recompiles, rank divergence, …)")
+
+
+def fix_first(found: list[Finding]) -> Finding | None:
+    """The one finding to fix first, by FIX_FIRST_RULE (`found` in the order findings() gives)."""
+    return next(iter(problems(found)), None)
+
+
 def problems(found: list[Finding]) -> list[Finding]:
     """The findings that mean something is wrong (errors and warnings)."""
     return [f for f in found if f.severity != "info"]
