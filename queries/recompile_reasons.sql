@@ -63,7 +63,7 @@ WITH recompiled AS MATERIALIZED (  -- the recompiles asked: a function compiled 
            CASE WHEN kind IN ('size', 'stride') THEN tensor_source || '.' || kind || '()[' || dim || ']'
                 WHEN tensor_source IS NOT NULL THEN tensor_source
                 WHEN kind = 'global state' THEN trim(substr(guard_text, 23))
-                WHEN kind = 'value' AND lhs NOT GLOB '*[^A-Za-z0-9_]*' AND lhs GLOB '[A-Za-z_]*' THEN 'L[''' || lhs || ''']'
+                WHEN kind = 'value' AND lhs NOT LIKE '%[%' AND lhs NOT LIKE '%.%' AND lhs NOT LIKE '%(%' AND lhs NOT LIKE '% %' THEN 'L[''' || lhs || ''']'
                 WHEN kind = 'value' THEN lhs END AS input,
            CASE WHEN instr(rest, 'expected ') > 0 AND instr(rest, ', actual ') > instr(rest, 'expected ')
                 THEN substr(rest, instr(rest, 'expected ') + 9, instr(rest, ', actual ') - instr(rest, 'expected ') - 9)

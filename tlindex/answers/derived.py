@@ -63,10 +63,11 @@ def derive_runs(conn: sqlite3.Connection, run_ids: Iterable[int]) -> list[int]:
         for cte, table in parts:
             _store(conn, per_run_sql(queries[name].sql, cte), table, ids)
     found = {run: findings(conn, run) for run in ids}
-    conn.executemany(f"INSERT INTO {FINDINGS} (run_id, position, severity, kind, count, text, query, compile, items, "
-                     f"next_steps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    own = "next_steps" in table_columns(conn, FINDINGS)  # (not yet, in the step of a migration before 027)
+    conn.executemany(f"INSERT INTO {FINDINGS} (run_id, position, severity, kind, count, text, query, compile, items"
+                     f"{', next_steps' if own else ''}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?{', ?' if own else ''})",
                      [(run, n, f.severity, f.kind, f.count, f.text, f.query, f.compile,
-                       json.dumps(f.items) if f.items else None, f.own_next_steps)
+                       json.dumps(f.items) if f.items else None, *([f.own_next_steps] if own else []))
                       for run in ids for n, f in enumerate(found[run])])
     conn.executemany(f"INSERT INTO {DERIVED} (run_id, findings) VALUES (?, ?)", [(run, len(found[run])) for run in ids])
     return ids

@@ -14,8 +14,8 @@ def ordinal(n: int) -> str:
 
 
 def short(text: str | None, limit: int = 140) -> str:
-    """The text on one line, cut at a word to at most `limit` characters and the cut marked "…"; a backtick or
-    quote left open by the cut is closed after the mark, so the sentence stays balanced."""
+    """The text on one line, cut at a word to at most `limit` characters and the cut marked "…"; a bracket, backtick
+    or quote left open by the cut is closed after the mark, so the sentence stays balanced."""
     text = " ".join((text or "").split())
     if len(text) <= limit:
         return text
@@ -24,6 +24,8 @@ def short(text: str | None, limit: int = 140) -> str:
     if space > limit // 2:
         cut = cut[:space]
     cut = cut.rstrip(" ,;:.") + "…"
+    for opening, close in (("(", ")"), ("[", "]"), ("{", "}")):  # brackets the cut left open, then the quotes
+        cut += close * max(0, cut.count(opening) - cut.count(close))
     closing = {"`": "`", "“": "”", "‘": "’"}
     for opening, close in closing.items():
         if opening == close and cut.count(opening) % 2:
