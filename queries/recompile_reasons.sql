@@ -83,7 +83,8 @@ WITH recompiled AS MATERIALIZED (  -- the recompiles asked: a function compiled 
                     (SELECT f.loc || '  # ' || f.filename || ':' || f.line || ' in ' || f.name
                      FROM symbols s JOIN frames f ON f.envelope_id = s.envelope_id AND f.stack = 'user_stack'
                      WHERE s.compile = i.id AND s.source = i.input AND f.loc IS NOT NULL
-                       AND f.filename NOT LIKE '%/site-packages/%' AND f.filename NOT LIKE '%/dist-packages/%'
+                       AND f.filename NOT LIKE '%-packages/%' AND f.filename NOT LIKE '%/lib/python3.%'
+                       AND f.filename NOT LIKE '<%'
                      ORDER BY f.depth DESC LIMIT 1),
                     (SELECT g.user_code FROM compiles p JOIN guards g ON g.compile = p.id
                      WHERE i.tensor_source IS NOT NULL AND p.source_id = i.source_id AND p.generation = i.generation

@@ -234,3 +234,63 @@ def test_next_steps_are_the_findings_own_stored_and_printed(fixtures_db, db):
     assert "next: Stop the recompiles of g: keep x's dtype the same" in output
     assert output.count("(fix this first)") == 1 and "warning (fix this first): g hit the recompile limit" in output
 
+
+
+def strings(path: Path) -> dict[int, str]:
+    """The log's string table (`str` envelopes): the file names its stacks point to."""
+    return {e["str"][1]: e["str"][0] for e, _ in records([path]) if "str" in e}
+
+
+def innermost_user(stack: list[dict], names: dict[int, str]) -> str | None:
+    """`file:line  source` of the innermost frame of a logged stack that is the user's."""
+    users = [f for f in stack if "-packages/" not in names.get(f["filename"], "<")
+             and not re.search(r"/lib/python3\.", names.get(f["filename"], "<"))
+             and not names.get(f["filename"], "<").startswith("<")]
+    if not users:
+        return None
+    frame = users[-1]
+    return f"{names[frame['filename']]}:{frame['line']}" + (f"  {frame['loc']}" if frame.get("loc") else "")
+
+
+def test_dynamic_shapes_say_the_user_line_that_created_each_symbol(db):
+    (run,) = scenario_run(db, "dynamic")
+    expected = Counter()
+    for path in scenario_logs("dynamic"):
+        names = strings(path)
+        for envelope, _ in records([path]):
+            for kind in ("create_symbol", "create_unbacked_symbol"):
+                if kind in envelope:
+                    expected[(envelope[kind]["symbol"], innermost_user(envelope[kind].get("user_stack") or [],
+                                                                         names))] += 1
+    cursor = db.execute(load_queries()["dynamic_shapes"].sql, {"run": str(run)})
+    found = Counter((row[6], row[12]) for row in cursor if row[0] == "symbol")
+    assert found == expected and sum(1 for _, line in expected if line) >= 4
+
+
+def test_a_size_recompiled_on_says_on_its_compile_page_how_to_keep_it_dynamic(db):
+    from tlindex.answers.shapes import symbols
+
+    (run,) = scenario_run(db, "ddp_4ranks_diverge")
+    recompiled = [(function, guard) for function, guard in first_reasons(scenario_logs("ddp_4ranks_diverge"))]
+    assert ("forward", "tensor 'x' size mismatch at index 0. expected 4, actual 6") in recompiled
+    (compile,) = [r[0] for r in db.execute("SELECT id FROM compiles WHERE run_id = ? AND compile_id = '4/1'", (run,))]
+    (symbol,) = [s for s in symbols(db, compile) if s["source"] == "L['x'].size()[0]"]
+    assert "torch._dynamo.mark_dynamic(x, 0)" in symbol["keep_dynamic"] and symbol["line"].endswith(
+        "return self.fc2(torch.relu(self.fc1(x)))")
+    (first,) = [r[0] for r in db.execute("SELECT id FROM compiles WHERE run_id = ? AND compile_id = '4/0' "
+                                         "AND rank = 1", (run,))]
+    assert all(s["keep_dynamic"] is None for s in symbols(db, first))  # a first compile recompiled on nothing
+
+
+def test_a_constraint_the_code_specialized_names_the_line_that_specialized_it(db):
+    (run,) = scenario_run(db, "export")
+    (failure,) = of(db, scenario_label(db, run))["failures"]
+    (path,) = scenario_logs("export")
+    names = strings(path)
+    special = [e["symbolic_shape_specialization"] for e, _ in records([path]) if "symbolic_shape_specialization" in e]
+    constant = re.search(r"specialized it to be a constant \((\d+)\)", failure.text)[1]
+    (line,) = {innermost_user(s["user_stack"], names) for s in special if s["value"] == constant}
+    where, source = line.split("  ", 1)
+    assert f"{Path(where.rsplit(':', 1)[0]).name}:{where.rsplit(':', 1)[1]} `{source}`" in failure.text
+    assert {s["reason"] for s in special if s["value"] == constant} == {"range_refined_to_singleton"}
+    assert "range_refined_to_singleton" in failure.next_steps

@@ -7,12 +7,14 @@ finding naming every compile they hit.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 from tlindex.answers.artifacts import payload_text
 from tlindex.answers.findings import tracebacks
 from tlindex.answers.findings.registry import Context, check
 from tlindex.answers.findings.words import plural, rank_list, short, short_location
+from tlindex.answers.shapes import USER_LINE
 
 # A compile that hit the recompile limit, as SQL over `compiles` (recompile_reasons' hit_limit says the same).
 LIMIT_HIT = ("(fail_reason LIKE 'Dynamo recompile limit exceeded%' OR fail_type = 'FailOnRecompileLimitHit')")
@@ -31,9 +33,11 @@ def failed(conn: sqlite3.Connection, run: int) -> list[dict]:
     out = []
     for n, (row, compile_id, name, rank, fail_type, fail_reason, file, line) in enumerate(rows):
         frame = _user_frame(conn, row, file, line) if n < READ else None
+        special = _specialized(conn, run, fail_reason) if frame is None and n < READ else None
         out.append({"compile": row, "compile_id": compile_id, "function": name, "rank": rank, "type": fail_type,
+                    "frame": frame or (special and special[0]), "specialized": special and special[1],
                     "reason": tracebacks.reason(fail_reason),
-                    "raised": tracebacks.raised(fail_reason) is not None, "hint": _hint(fail_reason), "frame": frame})
+                    "raised": tracebacks.raised(fail_reason) is not None, "hint": _hint(fail_reason)})
     return out
 
 
@@ -53,6 +57,26 @@ def _user_frame(conn: sqlite3.Connection, compile: int, file: str | None, line: 
         if tracebacks.is_user_file(path) and at is not None:
             return tracebacks.UserFrame(path, at, name or "", loc or "")
     return tracebacks.UserFrame(file, line) if file and line is not None else None
+
+
+SPECIALIZED = re.compile(r"specialized it to be a constant \((?P<value>[^)]+)\)")
+
+
+def _specialized(conn: sqlite3.Connection, run: int, reason: str | None) -> tuple | None:
+    """For a constraint torch says the code specialized ("... specialized it to be a constant (4)"): the user line of
+    the run's specialization to that value, and torch's reason for it."""
+    said = SPECIALIZED.search(reason or "")
+    if not said:
+        return None
+    found = conn.execute(f"""
+        SELECT {USER_LINE.format(envelope='g.envelope_id')}, g.reason FROM compiles c JOIN guards g ON g.compile = c.id
+        WHERE c.run_id = ? AND g.origin = 'symbolic_shape_specialization' AND g.value = ? ORDER BY g.id LIMIT 1""",
+                         (run, said["value"])).fetchone()
+    if not found or not found[0]:
+        return None
+    where, _, source = found[0].partition("  ")
+    path, _, at = where.rpartition(":")
+    return tracebacks.UserFrame(path, int(at), "", source.strip()), found[1]
 
 
 def _hint(reason: str | None) -> str:
@@ -89,6 +113,9 @@ def advice(first: dict) -> str:
     if first["type"] in ("BackendCompilerFailed", "InductorError"):
         return (f"The compiler raised{where}: fix it there, or rerun compile [{first['compile_id']}] alone from its "
                 f"fx_graph_runnable artifact (when logged) to debug it.")
+    if first["specialized"]:
+        return (f"The code{where} specialized that dimension to a constant ({first['specialized']}): change that line "
+                f"to keep it dynamic, or ask for it with `Dim.AUTO` / `maybe_mark_dynamic` as torch says.")
     if first["raised"]:
         return (f"Your code raised this{where}; it raises the same without torch.compile: fix it there, or keep the "
                 f"call that raises out of the compiled function.")
