@@ -294,3 +294,16 @@ def test_a_constraint_the_code_specialized_names_the_line_that_specialized_it(db
     assert f"{Path(where.rsplit(':', 1)[0]).name}:{where.rsplit(':', 1)[1]} `{source}`" in failure.text
     assert {s["reason"] for s in special if s["value"] == constant} == {"range_refined_to_singleton"}
     assert "range_refined_to_singleton" in failure.next_steps
+
+
+@pytest.mark.asyncio
+async def test_the_run_page_marks_one_finding_to_fix_first(traces_db):
+    from datasette.app import Datasette
+
+    conn = connect(traces_db)
+    (run,) = scenario_run(conn, "recompiles")
+    html = (await Datasette([str(traces_db)]).client.get(f"/traces/-/tlindex/run/{run}")).text
+    section = html.split('<h2 id="findings">')[1].split("<h2")[0]
+    assert section.count("fix this first") == 1
+    marked = section.split("fix this first")[1].split("</li>")[0]
+    assert "hit the recompile limit" in marked and "Stop the recompiles of g" in marked
