@@ -63,11 +63,13 @@ def change(row: dict) -> str:
 
 
 def said(row: dict) -> str:
-    """One group in words: `f's x.size()[0] (size: 4, 8) ×1 at dir/f.py:10 `y = x * n``."""
+    """One group in words: `f's x.size()[0] (size: 4, 8) ×1 on rank 1 at dir/f.py:10 `y = x * n``."""
     what = f"`{expression(row['input'])}`" if row["input"] else f"“{short(row['failed_guard'], 100)}”"
     values = f": {short(row['values'], 80)}" if row["values"] else ""
     line = line_of(row)
-    return f"{row['co_name'] or '?'}'s {what} ({row['guard']}{values}) ×{row['compiles']}" + \
+    ranks = [int(r) for r in str(row.get("ranks") or "").split(",") if r.strip().lstrip("-").isdigit()]
+    on = f" on {rank_list(ranks)}" if ranks else ""  # the same recompile on several ranks is one group, said once
+    return f"{row['co_name'] or '?'}'s {what} ({row['guard']}{values}) ×{row['compiles']}{on}" + \
         (f" at {line}" if line else "")
 
 
