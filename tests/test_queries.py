@@ -154,6 +154,15 @@ def test_failures_count_each_failure_type(db):
     assert got == raw == Counter({"Unsupported": 1, "BackendCompilerFailed": 2})
 
 
+def test_failures_name_the_recompile_limit_apart_from_failed_compiles(db):
+    (run,) = scenario_run(db, "recompiles")
+    limit = [e["compilation_metrics"] for e in raw_envelopes(scenario_logs("recompiles"))
+             if "compilation_metrics" in e and (e["compilation_metrics"].get("fail_reason") or "").startswith(
+                 "Dynamo recompile limit exceeded")]
+    found = [r for r in rows(db, "failures", run=run) if r["kind"] in ("failure", "recompile_limit")]
+    assert [(r["kind"], r["times"]) for r in found] == [("recompile_limit", len(limit))] and len(limit) == 1
+
+
 def test_an_export_failure_without_compile_id_is_a_failure_of_compile_minus_minus(db):
     """torch.export's compilation_metrics has compile_id null: it belongs to the process's [-/-]."""
     (run,) = scenario_run(db, "export")
