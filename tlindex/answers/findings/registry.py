@@ -36,7 +36,10 @@ class Finding:
     own_next_steps: str | None = None  # what to try next about this finding (the line, the input, the compile)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """Its fields as --json gives them (`next_steps`: this finding's advice, else its check's)."""
+        found = asdict(self)
+        found.pop("own_next_steps")
+        return found
 
     @property
     def anchor(self) -> str:
