@@ -307,3 +307,16 @@ async def test_the_run_page_marks_one_finding_to_fix_first(traces_db):
     assert section.count("fix this first") == 1
     marked = section.split("fix this first")[1].split("</li>")[0]
     assert "hit the recompile limit" in marked and "Stop the recompiles of g" in marked
+
+
+def test_a_failure_without_a_reason_is_still_a_failed_compile():
+    """HAND-MADE rows: a compile that failed with no fail_reason logged is not taken for the recompile limit."""
+    import sqlite3
+
+    from tlindex.answers.findings.failures import LIMIT_HIT
+
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE compiles (fail_reason TEXT, fail_type TEXT)")
+    conn.executemany("INSERT INTO compiles VALUES (?, ?)", [(None, "InductorError"), (None, "FailOnRecompileLimitHit"),
+                                                            ("Dynamo recompile limit exceeded", "Unsupported")])
+    assert conn.execute(f"SELECT fail_type FROM compiles WHERE NOT {LIMIT_HIT}").fetchall() == [("InductorError",)]

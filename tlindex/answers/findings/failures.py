@@ -17,7 +17,8 @@ from tlindex.answers.findings.words import plural, rank_list, short, short_locat
 from tlindex.answers.shapes import USER_LINE
 
 # A compile that hit the recompile limit, as SQL over `compiles` (recompile_reasons' hit_limit says the same).
-LIMIT_HIT = ("(fail_reason LIKE 'Dynamo recompile limit exceeded%' OR fail_type = 'FailOnRecompileLimitHit')")
+LIMIT_HIT = ("(coalesce(fail_reason, '') LIKE 'Dynamo recompile limit exceeded%' "
+             "OR coalesce(fail_type, '') = 'FailOnRecompileLimitHit')")  # (never NULL: NOT of it is a filter)
 READ = 200  # failed compiles of a run whose artifacts are read for the user's line (the others counted)
 SHOWN = 5  # groups of failures said one by one; the others in one last finding
 TEXTS = ("dynamo_error", "dynamo_graph_break_reason")  # torch's artifacts that print the user's frames
