@@ -1,9 +1,11 @@
 """A compile's dynamic shapes explained: each symbol with where it came from (its source, the user line that created
 it), its specializations (value, reason, line), and, for an input this compile recompiled on, the change that keeps
-it dynamic from the first compile (the recompile finding's, from the canned query recompile_reasons)."""
+it dynamic from the first compile (the canned query recompile_reasons' group of it); `change`, what stops the
+recompiles of an input, as the recompile findings and the compile page say it."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 
 from tlindex.answers.queries import load_queries, run_sql
@@ -38,8 +40,6 @@ def symbols(conn: sqlite3.Connection, compile: int) -> list[dict]:
 def keep_dynamic(conn: sqlite3.Connection, compile: int) -> dict[str, str]:
     """The inputs this compile recompiled on (the newest cache entry's guard, as recompile_reasons groups them), each
     with the change that keeps it dynamic from the first compile."""
-    from tlindex.answers.findings.recompiles import change
-
     row = conn.execute("SELECT run_id, rank, compile_id, co_name, frame_compile_id FROM compiles WHERE id = ?",
                        (compile,)).fetchone()
     if row is None or not row[4]:
@@ -54,3 +54,28 @@ def keep_dynamic(conn: sqlite3.Connection, compile: int) -> dict[str, str]:
         if group["co_name"] == name and compile_id in ids and group["input"] and group["guard"] in ("size", "stride"):
             out[group["input"]] = change(group)
     return out
+
+
+def expression(source: str | None) -> str:
+    """A guarded source as the user's code names it: `L['x'].size()[0]` -> `x.size()[0]`, `L['args'][0]` -> `args[0]`."""
+    return re.sub(r"[LG]\['([^']*)'\]", r"\1", source or "")
+
+
+def change(row: dict) -> str:
+    """The change that stops the recompiles of one group (its input and kind of guard)."""
+    name, kind = expression(row["input"]), row["guard"]
+    if kind in ("size", "stride") and name.endswith("]"):
+        tensor, _, dim = name.rpartition(f".{kind}()[")
+        dim = dim.rstrip("]")
+        made = (" torch made it dynamic by itself after this recompile; marking it first saves the recompile."
+                if row["dynamic"] else "")
+        return (f"mark that dimension dynamic before the first call: `torch._dynamo.mark_dynamic({tensor}, {dim})` "
+                f"(or `torch._dynamo.maybe_mark_dynamic({tensor}, {dim})` if it may stay static).{made}")
+    if kind == "value":
+        made = " (torch already made it dynamic by itself)" if row["dynamic"] else ""
+        return f"`{name}` is a Python number that varies{made}: pass it as a tensor, or keep it constant."
+    if kind == "global state":
+        return f"call the function under one {name} throughout (or compile each setting's path apart)."
+    if kind in ("dtype", "device", "requires_grad"):
+        return f"keep `{name}`'s {kind} the same from call to call (convert it once, before the compiled call)."
+    return f"read the guard that failed ({' '.join((row['failed_guard'] or '').split())}) and keep what it checks the same."

@@ -14,6 +14,7 @@ from tlindex.answers.findings.failures import LIMIT_HIT
 from tlindex.answers.findings.registry import Context, check
 from tlindex.answers.findings.words import ordinal, plural, rank_list, short, short_location
 from tlindex.answers.queries import load_queries, run_sql
+from tlindex.answers.shapes import change, expression
 
 LIMIT_SAID = re.compile(r"currently set to (\d+)")
 SHOWN = 5  # inputs a recompiles sentence names (the others counted)
@@ -28,11 +29,6 @@ def reasons(context: Context) -> list[dict]:
     return context.shared("recompile_reasons", compute)
 
 
-def expression(source: str | None) -> str:
-    """A guarded source as the user's code names it: `L['x'].size()[0]` -> `x.size()[0]`, `L['args'][0]` -> `args[0]`."""
-    return re.sub(r"[LG]\['([^']*)'\]", r"\1", source or "")
-
-
 def line_of(row: dict) -> str:
     """The user line a guard comes from (torch's comment `y = x * n  # dir/f.py:10 in f`): `dir/f.py:10 `y = x * n``."""
     code, _, where = (row.get("line") or "").rpartition("  # ")
@@ -40,26 +36,6 @@ def line_of(row: dict) -> str:
     if not code or not re.search(r":\d+$", at):
         return ""
     return f"{short_location(at)} `{short(code.strip(), 80)}`"
-
-
-def change(row: dict) -> str:
-    """The change that stops the recompiles of one group (its input and kind of guard)."""
-    name, kind = expression(row["input"]), row["guard"]
-    if kind in ("size", "stride") and name.endswith("]"):
-        tensor, _, dim = name.rpartition(f".{kind}()[")
-        dim = dim.rstrip("]")
-        made = (" torch made it dynamic by itself after this recompile; marking it first saves the recompile."
-                if row["dynamic"] else "")
-        return (f"mark that dimension dynamic before the first call: `torch._dynamo.mark_dynamic({tensor}, {dim})` "
-                f"(or `torch._dynamo.maybe_mark_dynamic({tensor}, {dim})` if it may stay static).{made}")
-    if kind == "value":
-        made = " (torch already made it dynamic by itself)" if row["dynamic"] else ""
-        return f"`{name}` is a Python number that varies{made}: pass it as a tensor, or keep it constant."
-    if kind == "global state":
-        return f"call the function under one {name} throughout (or compile each setting's path apart)."
-    if kind in ("dtype", "device", "requires_grad"):
-        return f"keep `{name}`'s {kind} the same from call to call (convert it once, before the compiled call)."
-    return f"read the guard that failed ({short(row['failed_guard'], 100)}) and keep what it checks the same."
 
 
 def said(row: dict) -> str:
