@@ -1,5 +1,6 @@
 -- Failures and restarts
--- Failed compiles (fail type, reason, user frame) and analysis restarts (restart reasons, and the attempts
+-- Failed compiles (fail type, reason, user frame; kind recompile_limit for a function that hit the recompile limit,
+-- not a failed compile) and analysis restarts (restart reasons, and the attempts
 -- past them, which torch's failure path logs without a reason), each distinct one counted with the compile
 -- ids it hit: the restarts counted here are run_health's.
 -- :run  run id (empty: every run)
@@ -8,7 +9,8 @@ WITH selected AS (
     SELECT * FROM compiles
     WHERE (run_id IN (SELECT id FROM runs WHERE id = :run UNION ALL SELECT id FROM runs WHERE coalesce(:run, '') = '')) AND (coalesce(:rank, '') = '' OR rank = :rank)
 ), found AS (
-    SELECT 'failure' AS kind, fail_type AS type, fail_reason AS reason,
+    SELECT CASE WHEN fail_reason LIKE 'Dynamo recompile limit exceeded%' OR fail_type = 'FailOnRecompileLimitHit'
+                THEN 'recompile_limit' ELSE 'failure' END AS kind, fail_type AS type, fail_reason AS reason,
            fail_user_frame_filename || ':' || fail_user_frame_lineno AS user_frame, id, compile_id, co_name, run_id, rank
     FROM selected WHERE fail_type IS NOT NULL
     UNION ALL
@@ -23,4 +25,4 @@ SELECT kind, type, reason, user_frame, count(*) AS times, group_concat(DISTINCT 
        group_concat(DISTINCT compile_id) AS compile_ids, count(DISTINCT run_id) AS runs,
        group_concat(DISTINCT rank) AS ranks
 FROM found GROUP BY kind, type, reason, user_frame
-ORDER BY kind DESC, times DESC
+ORDER BY kind = 'restart', kind, times DESC

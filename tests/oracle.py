@@ -201,6 +201,19 @@ def break_groups(run: list[Process]) -> dict[tuple[str, str, str], int]:
     return dict(groups)
 
 
+def break_costs(run: list[Process]) -> dict[tuple[str, str, str], float]:
+    """The compile time each group's analysis restarts threw away: a restarted compile's dynamo_time_before_restart_s,
+    shared among its breaks."""
+    costs: dict[tuple[str, str, str], float] = defaultdict(float)
+    for proc in run:
+        for compile in proc.compiles:
+            if compile.breaks and compile.restarts > 0:
+                spent = sum(m.get("dynamo_time_before_restart_s") or 0 for m in compile.metrics)
+                for payload in compile.breaks:
+                    costs[break_group(payload)] += spent / len(compile.breaks)
+    return dict(costs)
+
+
 def compile_id(compile: Compile) -> str:
     """A compile's id as torch prints it: 0/1, !0/1/2 with compiled autograd, !3 for compiled autograd alone."""
     ca, frame, number = compile.key

@@ -532,3 +532,18 @@ def test_a_log_or_a_folder_dropped_on_the_runs_page_becomes_a_run_whose_page_ope
     ranks = len(list(chosen.glob("*.log"))) if chosen.is_dir() else 1
     assert sources == ranks and (world or 1) == ranks
     assert page.evaluate("sessionStorage.getItem('tlindex-upload-token')") == token  # for this tab, not for good
+
+
+def test_the_graph_breaks_of_every_run_fit_a_1280_px_window(server, page):
+    """The graph-breaks page across every run, at 1280 px: nothing is wider than the window (no sideways scroll),
+    and every group's row shows."""
+    base, path = server
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(f"{base}/traces/-/tlindex/graph-breaks")
+    rows = page.locator("table.graph-breaks tbody tr").count()
+    assert rows > 3
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    assert page.evaluate("Math.max(...[...document.querySelectorAll('table.graph-breaks td')].map("
+                         "c => c.getBoundingClientRect().right))") <= 1280
+    shot(page, "graph-breaks-1280")
+    page.set_viewport_size({"width": 1300, "height": 1000})

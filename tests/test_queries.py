@@ -57,30 +57,24 @@ def test_docs_queries_md_is_generated_from_the_query_headers():
         "run: python -m tlindex.answers.queries > docs/queries.md"
 
 
-def test_recompile_reasons_are_exactly_the_guard_failures_provoked(db):
+def test_recompile_reasons_count_each_recompile_once_by_its_newest_entrys_guard(db):
     (run,) = scenario_run(db, "recompiles")
     found = rows(db, "recompile_reasons", run=run)
     raw = []
     for envelope, payload, *_ in raw_records("recompiles"):
         if envelope.get("artifact", {}).get("name") == "recompile_reasons":
             text = payload.decode()
-            raw.append(json.loads(text) if text.startswith("[") else [text])
-    # one artifact per compile; a guard that failed against several cache entries caused that one compile
-    raw_guards = Counter(guard for reasons in raw for guard in {reason.split(": ", 1)[1] for reason in reasons})
-    counted = Counter()
-    for r in found:
-        counted[r["failed_guard"]] += r["compiles"]
-        # the count agrees with the list beside it: every id once, or ×N for N compiles of it
+            raw.append((json.loads(text) if text.startswith("[") else [text])[0])  # newest cache entry first
+    # each recompile once, under the first guard torch lists (the older entries' failed for older changes)
+    assert sum(r["compiles"] for r in found) == len(raw)
+    assert {r["failed_guard"] for r in found} <= {reason.split(": ", 1)[1].split("#")[0].strip() for reason in raw}
+    for r in found:  # the count agrees with the list beside it: every id once, or ×N for N compiles of it
         listed = [item.split(" ×") for item in r["compile_ids"].split(", ")]
         assert sum(int(item[1]) if len(item) > 1 else 1 for item in listed) == r["compiles"]
-    assert counted == raw_guards  # each failed guard once per compile it caused, as the raw artifacts list them
-    by_function = {}
-    for r in found:
-        by_function.setdefault(r["co_name"], set()).add(r["failed_guard"].split("#")[0].strip())
         assert (r["co_name"], r["recompiles"], r["hit_limit"]) in {("f", 3, 0), ("g", 4, 1)}
-    assert by_function["f"] == {"tensor 'x' size mismatch at index 0. expected 4, actual 8",
-                                "tensor 'x' dtype mismatch. expected Float, actual Double", "n == 2"}
-    assert "tensor 'x' dtype mismatch. expected BFloat16, actual Int" in by_function["g"]
+    groups = {(r["co_name"], r["input"], r["guard"]): r["compiles"] for r in found}
+    assert groups == {("f", "L['x'].size()[0]", "size"): 1, ("f", "L['x']", "dtype"): 1, ("f", "L['n']", "value"): 1,
+                      ("g", "L['x']", "dtype"): 4}
 
 
 def test_log_volume_adds_up_to_the_log_bytes(db):
@@ -158,6 +152,15 @@ def test_failures_count_each_failure_type(db):
         if r["kind"] == "failure":
             got[r["type"]] += r["times"]
     assert got == raw == Counter({"Unsupported": 1, "BackendCompilerFailed": 2})
+
+
+def test_failures_name_the_recompile_limit_apart_from_failed_compiles(db):
+    (run,) = scenario_run(db, "recompiles")
+    limit = [e["compilation_metrics"] for e in raw_envelopes(scenario_logs("recompiles"))
+             if "compilation_metrics" in e and (e["compilation_metrics"].get("fail_reason") or "").startswith(
+                 "Dynamo recompile limit exceeded")]
+    found = [r for r in rows(db, "failures", run=run) if r["kind"] in ("failure", "recompile_limit")]
+    assert [(r["kind"], r["times"]) for r in found] == [("recompile_limit", len(limit))] and len(limit) == 1
 
 
 def test_an_export_failure_without_compile_id_is_a_failure_of_compile_minus_minus(db):

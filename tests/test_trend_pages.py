@@ -5,6 +5,7 @@ configs), checked against the run pages and the payloads the logs carried."""
 from __future__ import annotations
 
 import json
+import sqlite3
 
 import pytest
 from click.testing import CliRunner
@@ -110,3 +111,35 @@ def test_a_report_of_the_series_carries_its_trend_and_graph_breaks(db, fixtures_
         assert (out / f"run-{run}" / "graph-breaks.html").exists() or not any(
             r["graph_breaks"] for r in health(db, [run]))
     assert trend.count("<svg class=\"trend\"") >= 4
+
+
+@pytest.mark.asyncio
+async def test_trend_charts_label_each_point_and_leave_a_gap_where_a_run_has_no_value(db, ds):
+    import re
+
+    page = (await ds.client.get("/traces/-/tlindex/trend.json")).json()
+    html = (await ds.client.get("/traces/-/tlindex/trend")).text
+    charts = re.findall(r'<svg class="trend".*?</svg>', html, re.S)
+    assert len(charts) == len(page["series"]) and any(
+        p["value"] is None for s in page["series"] for p in s["points"])  # some run lacks some number
+    for series, svg in zip(page["series"], charts):
+        values = [p["value"] for p in series["points"]]
+        runs = []  # the runs with a value, in a row: each row of two or more is one line
+        for value in values:
+            if value is None or not runs:
+                runs.append([])
+            if value is not None:
+                runs[-1].append(value)
+        assert svg.count("<polyline") == sum(len(row) > 1 for row in runs), series["column"]
+        titles = re.findall(r"<title>(.*?)</title>", svg)
+        assert titles == [f"{p['label']}: {p['value']} {series['unit']}".replace("'", "&#39;")
+                          for p in series["points"] if p["value"] is not None]
+
+
+def test_label_says_what_it_renamed(fixtures_db, tmp_path):
+    from conftest import copy_db
+
+    path = copy_db(fixtures_db, tmp_path / "t.db")
+    (old,) = [row[0] for row in sqlite3.connect(path).execute("SELECT label FROM runs WHERE id = 1")]
+    said = CliRunner().invoke(cli, ["label", "1", "renamed-run", "--db", str(path)])
+    assert said.exit_code == 0 and said.output.strip() == f"run 1: {old!r} is now 'renamed-run'"

@@ -6,7 +6,8 @@ WITH selected AS (
     SELECT * FROM compiles
     WHERE (:run IS NULL OR run_id = :run) AND (:rank IS NULL OR rank = :rank)
 ), found AS (
-    SELECT 'failure' AS kind, fail_type AS type, fail_reason AS reason,
+    SELECT CASE WHEN fail_reason LIKE 'Dynamo recompile limit exceeded%' OR fail_type = 'FailOnRecompileLimitHit'
+                THEN 'recompile_limit' ELSE 'failure' END AS kind, fail_type AS type, fail_reason AS reason,
            fail_user_frame_filename || ':' || CAST(fail_user_frame_lineno AS STRING) AS user_frame, id, compile_id, co_name, run_id, rank
     FROM selected WHERE fail_type IS NOT NULL
     UNION ALL
@@ -22,4 +23,4 @@ SELECT kind, type, reason, user_frame, count(*) AS times, nullif(array_join(arra
        nullif(array_join(array_sort(collect_set(CAST(compile_id AS STRING))), ','), '') AS compile_ids, count(DISTINCT run_id) AS runs,
        nullif(array_join(array_sort(collect_set(CAST(rank AS STRING))), ','), '') AS ranks
 FROM found GROUP BY kind, type, reason, user_frame
-ORDER BY kind DESC, times DESC
+ORDER BY kind = 'restart', kind, times DESC

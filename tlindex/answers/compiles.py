@@ -76,14 +76,6 @@ def cache_events(conn: sqlite3.Connection, compile: int, chars: int) -> list[dic
         (compile,)))
 
 
-def symbols(conn: sqlite3.Connection, compile: int) -> list[dict]:
-    """A compile's symbols, each once, in the order it first logged them."""
-    return dicts(conn.execute(
-        "SELECT symbol, unbacked, value, value_range, source FROM symbols WHERE compile = ? "
-        "GROUP BY symbol, unbacked, value, value_range, source ORDER BY min(id)",
-        (compile,)))
-
-
 def spans(conn: sqlite3.Connection, compile: int) -> list[dict]:
     """A compile's chromium spans that have a time, by start."""
     return dicts(conn.execute(

@@ -63,10 +63,11 @@ def derive_runs(conn: sqlite3.Connection, run_ids: Iterable[int]) -> list[int]:
         for cte, table in parts:
             _store(conn, per_run_sql(queries[name].sql, cte), table, ids)
     found = {run: findings(conn, run) for run in ids}
-    conn.executemany(f"INSERT INTO {FINDINGS} (run_id, position, severity, kind, count, text, query, compile, items) "
-                     f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+    own = "next_steps" in table_columns(conn, FINDINGS)  # (not yet, in the step of a migration before 027)
+    conn.executemany(f"INSERT INTO {FINDINGS} (run_id, position, severity, kind, count, text, query, compile, items"
+                     f"{', next_steps' if own else ''}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?{', ?' if own else ''})",
                      [(run, n, f.severity, f.kind, f.count, f.text, f.query, f.compile,
-                       json.dumps(f.items) if f.items else None)
+                       json.dumps(f.items) if f.items else None, *([f.own_next_steps] if own else []))
                       for run in ids for n, f in enumerate(found[run])])
     conn.executemany(f"INSERT INTO {DERIVED} (run_id, findings) VALUES (?, ?)", [(run, len(found[run])) for run in ids])
     return ids
@@ -106,10 +107,10 @@ def derived(conn: sqlite3.Connection, run_ids: list[int]) -> set[int]:
 
 
 def _finding(run: int, row: tuple) -> Finding:
-    severity, kind, count, text, query, compile, items = row
+    severity, kind, count, text, query, compile, items, next_steps = row
     made = NOT_COMPUTED if kind == FAILED else CHECKS.get(kind, NOT_COMPUTED)
     return Finding(severity, kind, count, text, query, {"run": str(run)} if query else {}, compile, made.explanation,
-                   made.next_steps, json.loads(items) if items else [])
+                   next_steps or made.next_steps, json.loads(items) if items else [], next_steps)
 
 
 def stored_findings(conn: sqlite3.Connection, run_ids: Iterable[int]) -> dict[int, list[Finding]]:
@@ -119,7 +120,7 @@ def stored_findings(conn: sqlite3.Connection, run_ids: Iterable[int]) -> dict[in
     out: dict[int, list[Finding]] = {run: [] for run in ids}
     stored = derived(conn, ids)
     for part in _chunks(sorted(stored)):
-        for run, *row in conn.execute(f"SELECT run_id, severity, kind, count, text, query, compile, items FROM "
+        for run, *row in conn.execute(f"SELECT run_id, severity, kind, count, text, query, compile, items, next_steps FROM "
                                       f"{FINDINGS} WHERE run_id IN ({_marks(part)}) ORDER BY run_id, position", part):
             out[run].append(_finding(run, tuple(row)))
     for run in ids:

@@ -168,12 +168,13 @@ def plain(text: str) -> str:
 def findings_lines(run_id: int, label: str, found: list) -> list[str]:
     """A run's findings as `tlindex findings` and `tlindex run` say them: a line for the run, then each finding and
     what to try next (its words plain)."""
-    from tlindex.answers.findings import problems
+    from tlindex.answers.findings import fix_first, problems
 
-    wrong = problems(found)
+    wrong, first = problems(found), fix_first(found)
     out = [f"run {run_id} {label}: " + (f"{len(wrong)} problem(s)" if wrong else "nothing to report")]
     for finding in found:
-        out += [f"  {finding.severity}: {finding.text}", f"      next: {plain(finding.next_steps)}"]
+        marked = " (fix this first)" if finding is first and len(wrong) > 1 else ""
+        out += [f"  {finding.severity}{marked}: {finding.text}", f"      next: {plain(finding.next_steps)}"]
     return out
 
 

@@ -67,7 +67,7 @@ DUCKDB_BY_HAND = {
     "failures": "json_each becomes unnest",
     "log_volume": "a GROUP BY chosen by a parameter, written as one CASE per grouping",
     "rank_divergence": "json_each, window functions over correlated subqueries",
-    "recompile_reasons": "IS between columns, and max() of a LIKE",
+    "recompile_reasons": "the first row's columns beside min() (min_by), string_agg in order, chr(10)",
     "run_health": "reads the views run_health and run_totals, which the Parquet export does not carry",
     "top_graph_breaks": "char(10) is chr(10); a correlated subquery in a CASE becomes a join (for Spark)",
     "vllm_pieces": "reads the view piece_compile_spans, which the Parquet export does not carry",

@@ -7,7 +7,7 @@ import sqlite3
 from datetime import datetime, timezone
 from itertools import zip_longest
 
-from tlindex.answers import compiles
+from tlindex.answers import compiles, shapes
 from tlindex.answers.artifacts import runtime_wrappers
 from tlindex.answers.clip import clip
 from tlindex.answers.configs import compile_config
@@ -87,7 +87,7 @@ def _records(conn: sqlite3.Connection, compile: int) -> dict:
             "graph_breaks_list": [dict(b, site=site_url(b["reason"] and _gb(b["reason"])))
                                   for b in _clipped(compiles.graph_breaks(conn, compile, EMBED_CHARS))],
             "cache_events": _clipped(compiles.cache_events(conn, compile, EMBED_CHARS)),
-            "symbols": compiles.symbols(conn, compile)}
+            "symbols": shapes.symbols(conn, compile)}
 
 
 def _gb(reason: str) -> str | None:

@@ -6,7 +6,7 @@ import sqlite3
 
 from tlindex.answers import runs
 from tlindex.answers.derived import stored_findings
-from tlindex.answers.findings import export_issue_count, problems
+from tlindex.answers.findings import export_issue_count, fix_first, problems
 from tlindex.answers.health import run_health
 from tlindex.answers.queries import run_queries
 from tlindex.answers.uploads import posted_as
@@ -33,6 +33,8 @@ def run_data(conn: sqlite3.Connection, args: Args, run: int) -> dict:
     found["restarts"] = (run_health(conn, run, ("restarts",)) or {}).get("restarts") or 0
     found["findings"] = stored_findings(conn, [run])[run]  # as the ingest that made the run stored them
     found["problems"] = problems(found["findings"])
+    first = fix_first(found["findings"])  # the one to fix first, marked when there are several
+    found["fix_first"] = found["findings"].index(first) if first is not None and len(found["problems"]) > 1 else None
     found["exports"] = export_verdict(conn, run)
     found["vllm"] = has_vllm(conn, run)
     found["kinds"] = runs.record_kinds(conn, run, KINDS_SHOWN)

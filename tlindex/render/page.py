@@ -219,7 +219,7 @@ def x_axis(points: list[dict]) -> Markup:
 
 def chart_svg(series: dict, urls) -> Markup:
     """One metric over the runs as a small SVG line chart (no script, nothing fetched: the report opens offline);
-    each point links to its run and says its value."""
+    each point links to its run and says its run and value; a run without a value leaves a gap in the line."""
     points = series["points"]
     values = [p["value"] for p in points if p["value"] is not None]
     top = max(values) if values and max(values) > 0 else 1
@@ -228,8 +228,14 @@ def chart_svg(series: dict, urls) -> Markup:
     def at(i: int, value) -> tuple[float, float]:
         return PAD + i * step, CHART_H - PAD - (CHART_H - 2 * PAD) * (value / top)
 
-    line = " ".join(f"{x:.1f},{y:.1f}" for x, y in (at(i, p["value"]) for i, p in enumerate(points)
-                                                      if p["value"] is not None))
+    segments: list[list[str]] = [[]]  # a run without a value is a gap in the line, not a point on it
+    for i, p in enumerate(points):
+        if p["value"] is None:
+            segments.append([])
+        else:
+            segments[-1].append("{:.1f},{:.1f}".format(*at(i, p["value"])))
+    lines = Markup("").join(Markup('<polyline points="{}" fill="none"/>').format(" ".join(segment))
+                            for segment in segments if len(segment) > 1)
     dots = Markup("").join(
         Markup('<a href="{}"><circle cx="{:.1f}" cy="{:.1f}" r="3"><title>{}: {} {}</title></circle></a>').format(
             urls.run(p["run"]), *at(i, p["value"]), p["label"], p["value"], series["unit"])
@@ -239,9 +245,8 @@ def chart_svg(series: dict, urls) -> Markup:
         Markup('<line class="torch-change" x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}"><title>torch {3} -&gt; {4}'
                '</title></line>').format(PAD + i * step, PAD, CHART_H - PAD, p["torch_changed_from"], p["torch"])
         for i, p in enumerate(points) if p.get("torch_changed_from"))
-    return Markup('<svg class="trend" viewBox="0 0 {} {}" width="{}" height="{}" role="img">{}'
-                  '<polyline points="{}" fill="none"/>{}</svg>').format(CHART_W, CHART_H, CHART_W, CHART_H, axis,
-                                                                        line, dots)
+    return Markup('<svg class="trend" viewBox="0 0 {} {}" width="{}" height="{}" role="img">{}{}{}</svg>').format(
+        CHART_W, CHART_H, CHART_W, CHART_H, axis, lines, dots)
 
 
 CONFIG_START, CONFIG_END = '<table class="rows-and-columns config"><tbody>', "</tbody></table>"  # escaped text only

@@ -31,11 +31,15 @@ class Finding:
     params: dict = field(default_factory=dict)
     compile: int | None = None    # or the compile that shows it
     explanation: str = ""         # what this kind of finding means (its check's)
-    next_steps: str = ""          # what to try next (its check's)
+    next_steps: str = ""          # what to try next: about this finding when it says, else its check's advice
     items: list = field(default_factory=list)  # every item the sentence counts, whole (--json): compile ids, …
+    own_next_steps: str | None = None  # what to try next about this finding (the line, the input, the compile)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """Its fields as --json gives them (`next_steps`: this finding's advice, else its check's)."""
+        found = asdict(self)
+        found.pop("own_next_steps")
+        return found
 
     @property
     def anchor(self) -> str:
@@ -117,13 +121,14 @@ class Context:
         return value
 
     def finding(self, count: int, text: str, query: str | None = None, compile: int | None = None,
-                items: list | None = None) -> Finding:
+                items: list | None = None, next_steps: str | None = None) -> Finding:
         """A finding of the running check: its kind, severity, explanation and next steps; a query runs on this run;
-        `items`, every thing it counts (when its sentence names only some)."""
+        `items`, every thing it counts (when its sentence names only some); `next_steps`, what to try about this one
+        (the line, the input, the compile: else the check's advice is shown)."""
         made = self.check
         assert made is not None, "context.finding is for a check that findings() runs"
         return Finding(made.severity, made.kind, count, text, query, dict(self.params) if query else {}, compile,
-                       made.explanation, made.next_steps, items or [])
+                       made.explanation, next_steps or made.next_steps, items or [], next_steps or None)
 
 
 def findings(conn: sqlite3.Connection, run_id: int, divergence: bool = True) -> list[Finding]:
@@ -152,6 +157,15 @@ def not_computed(error: BaseException, checks: list[Check]) -> Finding:
             f"{short(str(error), 120)}); the other findings are complete.")
     return Finding(NOT_COMPUTED.severity, FAILED, 0, text, None, {}, None, NOT_COMPUTED.explanation,
                    NOT_COMPUTED.next_steps)
+
+
+FIX_FIRST_RULE = ("the first problem of the list: errors before warnings, and within one severity the kinds in "
+                  "their order (failed compiles, the recompile limit, graph breaks, recompiles, rank divergence, …)")
+
+
+def fix_first(found: list[Finding]) -> Finding | None:
+    """The one finding to fix first, by FIX_FIRST_RULE (`found` in the order findings() gives)."""
+    return next(iter(problems(found)), None)
 
 
 def problems(found: list[Finding]) -> list[Finding]:

@@ -7,9 +7,15 @@ def plural(n: int, word: str, plural: str | None = None) -> str:
     return f"{n:,} {word if n == 1 else plural or word + 's'}"
 
 
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, 11th, 21st."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def short(text: str | None, limit: int = 140) -> str:
-    """The text on one line, cut at a word to at most `limit` characters and the cut marked "…"; a backtick or
-    quote left open by the cut is closed after the mark, so the sentence stays balanced."""
+    """The text on one line, cut at a word to at most `limit` characters and the cut marked "…"; a bracket, backtick
+    or quote left open by the cut is closed after the mark, so the sentence stays balanced."""
     text = " ".join((text or "").split())
     if len(text) <= limit:
         return text
@@ -18,6 +24,8 @@ def short(text: str | None, limit: int = 140) -> str:
     if space > limit // 2:
         cut = cut[:space]
     cut = cut.rstrip(" ,;:.") + "…"
+    for opening, close in (("(", ")"), ("[", "]"), ("{", "}")):  # brackets the cut left open, then the quotes
+        cut += close * max(0, cut.count(opening) - cut.count(close))
     closing = {"`": "`", "“": "”", "‘": "’"}
     for opening, close in closing.items():
         if opening == close and cut.count(opening) % 2:
