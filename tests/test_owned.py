@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from conftest import DATA, connect, fixture_paths, ingest, scenario_logs, scenario_run
 
@@ -498,3 +499,22 @@ def test_what_ingest_errors_keeps_of_lines_that_are_not_trace_lines_is_bounded(t
     said = [message for name, _, excerpt, message in rows if name == "notes.log" and not excerpt]
     assert len(said) == 37 and all("its text is not kept" in m and "line and offset say where" in m for m in said)
     assert len([1 for name, _, excerpt, _ in rows if name == "noisy.log" and excerpt]) == 40
+
+
+def test_a_stop_held_back_while_a_temporary_folder_was_made_removes_it(tmp_path, monkeypatch):
+    """SIGTERM arrives while the folder is made (signals held): it is raised as they are let through, before any
+    `with` could remove the folder, so the folder removes itself."""
+    import signal
+
+    from tlindex import stopping
+
+    marked = owned.mark
+
+    def mark_then_signalled(path, kind):
+        marked(path, kind)
+        os.kill(os.getpid(), signal.SIGTERM)  # pending: held until the folder is whole
+
+    monkeypatch.setattr(owned, "mark", mark_then_signalled)
+    with stopping.stoppable(), pytest.raises(KeyboardInterrupt):
+        owned.TemporaryFolder(".t.partial-", tmp_path, "export")
+    assert list(tmp_path.iterdir()) == []

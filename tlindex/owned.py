@@ -158,14 +158,19 @@ class TemporaryFolder:
         self.prefix, self.kind = prefix, kind
         folder = Path(parent) if parent is not None else Path(tempfile.gettempdir())
         sweep(folder, prefix, kind, ours)
-        with signals_held():  # locked and marked as it is made: a stop cannot fall in between
-            self.path = Path(tempfile.mkdtemp(prefix=prefix, dir=folder))
-            self.fd: int | None = os.open(self.path, os.O_RDONLY)
-            if _lock(self.fd) is False:  # (nobody else knows of it yet)
-                raise OSError(f"{self.path}: locked by another process as it was made")
-            mark(self.path, kind)
-        if mode is not None:  # mkdtemp's 0700 would hide a report on a shared file server from the others
-            self.path.chmod(mode & ~_umask())
+        self.fd: int | None = None
+        try:
+            with signals_held():  # locked and marked as it is made: a stop cannot fall in between
+                self.path = Path(tempfile.mkdtemp(prefix=prefix, dir=folder))
+                self.fd = os.open(self.path, os.O_RDONLY)
+                if _lock(self.fd) is False:  # (nobody else knows of it yet)
+                    raise OSError(f"{self.path}: locked by another process as it was made")
+                mark(self.path, kind)
+            if mode is not None:  # mkdtemp's 0700 would hide a report on a shared file server from the others
+                self.path.chmod(mode & ~_umask())
+        except BaseException:  # a stop held back while it was made comes as the signals are let through: no `with`
+            self.remove()      # has begun yet, so nothing else would remove it
+            raise
 
     def remove(self) -> None:
         """The folder gone, if it is still there (a folder moved into place is not), and its lock let go."""
