@@ -1,5 +1,6 @@
 -- Rank divergence (Spark SQL over Parquet: see docs/scale.md)
--- The same answer as queries/rank_divergence.sql, in Spark SQL.
+-- The same answer as queries/rank_divergence.sql, in Spark SQL: compiles matched across ranks by code
+-- object and how many times the process compiled it before, not by compile id.
 -- A process is the unit (sources.process), as in queries/rank_divergence.sql.
 -- :run  run id (NULL: every multi-rank run)
 WITH candidates AS (
@@ -12,18 +13,32 @@ WITH candidates AS (
     SELECT p.run_id AS id, count(DISTINCT p.rank) AS world_size,
            CASE WHEN count(DISTINCT p.rank) = max(r.world_size) THEN 'ranks' ELSE 'processes' END AS unit
     FROM procs p JOIN candidates r ON r.id = p.run_id GROUP BY p.run_id HAVING count(DISTINCT p.rank) > 1
-), comp AS (
-    SELECT c.id, c.run_id, c.compile_id, c.duration_s, p.rank, p.place, p.source_id
+), coded AS (
+    SELECT c.id, c.run_id, c.compile_id, c.duration_s, c.source_id, p.rank, p.place,
+           coalesce(CAST(c.compiled_autograd_id AS STRING), '') || '|' ||
+           CASE WHEN c.co_name IS NULL THEN 'id ' || c.compile_id
+                ELSE c.co_name || '|' || coalesce(c.co_filename, '') || '|'
+                     || coalesce(CAST(c.co_firstlineno AS STRING), '') END AS code
     FROM compiles c JOIN procs p ON p.source_id = c.source_id JOIN runs_ r ON r.id = c.run_id
-), per_id AS (
-    SELECT run_id, compile_id, count(DISTINCT rank) AS n, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ','), '') AS ranks
-    FROM (SELECT DISTINCT run_id, compile_id, rank, place FROM comp WHERE compile_id != '-/-')
-    GROUP BY run_id, compile_id
+    WHERE c.compile_id = '-/-' OR c.dynamo_start IS NOT NULL OR c.status != 'missing'
+), keyed AS (
+    SELECT *, code || '#' || CAST(row_number() OVER (PARTITION BY source_id, code ORDER BY id) AS STRING) AS key
+    FROM coded
+), comp AS (
+    SELECT *, first_value(compile_id) OVER (PARTITION BY run_id, key ORDER BY place, id) AS cid FROM keyed
+), per_key AS (
+    SELECT run_id, key, min(cid) AS cid, count(DISTINCT rank) AS n, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ', '), '') AS ranks
+    FROM (SELECT DISTINCT run_id, key, cid, rank, place FROM comp WHERE compile_id != '-/-')
+    GROUP BY run_id, key
 ), cache AS (
-    SELECT c.run_id, c.compile_id, e.cache, c.rank, min(c.place) AS place,
-           nullif(array_join(transform(array_sort(collect_list(struct(e.id AS k, e.result AS v))), s -> s.v), ','), '') AS results
+    SELECT c.run_id, c.key, min(c.cid) AS cid, e.cache, c.rank, min(c.place) AS place,
+           nullif(array_join(transform(array_sort(collect_list(struct(e.id AS k, e.result AS v))), s -> s.v), ' '), '') AS results
     FROM cache_events e JOIN comp c ON c.id = e.compile
-    GROUP BY c.run_id, c.compile_id, e.cache, c.rank
+    GROUP BY c.run_id, c.key, e.cache, c.rank
+), cache_splits AS (
+    SELECT *, count(*) OVER (PARTITION BY run_id, key, cache) AS groups
+    FROM (SELECT run_id, key, min(cid) AS cid, cache, results, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ', '), '') AS ranks
+          FROM cache GROUP BY run_id, key, cache, results)
 ), cache_patterns AS (
     SELECT p.run_id, p.rank, min(p.place) AS place, coalesce(nullif(array_join(transform(array_sort(collect_list(struct(e.id AS k, e.result AS v))), s -> s.v), ' '), ''), '') AS pattern,
            count(e.result) AS lookups, count(*) FILTER (WHERE e.result = 'hit') AS hits,
@@ -31,100 +46,108 @@ WITH candidates AS (
     FROM procs p JOIN runs_ r ON r.id = p.run_id
     LEFT JOIN compiles c ON c.source_id = p.source_id LEFT JOIN cache_events e ON e.compile = c.id
     GROUP BY p.run_id, p.rank
-), cache_groups AS (
-    SELECT run_id, pattern, shown, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ','), '') AS ranks,
-           min(place) AS first_rank
-    FROM (SELECT *, CASE WHEN lookups = 0 THEN 'no cache lookups'
-                         ELSE CAST(hits AS STRING) || ' hits, ' || CAST(misses AS STRING) || ' misses'
-                              || CASE WHEN lookups > hits + misses
-                                      THEN ', ' || CAST(lookups - hits - misses AS STRING) || ' other (bypass or no result)' ELSE '' END
-                    END AS shown FROM cache_patterns)
-    GROUP BY run_id, pattern, shown
+), pattern_groups AS (
+    SELECT *, count(*) OVER (PARTITION BY run_id) AS groups
+    FROM (SELECT run_id, pattern, shown, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ', '), '') AS ranks
+          FROM (SELECT *, CASE WHEN lookups = 0 THEN 'no cache lookups'
+                               ELSE CAST(hits AS STRING) || ' hits, ' || CAST(misses AS STRING) || ' misses'
+                                    || CASE WHEN lookups > hits + misses
+                                            THEN ', ' || CAST(lookups - hits - misses AS STRING)
+                                                 || ' other (bypass or no result)' ELSE '' END
+                          END AS shown FROM cache_patterns)
+          GROUP BY run_id, pattern, shown)
 ), graphs AS (
-    SELECT c.run_id, c.compile_id, a.name, c.rank, min(c.place) AS place,
+    SELECT c.run_id, c.key, min(c.cid) AS cid, a.name, c.rank, min(c.place) AS place,
            nullif(array_join(transform(array_sort(collect_list(struct(a.payload AS k, a.payload AS v))), s -> s.v), ','), '') AS payloads
     FROM artifacts a JOIN comp c ON c.id = a.compile
     WHERE a.kind IN ('dynamo_output_graph', 'aot_forward_graph', 'aot_backward_graph', 'aot_joint_graph',
                      'aot_inference_graph', 'optimize_ddp_split_graph', 'optimize_ddp_split_child',
                      'inductor_post_grad_graph')
        OR a.name = 'inductor_post_grad_graph'
-    GROUP BY c.run_id, c.compile_id, a.name, c.rank
+    GROUP BY c.run_id, c.key, a.name, c.rank
+), graph_versions AS (
+    SELECT *, row_number() OVER (PARTITION BY run_id, key, name ORDER BY first_rank) AS version,
+           count(*) OVER (PARTITION BY run_id, key, name) AS versions
+    FROM (SELECT run_id, key, min(cid) AS cid, name, payloads, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ', '), '') AS ranks,
+                 min(place) AS first_rank
+          FROM graphs GROUP BY run_id, key, name, payloads)
 ), times AS (
-    SELECT run_id, compile_id, rank, min(place) AS place, sum(duration_s) AS duration_s FROM comp
-    WHERE duration_s IS NOT NULL GROUP BY run_id, compile_id, rank
+    SELECT run_id, key, min(cid) AS cid, rank, min(place) AS place, sum(duration_s) AS duration_s FROM comp
+    WHERE duration_s IS NOT NULL GROUP BY run_id, key, rank
 ), scheduled AS (
-    SELECT DISTINCT c.run_id, c.compile_id FROM collective_ops o JOIN comp c ON c.id = o.compile
+    SELECT DISTINCT c.run_id, c.key FROM collective_ops o JOIN comp c ON c.id = o.compile
     WHERE o.origin = 'schedule'
 ), schedules AS (
-    SELECT c.run_id, c.compile_id, c.rank, min(c.place) AS place,
+    SELECT c.run_id, c.key, min(c.cid) AS cid, c.rank, min(c.place) AS place,
            coalesce(nullif(array_join(transform(array_sort(collect_list(struct(o.envelope_id, o.position AS k, o.op AS v))), s -> s.v), ' '), ''), '') AS ops,
            coalesce(nullif(array_join(transform(array_sort(collect_list(struct(o.envelope_id, o.position AS k, o.collective AS v))), s -> s.v), ' '), ''), 'none') AS shown
-    FROM comp c JOIN scheduled s ON s.run_id = c.run_id AND s.compile_id = c.compile_id
+    FROM comp c JOIN scheduled s ON s.run_id = c.run_id AND s.key = c.key
     LEFT JOIN collective_ops o ON o.compile = c.id AND o.origin = 'schedule'
-    GROUP BY c.run_id, c.compile_id, c.rank
+    GROUP BY c.run_id, c.key, c.rank
 ), schedule_groups AS (
-    SELECT run_id, compile_id, ops, shown, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ','), '') AS ranks,
-           min(place) AS first_rank
-    FROM schedules GROUP BY run_id, compile_id, ops, shown
+    SELECT *, count(*) OVER (PARTITION BY run_id, key) AS groups
+    FROM (SELECT run_id, key, min(cid) AS cid, ops, shown, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ', '), '') AS ranks
+          FROM schedules GROUP BY run_id, key, ops, shown)
 ), tensor_meta AS (
-    SELECT c.run_id, c.compile_id, c.rank, min(c.place) AS place,
+    SELECT c.run_id, c.key, min(c.cid) AS cid, c.rank, min(c.place) AS place,
            nullif(array_join(transform(array_sort(collect_list(struct(o.envelope_id, o.position AS k, coalesce(o.op, '') || ' ' || coalesce(o.outputs, '') AS v))), s -> s.v), '; '), '') AS meta
     FROM op_estimates o JOIN comp c ON c.id = o.compile
-    GROUP BY c.run_id, c.compile_id, c.rank
+    GROUP BY c.run_id, c.key, c.rank
+), meta_versions AS (
+    SELECT *, row_number() OVER (PARTITION BY run_id, key ORDER BY first_rank) AS version,
+           count(*) OVER (PARTITION BY run_id, key) AS versions
+    FROM (SELECT run_id, key, min(cid) AS cid, meta, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ', '), '') AS ranks,
+                 min(place) AS first_rank
+          FROM tensor_meta GROUP BY run_id, key, meta)
 ), estimates AS (
-    SELECT c.run_id, c.compile_id, c.rank, min(c.place) AS place, sum(o.estimated_runtime_ns) AS ns
+    SELECT c.run_id, c.key, min(c.cid) AS cid, c.rank, min(c.place) AS place, sum(o.estimated_runtime_ns) AS ns
     FROM op_estimates o JOIN comp c ON c.id = o.compile
-    GROUP BY c.run_id, c.compile_id, c.rank
+    GROUP BY c.run_id, c.key, c.rank
 ), last_executions AS (
     SELECT e.source_id, max(g.envelope_id) AS envelope_id
     FROM graph_executions g JOIN envelopes e ON e.id = g.envelope_id GROUP BY e.source_id
+), ids AS (
+    SELECT source_id, compile_id, min(cid) AS cid FROM comp GROUP BY source_id, compile_id
 ), executions AS (
     SELECT p.run_id, p.rank, min(p.place) AS place, count(*) AS runs,
-           nullif(array_join(transform(array_sort(collect_list(struct(g.position AS k, g.compile_id AS v))), s -> s.v), ' '), '') AS graphs
+           nullif(array_join(transform(array_sort(collect_list(struct(g.position AS k, coalesce(i.cid, g.compile_id) AS v))), s -> s.v), ' '), '') AS graphs
     FROM graph_executions g JOIN last_executions l ON l.envelope_id = g.envelope_id
     JOIN procs p ON p.source_id = l.source_id JOIN runs_ r ON r.id = p.run_id
+    LEFT JOIN ids i ON i.source_id = l.source_id AND i.compile_id = g.compile_id
     GROUP BY p.run_id, p.rank
 ), execution_groups AS (
-    SELECT run_id, runs, graphs, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ','), '') AS ranks, min(place) AS first_rank
-    FROM executions GROUP BY run_id, runs, graphs
+    SELECT *, count(*) OVER (PARTITION BY run_id) AS groups
+    FROM (SELECT run_id, runs, graphs, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ', '), '') AS ranks
+          FROM executions GROUP BY run_id, runs, graphs)
 )
-SELECT p.run_id, 'missing_compile' AS finding, p.compile_id, p.ranks,
+SELECT p.run_id, 'missing_compile' AS finding, p.cid AS compile_id, p.ranks,
        'present on ' || CAST(p.n AS STRING) || ' of ' || CAST(r.world_size AS STRING) || ' ' || r.unit AS detail
-FROM per_id p JOIN runs_ r ON r.id = p.run_id WHERE p.n < r.world_size
+FROM per_key p JOIN runs_ r ON r.id = p.run_id WHERE p.n < r.world_size
 UNION ALL
-SELECT run_id, 'cache', compile_id, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ','), ''),
-       cache || ': ' || nullif(array_join(transform(array_sort(collect_list(struct(place AS k, 'rank ' || rank || ' ' || results AS v))), s -> s.v), ', '), '')
-FROM cache GROUP BY run_id, compile_id, cache HAVING count(DISTINCT results) > 1
+SELECT run_id, 'cache', cid, ranks, cache || ': ' || results FROM cache_splits WHERE groups > 1
 UNION ALL
-SELECT run_id, 'cache_pattern', NULL, nullif(array_join(transform(array_sort(collect_list(struct(first_rank AS k, ranks AS v))), s -> s.v), ','), ''),
-       nullif(array_join(transform(array_sort(collect_list(struct(first_rank AS k, CASE WHEN contains(ranks, ',') THEN 'ranks ' ELSE 'rank ' END || ranks || ': ' || shown AS v))), s -> s.v), '; '), '')
-FROM cache_groups GROUP BY run_id HAVING count(*) > 1
+SELECT run_id, 'cache_pattern', NULL, ranks, shown FROM pattern_groups WHERE groups > 1
 UNION ALL
-SELECT run_id, 'graph', compile_id, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ','), ''),
-       name || ': ' || CAST(count(DISTINCT payloads) AS STRING) || ' different versions across ranks'
-FROM graphs GROUP BY run_id, compile_id, name HAVING count(DISTINCT payloads) > 1
+SELECT run_id, 'graph', cid, ranks, name || ': version ' || CAST(version AS STRING) || ' of ' || CAST(versions AS STRING)
+FROM graph_versions WHERE versions > 1
 UNION ALL
-SELECT run_id, 'time', compile_id, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ','), ''),
+SELECT run_id, 'time', max(cid), max_by(rank, duration_s),
        'slowest rank ' || max_by(rank, duration_s) || ' took '
        || CAST(round(max(duration_s) - min(duration_s), 3) AS STRING) || ' s longer than the fastest'
-FROM times GROUP BY run_id, compile_id HAVING count(*) > 1
+FROM times GROUP BY run_id, key HAVING count(*) > 1
 UNION ALL
-SELECT run_id, 'collective_schedule', compile_id, nullif(array_join(transform(array_sort(collect_list(struct(first_rank AS k, ranks AS v))), s -> s.v), ','), ''),
-       nullif(array_join(transform(array_sort(collect_list(struct(first_rank AS k, CASE WHEN contains(ranks, ',') THEN 'ranks ' ELSE 'rank ' END || ranks || ': ' || shown AS v))), s -> s.v), '; '), '')
-FROM schedule_groups GROUP BY run_id, compile_id HAVING count(*) > 1
+SELECT run_id, 'collective_schedule', cid, ranks, shown FROM schedule_groups WHERE groups > 1
 UNION ALL
-SELECT run_id, 'tensor_meta', compile_id, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ','), ''),
-       CAST(count(DISTINCT meta) AS STRING) || ' different lists of ops and output shapes across ranks'
-FROM tensor_meta GROUP BY run_id, compile_id HAVING count(DISTINCT meta) > 1
+SELECT run_id, 'tensor_meta', cid, ranks, 'version ' || CAST(version AS STRING) || ' of ' || CAST(versions AS STRING)
+FROM meta_versions WHERE versions > 1
 UNION ALL
-SELECT run_id, 'estimated_runtime', compile_id, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ','), ''),
+SELECT run_id, 'estimated_runtime', max(cid), max_by(rank, ns),
        'slowest rank ' || max_by(rank, ns) || ' is estimated '
        || CAST(round((max(ns) - min(ns)) / 1e6, 3) AS STRING) || ' ms slower than the fastest'
-FROM estimates GROUP BY run_id, compile_id HAVING count(*) > 1 AND max(ns) > min(ns)
+FROM estimates GROUP BY run_id, key HAVING count(*) > 1 AND max(ns) > min(ns)
 UNION ALL
-SELECT run_id, 'execution_order', NULL, nullif(array_join(transform(array_sort(collect_list(struct(first_rank AS k, ranks AS v))), s -> s.v), ','), ''),
-       nullif(array_join(transform(array_sort(collect_list(struct(first_rank AS k, CASE WHEN contains(ranks, ',') THEN 'ranks ' ELSE 'rank ' END || ranks || ': '
-                  || CAST(runs AS STRING) || ' graph runs ('
-                  || CASE WHEN length(graphs) > 200 THEN substr(graphs, 1, 200) || ' ...' ELSE graphs END || ')' AS v))), s -> s.v), '; '), '')
-FROM execution_groups GROUP BY run_id HAVING count(*) > 1
+SELECT run_id, 'execution_order', NULL, ranks,
+       CAST(runs AS STRING) || ' graph runs ('
+       || CASE WHEN length(graphs) > 200 THEN substr(graphs, 1, 200) || ' ...' ELSE graphs END || ')'
+FROM execution_groups WHERE groups > 1
 ORDER BY 1, 2, 3

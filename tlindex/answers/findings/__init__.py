@@ -5,13 +5,13 @@ parameters, or a compile), with what its kind means and what to try next. Errors
 problems (`tlindex findings` exits 1 on them); information (the slowest compile, cache misses of a
 cold start) is context. The run page shows them at the top, the runs page the worst one of each run.
 
-The checks are registered in `registry.CHECKS` by the modules imported here (compiles, ranks, pieces,
-logs); a new check is one `@check(...)` in one of them (or in a module added to the imports below).
+The checks are registered in `registry.CHECKS` by the modules imported here (compiles, compiling, ranks,
+alike, pieces, logs); a new check is one `@check(...)` in one of them (or in a module added to the imports below).
 """
 
 from __future__ import annotations
 
-from tlindex.answers.findings import compiles, logs, pieces, ranks  # noqa: F401  (each registers its checks)
+from tlindex.answers.findings import alike, compiles, compiling, logs, pieces, ranks  # noqa: F401  (each registers its checks)
 from tlindex.answers.findings.logs import export_issue_count
 from tlindex.answers.findings.registry import CHECKS, Check, Context, Finding, check, findings, kinds, problems
 from tlindex.answers.findings.words import group_ranks, rank_list, short_location
