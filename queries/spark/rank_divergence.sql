@@ -13,13 +13,22 @@ WITH candidates AS (
     SELECT p.run_id AS id, count(DISTINCT p.rank) AS world_size,
            CASE WHEN count(DISTINCT p.rank) = max(r.world_size) THEN 'ranks' ELSE 'processes' END AS unit
     FROM procs p JOIN candidates r ON r.id = p.run_id GROUP BY p.run_id HAVING count(DISTINCT p.rank) > 1
+), last_frames AS (
+    SELECT f.envelope_id, max_by(f.name, f.depth) AS name, max_by(f.filename, f.depth) AS filename,
+           max_by(f.line, f.depth) AS line
+    FROM frames f JOIN compiles c ON c.dynamo_start = f.envelope_id JOIN runs_ r ON r.id = c.run_id
+    WHERE f.stack = 'stack' GROUP BY f.envelope_id
 ), coded AS (
-    SELECT c.id, c.run_id, c.compile_id, c.duration_s, c.source_id, p.rank, p.place,
+    SELECT c.id, c.run_id, c.compile_id, c.duration_s, c.source_id, p.rank, p.place, c.status, c.dynamo_start,
+           c.start_time, c.end_time, c.guards_print, c.co_name,
            coalesce(CAST(c.compiled_autograd_id AS STRING), '') || '|' ||
-           CASE WHEN c.co_name IS NULL THEN 'id ' || c.compile_id
+           CASE WHEN f.name IS NOT NULL THEN f.name || '|' || coalesce(f.filename, '') || '|'
+                                             || coalesce(CAST(f.line AS STRING), '')
+                WHEN c.co_name IS NULL THEN 'id ' || c.compile_id
                 ELSE c.co_name || '|' || coalesce(c.co_filename, '') || '|'
                      || coalesce(CAST(c.co_firstlineno AS STRING), '') END AS code
     FROM compiles c JOIN procs p ON p.source_id = c.source_id JOIN runs_ r ON r.id = c.run_id
+    LEFT JOIN last_frames f ON f.envelope_id = c.dynamo_start
     WHERE c.compile_id = '-/-' OR c.dynamo_start IS NOT NULL OR c.status != 'missing'
 ), keyed AS (
     SELECT *, code || '#' || CAST(row_number() OVER (PARTITION BY source_id, code ORDER BY id) AS STRING) AS key
@@ -60,10 +69,10 @@ WITH candidates AS (
     SELECT c.run_id, c.key, min(c.cid) AS cid, a.name, c.rank, min(c.place) AS place,
            nullif(array_join(transform(array_sort(collect_list(struct(a.payload AS k, a.payload AS v))), s -> s.v), ','), '') AS payloads
     FROM artifacts a JOIN comp c ON c.id = a.compile
-    WHERE a.kind IN ('dynamo_output_graph', 'aot_forward_graph', 'aot_backward_graph', 'aot_joint_graph',
+    WHERE c.status != 'missing' AND (a.kind IN ('dynamo_output_graph', 'aot_forward_graph', 'aot_backward_graph', 'aot_joint_graph',
                      'aot_inference_graph', 'optimize_ddp_split_graph', 'optimize_ddp_split_child',
                      'inductor_post_grad_graph')
-       OR a.name = 'inductor_post_grad_graph'
+       OR a.name = 'inductor_post_grad_graph')
     GROUP BY c.run_id, c.key, a.name, c.rank
 ), graph_versions AS (
     SELECT *, row_number() OVER (PARTITION BY run_id, key, name ORDER BY first_rank) AS version,
@@ -71,6 +80,13 @@ WITH candidates AS (
     FROM (SELECT run_id, key, min(cid) AS cid, name, payloads, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ', '), '') AS ranks,
                  min(place) AS first_rank
           FROM graphs GROUP BY run_id, key, name, payloads)
+), guard_versions AS (
+    SELECT *, row_number() OVER (PARTITION BY run_id, key ORDER BY first_rank) AS version,
+           count(*) OVER (PARTITION BY run_id, key) AS versions
+    FROM (SELECT run_id, key, min(cid) AS cid, guards_print, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ', '), '') AS ranks,
+                 min(place) AS first_rank
+          FROM comp WHERE guards_print IS NOT NULL AND compile_id != '-/-' AND status != 'missing'
+          GROUP BY run_id, key, guards_print)
 ), times AS (
     SELECT run_id, key, min(cid) AS cid, rank, min(place) AS place, sum(duration_s) AS duration_s FROM comp
     WHERE duration_s IS NOT NULL GROUP BY run_id, key, rank
@@ -115,6 +131,41 @@ WITH candidates AS (
     JOIN procs p ON p.source_id = l.source_id JOIN runs_ r ON r.id = p.run_id
     LEFT JOIN ids i ON i.source_id = l.source_id AND i.compile_id = g.compile_id
     GROUP BY p.run_id, p.rank
+), signatures AS (
+    SELECT p.run_id, p.rank, min(p.place) AS place, count(k.key) AS compiles, coalesce(sum(k.duration_s), 0) AS seconds,
+           coalesce(nullif(array_join(transform(array_sort(collect_list(struct(k.key AS k, k.key || '=' || coalesce(k.graphs, '') || '=' || coalesce(k.guards_print, '') AS v))), s -> s.v), chr(10)), ''), '') AS signature
+    FROM procs p JOIN runs_ r ON r.id = p.run_id
+    LEFT JOIN (SELECT c.source_id, c.key, c.duration_s, c.guards_print,
+                      (SELECT nullif(array_join(transform(array_sort(collect_list(struct(g.name AS k, g.name || ':' || g.payloads AS v))), s -> s.v), ' '), '') FROM graphs g
+                       WHERE g.run_id = c.run_id AND g.key = c.key AND g.rank = c.rank) AS graphs
+               FROM comp c WHERE c.compile_id != '-/-') k ON k.source_id = p.source_id
+    GROUP BY p.run_id, p.rank
+), alike AS (
+    SELECT *, dense_rank() OVER (PARTITION BY run_id ORDER BY signature) AS grouping,
+           row_number() OVER (PARTITION BY run_id, signature ORDER BY seconds, place) AS by_time,
+           count(*) OVER (PARTITION BY run_id, signature) AS size
+    FROM signatures
+), medians AS (
+    SELECT run_id, grouping, avg(seconds) AS median FROM alike
+    WHERE by_time IN ((size + 1) // 2, (size + 2) // 2) GROUP BY run_id, grouping
+), groups AS (
+    SELECT a.run_id, nullif(array_join(transform(array_sort(collect_list(struct(a.place AS k, a.rank AS v))), s -> s.v), ', '), '') AS ranks, min(a.compiles) AS compiles,
+           min(a.seconds) AS fastest, max(a.seconds) AS slowest
+    FROM alike a GROUP BY a.run_id, a.grouping
+), slow AS (
+    SELECT a.run_id, a.rank, a.seconds, m.median, a.size FROM alike a
+    JOIN medians m ON m.run_id = a.run_id AND m.grouping = a.grouping
+    WHERE a.size >= 3 AND a.seconds - m.median > greatest(2.0, 0.25 * m.median)
+), last_records AS (
+    SELECT p.run_id, max(s.last_time) AS last_time FROM procs p JOIN sources s ON s.id = p.source_id GROUP BY p.run_id
+), last_compiles AS (
+    SELECT source_id, max(id) AS id FROM compiles WHERE compile_id != '-/-' GROUP BY source_id
+), behind AS (
+    SELECT o.run_id, o.rank, o.cid, o.co_name, o.start_time, count(DISTINCT f.rank) AS finished, max(f.end_time) AS last_end
+    FROM comp o JOIN last_compiles l ON l.id = o.id
+    JOIN comp f ON f.run_id = o.run_id AND f.key = o.key AND f.rank != o.rank AND f.status != 'missing'
+    WHERE o.status = 'missing' AND o.dynamo_start IS NOT NULL
+    GROUP BY o.run_id, o.rank, o.cid, o.co_name, o.start_time
 ), execution_groups AS (
     SELECT *, count(*) OVER (PARTITION BY run_id) AS groups
     FROM (SELECT run_id, runs, graphs, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, rank AS v))), s -> s.v), ', '), '') AS ranks
@@ -145,6 +196,30 @@ SELECT run_id, 'estimated_runtime', max(cid), max_by(rank, ns),
        'slowest rank ' || max_by(rank, ns) || ' is estimated '
        || CAST(round((max(ns) - min(ns)) / 1e6, 3) AS STRING) || ' ms slower than the fastest'
 FROM estimates GROUP BY run_id, key HAVING count(*) > 1 AND max(ns) > min(ns)
+UNION ALL
+SELECT run_id, 'guards', cid, ranks, 'version ' || CAST(version AS STRING) || ' of ' || CAST(versions AS STRING)
+FROM guard_versions WHERE versions > 1
+UNION ALL
+SELECT run_id, 'group', NULL, ranks,
+       CAST(compiles AS STRING) || CASE WHEN compiles = 1 THEN ' compile, ' ELSE ' compiles, ' END
+       || CAST(round(fastest, 1) AS STRING)
+       || CASE WHEN round(slowest, 1) > round(fastest, 1) THEN '–' || CAST(round(slowest, 1) AS STRING) ELSE '' END || ' s'
+FROM groups
+UNION ALL
+SELECT run_id, 'slow_rank', NULL, rank,
+       CAST(round(seconds, 1) AS STRING) || ' s compiling, ' || CAST(round(seconds - median, 1) AS STRING)
+       || ' s more than the median (' || CAST(round(median, 1) AS STRING) || ' s) of the ' || CAST(size AS STRING)
+       || ' that compiled the same'
+FROM slow
+UNION ALL
+SELECT b.run_id, 'behind', b.cid, b.rank,
+       'compiling [' || b.cid || ']' || coalesce(' ' || b.co_name, '') || ' for '
+       || CAST(round(epoch(CAST(l.last_time AS TIMESTAMP)) - epoch(CAST(b.start_time AS TIMESTAMP)), 1) AS STRING)
+       || ' s at the last record; the other ' || CAST(b.finished AS STRING) || ' ' || r.unit || ' finished it, the last '
+       || CAST(round(epoch(CAST(l.last_time AS TIMESTAMP)) - epoch(CAST(b.last_end AS TIMESTAMP)), 1) AS STRING)
+       || ' s before'
+FROM behind b JOIN last_records l ON l.run_id = b.run_id JOIN runs_ r ON r.id = b.run_id
+WHERE b.finished = r.world_size - 1
 UNION ALL
 SELECT run_id, 'execution_order', NULL, ranks,
        CAST(runs AS STRING) || ' graph runs ('
