@@ -43,19 +43,27 @@ def renumbered(line: bytes, rank: int, pid: int) -> bytes:
     return _RANK_KEY.sub(b'"rank": ' + str(rank).encode(), line)
 
 
+def cut_at(lines: list[bytes], cut: str) -> int:
+    """Where a log's lines stop while compile `cut` ("4/0") runs: after its dynamo_start record and payload."""
+    started = False
+    for number, line in enumerate(lines):
+        if started and not line.startswith(b"\t"):
+            return number
+        if b'"dynamo_start"' in line[:200] and (m := _FRAME.search(line)) and \
+                f"{int(m.group(1))}/{int(m.group(2))}" == cut:
+            started = True
+    raise ValueError(f"no dynamo_start of {cut} to cut after")
+
+
 def write_rank(source: Path, out: Path, rank: int, cut: str | None = None, slower: float = 0.0) -> Path:
     """`source` copied as rank `rank`'s file in `out` (its pid 100000 + rank, so every copy is its own process); with
     `cut` ("4/0"), only up to that compile's dynamo_start record; with `slower`, that many seconds added to each
     compile's entire_frame_compile_time_s."""
     target = out / _FILE_RANK.sub(f"_rank_{rank}_", source.name, count=1)
-    started = False
-    with open(source, "rb") as read, open(target, "wb") as write:
-        for line in read:
-            if started and not line.startswith(b"\t"):
-                break  # the record after the cut compile's dynamo_start (and its payload): not written yet
-            if cut and b'"dynamo_start"' in line[:200] and (m := _FRAME.search(line)) and \
-                    f"{int(m.group(1))}/{int(m.group(2))}" == cut:
-                started = True
+    lines = source.read_bytes().splitlines(keepends=True)
+    lines = lines[:cut_at(lines, cut)] if cut else lines
+    with open(target, "wb") as write:
+        for line in lines:
             if slower and b'"compilation_metrics"' in line[:120]:
                 line = _COMPILE_TIME.sub(lambda m: m.group(1) + repr(float(m.group(2)) + slower).encode(), line)
             write.write(renumbered(line, rank, 100_000 + rank))

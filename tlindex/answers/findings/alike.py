@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from tlindex.answers.findings.registry import Context, check
 from tlindex.answers.findings.ranks import divergence_rows, processes, rank_names
+from tlindex.answers.findings.registry import Context, check
 from tlindex.answers.findings.words import MAX_GROUPS, plural, rank_list
 
 SHOWN = 4  # groups that differ from the largest one named in the sentence (every one is in `items`)

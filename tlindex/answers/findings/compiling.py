@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from tlindex.answers.findings.registry import Context, check
 from tlindex.answers.findings.ranks import divergence_rows, processes, rank_names
+from tlindex.answers.findings.registry import Context, check
 from tlindex.answers.findings.words import group_ranks, plural, rank_list
 
 
