@@ -205,3 +205,36 @@ def test_tlindex_watch_is_a_loop_over_ingest_stopped_by_ctrl_c(tmp_path):
         watcher.follow(every=0.1, passes=3)
     assert len([line for line in said if " run 1 " in line]) == 1  # the first pass; the others found nothing new
     assert watcher.runs == [1]
+
+
+GROWING = """import os, sys, time
+sys.path.insert(0, sys.argv[1])
+import many_ranks
+# as a job's ranks would: each real log written up to its [4/0] dynamo_start, a pause while forward compiles, the rest
+sources = list(many_ranks.rank_files(many_ranks.DATA / "ddp_2ranks").values())
+lines = [path.read_bytes().splitlines(keepends=True) for path in sources]
+cuts = [many_ranks.cut_at(found, "4/0") for found in lines]
+files = [open(os.path.join(os.environ["TORCH_TRACE"], path.name), "wb") for path in sources]
+for file, found, cut in zip(files, lines, cuts):
+    file.writelines(found[:cut]); file.flush()
+time.sleep(float(sys.argv[2]))
+for file, found, cut in zip(files, lines, cuts):
+    file.writelines(found[cut:]); file.close()
+"""
+
+
+def test_tlindex_run_watch_ingests_while_the_command_runs_into_one_run(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "growing.py").write_text(GROWING)
+    done = subprocess.run([sys.executable, "-m", "tlindex", "run", "--db", str(tmp_path / "t.db"), "--watch", "0.2",
+                           "--", sys.executable, str(tmp_path / "growing.py"), str(Path(__file__).parent), "2"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "both ranks: compiling [4/0] forward for " in done.stderr  # said by a pass while the command ran
+    conn = connect(tmp_path / "t.db")
+    assert [row[0] for row in conn.execute("SELECT count(*) FROM runs")] == [1]  # the passes and the end: one run
+    found = by_kind(conn, 1)
+    assert "mid_compile" not in found and found["rank_groups"].text.startswith("Both ranks compiled the same")
+    assert conn.execute("SELECT exit_code FROM runs").fetchone()[0] == 0  # its facts kept on that run

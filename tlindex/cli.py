@@ -239,8 +239,8 @@ def ingest(paths: tuple[str, ...], db_path: str, run_label: str | None, replace:
 @click.argument("paths", nargs=-1, required=True)
 @db_option
 @click.option("--run", "run_label", callback=label_value, help="Put every file given into the run of this label")
-@click.option("--every", type=click.FloatRange(min=0.1), default=2.0, show_default=True, metavar="SECONDS",
-              help="Seconds between two ingests")
+@click.option("--every", type=click.FloatRange(min=0.1), default=1.0, show_default=True, metavar="SECONDS",
+              help="Seconds between two ingests (an ingest of logs that did not grow takes milliseconds)")
 def watch(paths: tuple[str, ...], db_path: str, run_label: str | None, every: float) -> None:
     """Ingest growing logs every few seconds until Ctrl-C, saying what each rank is compiling.
 
@@ -632,8 +632,8 @@ def label_command(run: str, new_label: str | None, kept: bool | None, db_path: s
 @click.option("--push", "push_url", metavar="URL", help="Post what COMMAND wrote to a team's server (`tlindex serve "
               "--uploads`) instead of ingesting it here; the gate is judged there")
 @push_options
-@click.option("--watch", "watch_every", type=click.FloatRange(min=0.1), is_flag=False, flag_value=2.0,
-              metavar="[SECONDS]", help="Ingest what COMMAND writes while it runs, every 2 s (or SECONDS), as "
+@click.option("--watch", "watch_every", type=click.FloatRange(min=0.1), is_flag=False, flag_value=1.0,
+              metavar="[SECONDS]", help="Ingest what COMMAND writes while it runs, every second (or SECONDS), as "
               "`tlindex watch` does: the run page follows it")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run_command(db_path: str, label: str | None, trace_dir: str | None, keep_trace: bool, program_only: bool,

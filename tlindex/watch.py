@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tlindex.database import Database
 
-EVERY_S = 2.0  # seconds between the starts of two passes (a pass that takes longer is followed at once)
+EVERY_S = 1.0  # seconds between the starts of two passes (a pass that takes longer is followed at once)
 
 
 class Watcher:
