@@ -220,9 +220,12 @@ WITH fresh AS MATERIALIZED (  -- every run's: the runs whose stored rows are cur
     WHERE c.compile_id != '-/-' AND c.status = 'missing' AND c.dynamo_start IS NOT NULL
       AND c.id = (SELECT max(id) FROM compiles WHERE source_id = c.source_id AND compile_id != '-/-')
 ), behind AS (
-    -- those compiles that other processes finished: how many did, and when the last of them finished
-    SELECT o.run_id, o.rank, o.cid, o.co_name, o.start_time, count(DISTINCT f.rank) AS finished, max(f.end_time) AS last_end
-    FROM open_ o JOIN comp f ON f.run_id = o.run_id AND f.key = o.key AND f.rank != o.rank AND f.status != 'missing'
+    -- those compiles that other processes compiled too: how many, how many finished, when the last of them did (a
+    -- process is behind every other when each that compiled it finished it)
+    SELECT o.run_id, o.rank, o.cid, o.co_name, o.start_time, count(DISTINCT f.rank) AS compiled,
+           count(DISTINCT CASE WHEN f.status != 'missing' THEN f.rank END) AS finished,
+           max(CASE WHEN f.status != 'missing' THEN f.end_time END) AS last_end
+    FROM open_ o JOIN comp f ON f.run_id = o.run_id AND f.key = o.key AND f.rank != o.rank
     GROUP BY o.run_id, o.rank, o.cid, o.co_name, o.start_time
 ), computed AS (
     SELECT p.run_id, 'missing_compile' AS finding, p.cid AS compile_id,
@@ -265,11 +268,12 @@ WITH fresh AS MATERIALIZED (  -- every run's: the runs whose stored rows are cur
     UNION ALL
     SELECT b.run_id, 'behind', b.cid, b.rank,
            'compiling [' || b.cid || ']' || coalesce(' ' || b.co_name, '') || ' for '
-           || round((julianday(l.last_time) - julianday(b.start_time)) * 86400, 1) || ' s at the last record; the other '
-           || b.finished || ' ' || r.unit || ' finished it, the last '
+           || round((julianday(l.last_time) - julianday(b.start_time)) * 86400, 1) || ' s at the last record; '
+           || CASE WHEN b.compiled = r.world_size - 1 THEN 'the other ' || b.finished || ' ' || r.unit
+                   ELSE 'the ' || b.finished || ' other ' || r.unit || ' that compiled it' END || ' finished it, the last '
            || round((julianday(l.last_time) - julianday(b.last_end)) * 86400, 1) || ' s before'
     FROM behind b JOIN last_records l ON l.run_id = b.run_id JOIN runs_ r ON r.id = b.run_id
-    WHERE b.finished = r.world_size - 1
+    WHERE b.finished = b.compiled AND b.finished > 0
     UNION ALL
     SELECT run_id, 'execution_order', NULL, ranks,
            runs || ' graph runs (' || CASE WHEN length(graphs) > 200 THEN substr(graphs, 1, 200) || ' ...' ELSE graphs END || ')'

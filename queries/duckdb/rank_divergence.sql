@@ -162,9 +162,11 @@ WITH candidates AS (
 ), last_compiles AS (
     SELECT source_id, max(id) AS id FROM compiles WHERE compile_id != '-/-' GROUP BY source_id
 ), behind AS (
-    SELECT o.run_id, o.rank, o.cid, o.co_name, o.start_time, count(DISTINCT f.rank) AS finished, max(f.end_time) AS last_end
+    SELECT o.run_id, o.rank, o.cid, o.co_name, o.start_time, count(DISTINCT f.rank) AS compiled,
+           count(DISTINCT CASE WHEN f.status != 'missing' THEN f.rank END) AS finished,
+           max(CASE WHEN f.status != 'missing' THEN f.end_time END) AS last_end
     FROM comp o JOIN last_compiles l ON l.id = o.id
-    JOIN comp f ON f.run_id = o.run_id AND f.key = o.key AND f.rank != o.rank AND f.status != 'missing'
+    JOIN comp f ON f.run_id = o.run_id AND f.key = o.key AND f.rank != o.rank
     WHERE o.status = 'missing' AND o.dynamo_start IS NOT NULL
     GROUP BY o.run_id, o.rank, o.cid, o.co_name, o.start_time
 ), execution_groups AS (
@@ -216,11 +218,14 @@ UNION ALL
 SELECT b.run_id, 'behind', b.cid, b.rank,
        'compiling [' || b.cid || ']' || coalesce(' ' || b.co_name, '') || ' for '
        || CAST(round(epoch(CAST(l.last_time AS TIMESTAMP)) - epoch(CAST(b.start_time AS TIMESTAMP)), 1) AS VARCHAR)
-       || ' s at the last record; the other ' || CAST(b.finished AS VARCHAR) || ' ' || r.unit || ' finished it, the last '
+       || ' s at the last record; '
+       || CASE WHEN b.compiled = r.world_size - 1 THEN 'the other ' || CAST(b.finished AS VARCHAR) || ' ' || r.unit
+               ELSE 'the ' || CAST(b.finished AS VARCHAR) || ' other ' || r.unit || ' that compiled it' END
+       || ' finished it, the last '
        || CAST(round(epoch(CAST(l.last_time AS TIMESTAMP)) - epoch(CAST(b.last_end AS TIMESTAMP)), 1) AS VARCHAR)
        || ' s before'
 FROM behind b JOIN last_records l ON l.run_id = b.run_id JOIN runs_ r ON r.id = b.run_id
-WHERE b.finished = r.world_size - 1
+WHERE b.finished = b.compiled AND b.finished > 0
 UNION ALL
 SELECT run_id, 'execution_order', NULL, ranks,
        CAST(runs AS VARCHAR) || ' graph runs ('

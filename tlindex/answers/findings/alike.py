@@ -31,8 +31,9 @@ def rank_groups(conn: sqlite3.Connection, run: int, context: Context):
     rows = divergence_rows(context)
     missing = [(row["compile_id"], set(rank_names(row["ranks"]))) for row in rows.get("missing_compile", [])]
     versions = {kind: _versions(rows.get(kind, [])) for kind in ("graph", "guards")}
-    parts = [f"{_like(ranks, world)} ({detail}{_differs(ranks, first, missing, versions)})"
-             for ranks, detail in rest[:SHOWN]]
+    behind = {rank: row["compile_id"] for row in rows.get("behind", []) for rank in rank_names(row["ranks"])}
+    parts = [f"{_like(ranks, world)} ({detail}{_differs(ranks, first, missing, versions)}"
+             f"{f'; still compiling [{behind[ranks[0]]}]' if ranks[0] in behind else ''})" for ranks, detail in rest[:SHOWN]]
     more = f"; and {plural(len(rest) - SHOWN, 'more group')}" if len(rest) > SHOWN else ""
     differ = sum(len(ranks) for ranks, _ in rest)
     if len(first) == 1:  # every group one rank: none is like another
