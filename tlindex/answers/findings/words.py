@@ -120,6 +120,11 @@ def rank_list(ranks: list[int | str], among: list[int | str] | None = None) -> s
     return min(whole, key=len) if whole else f"{len(ints):,} of {len(world):,} ranks ({ranges(ints)})"
 
 
+def _order(rank: int | str) -> tuple:
+    """Ranks in numeric order, named processes after them."""
+    return (0, rank, "") if isinstance(rank, int) else (1, 0, str(rank))
+
+
 MAX_GROUPS = 6  # groups of ranks a sentence names; past it, the largest stay unnamed, the smallest never
 
 
@@ -129,7 +134,7 @@ def group_ranks(values: dict, say=str, among: list | None = None) -> str:
     groups: dict[object, list] = {}
     for rank, value in values.items():
         groups.setdefault(value, []).append(rank)
-    ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), str(min(item[1], key=str))))
+    ordered = sorted(groups.items(), key=lambda item: (-len(item[1]), min(map(_order, item[1]))))
     shown = ordered if len(ordered) <= MAX_GROUPS else [ordered[0], *ordered[-(MAX_GROUPS - 1):]]
     text = "; ".join(f"{rank_list(ranks, among)}: {say(value)}" for value, ranks in shown)
     hidden = len(ordered) - len(shown)
