@@ -1,9 +1,9 @@
--- tlindex's whole schema in one script: what the migrations schema/001_initial.sql to schema/027_findings_derived_at_write.sql make.
+-- tlindex's whole schema in one script: what the migrations schema/001_initial.sql to schema/028_ranks_derived_at_write.sql make.
 -- A new database is made from it in one go (tlindex.store.db.apply_schema) and every migration up to the one
 -- named on the `as of` line is recorded as applied; a database made before is upgraded by the migrations.
 -- Written by `python -m tlindex.store.schema_script > schema/current.sql`, not by hand. The comments of the
 -- tables, and of the columns added after a table was made, are in the migrations (and docs/schema.md).
--- as of: 027_findings_derived_at_write
+-- as of: 028_ranks_derived_at_write
 
 CREATE TABLE files (
     id INTEGER PRIMARY KEY,              -- file id

@@ -22,7 +22,7 @@ def by_kind(db, scenario: str) -> dict:
 def test_a_rank_that_recompiled_alone_is_a_divergence_naming_it(db):
     found = by_kind(db, "ddp_4ranks_diverge")
     divergence = found["divergence:missing_compile"]
-    assert divergence.severity == "error" and "Only on rank 1: [0/1], [4/1]" in divergence.text
+    assert divergence.severity == "error" and "[0/1], [4/1] only on rank 1 (1 of 4)" in divergence.text
     (run,) = scenario_run(db, "ddp_4ranks_diverge")
     only_rank_1 = [r[0] for r in db.execute(
         "SELECT compile_id FROM compiles WHERE run_id = ? AND compile_id != '-/-' GROUP BY compile_id "
@@ -69,9 +69,9 @@ def test_ranks_are_grouped_by_value_and_the_smallest_groups_are_never_cut():
 
 def test_collective_schedules_that_differ_name_the_rank_groups(db):
     found = by_kind(db, "collectives_3ranks")
-    assert "ranks 0,2:" in found["divergence:collective_schedule"].text and \
+    assert "ranks 0, 2:" in found["divergence:collective_schedule"].text and \
         "rank 1:" in found["divergence:collective_schedule"].text
-    assert "Only on rank 2" in found["divergence:missing_compile"].text  # rank 2 ran one more graph
+    assert "[2/0] only on rank 2" in found["divergence:missing_compile"].text  # rank 2 ran one more graph
 
 
 def test_failures_breaks_and_recompiles_are_counted_from_the_logs(db):
@@ -119,7 +119,7 @@ async def test_the_run_and_runs_pages_say_what_is_wrong_first(traces_db):
     (diverging,) = scenario_run(conn, "ddp_4ranks_diverge")
     html = (await ds.client.get(f"/traces/-/tlindex/run/{diverging}")).text
     section = html.split('<h2 id="findings">')[1].split("<h2")[0]
-    assert "Ranks diverge in compile ids:" in section and "Only on rank 1" in section
+    assert "Ranks diverge in compile ids:" in section and "only on rank 1" in section
     assert html.index('id="findings"') < html.index("<h2>Stack trie")  # at the top
     (healthy,) = scenario_run(conn, "dynamic")
     assert "No problem found" in (await ds.client.get(f"/traces/-/tlindex/run/{healthy}")).text

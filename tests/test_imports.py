@@ -111,6 +111,7 @@ LAYERS = {  # lowest first: a module imports only from its own layer or below
     "tlindex.version": 0,
     "tlindex.database": 7, "tlindex.served_sql": 7, "tlindex.tokens": 0, "tlindex.uploads": 7, "tlindex.push": 7,
     "tlindex.cli": 7, "tlindex.output": 7, "tlindex.run": 7, "tlindex.serve": 7, "tlindex.__main__": 7,
+    "tlindex.watch": 7,
     "datasette_plugins": 8,
 }
 
@@ -133,4 +134,4 @@ def test_folders_are_layers_and_imports_only_go_down():
     top_level = sorted(path.name for path in (ROOT / "tlindex").glob("*.py"))
     assert top_level == ["__init__.py", "__main__.py", "cli.py", "database.py", "errors.py", "output.py", "owned.py",
                          "push.py", "run.py", "serve.py", "served_sql.py", "stopping.py", "tokens.py", "uploads.py",
-                         "version.py", "worker_pool.py"]
+                         "version.py", "watch.py", "worker_pool.py"]

@@ -318,6 +318,7 @@ NOT_RUN = {
     ("serve",): "starts a server: its pages are the crawl's",
     ("push",): "posts to a team's server (tests/test_team.py); the server ingests what it posts as ingest does",
     ("spark-ingest",): "starts Apache Spark (tests/test_spark.py); it reads the logs with the same normalizer",
+    ("watch",): "runs until stopped: each pass is an ingest (the recipe above), its stop tests/test_stopped_commands.py's",
 }
 
 

@@ -26,7 +26,8 @@ from tlindex.pages import PAGES
 LOGS = [next((DATA / name).glob("*.log")) for name in ("graph_breaks", "dynamic", "recompiles", "closures",
                                                           "compile_errors")]
 TAKES_A_RUN = re.compile(r"(^|_)(runs?|baseline)(_|$)|^judged$")  # a click parameter that names a run, by its name
-MAKES_A_LABEL = {("ingest", "run_label"), ("spark-ingest", "run_label")}  # a label to give, not a run to find
+MAKES_A_LABEL = {("ingest", "run_label"), ("spark-ingest", "run_label"),  # a label to give, not a run to find
+                 ("watch", "run_label")}
 NOT_A_RUN_HERE = {("serve", "keep_runs"),  # a count of runs
                   ("push", "baseline")}  # a run of the server's, named there as here (tests/test_team.py)
 

@@ -192,7 +192,8 @@ def test_rank_divergence_shows_the_rank_that_recompiled_alone(db):
     missing = [r for r in rows(db, "rank_divergence", run=run) if r["finding"] == "missing_compile"]
     assert missing and all(r["ranks"] == "1" for r in missing)
     (symmetric,) = scenario_run(db, "ddp_2ranks")
-    assert not [r for r in rows(db, "rank_divergence", run=symmetric) if r["finding"] != "time"]
+    assert not [r for r in rows(db, "rank_divergence", run=symmetric) if r["finding"] not in ("time", "group")]
+    assert [r["ranks"] for r in rows(db, "rank_divergence", run=symmetric) if r["finding"] == "group"] == ["0, 1"]
 
 
 def test_guards_diff_shows_what_changed_between_recompiles(db):

@@ -268,6 +268,10 @@ RECIPES: dict[str, Recipe] = {
                     {"running": both(has_open("traces.db"), after(0.5))}, db=True, outputs=DATABASE),
     "serve": Recipe(lambda i: ["serve", "traces.db", "-p", "0"], {"serving": says("Uvicorn running")},
                     db=True, outputs=DATABASE),
+    "watch": Recipe(lambda i: ["watch", *i.logs, "--db", "traces.db", "--every", "0.5"],
+                    {"ingesting": has_workers,  # its first pass, of every log
+                     "between passes": lambda case: b" run " in (case.root / "stdout").read_bytes()},
+                    outputs=DATABASE),
     "spark-ingest": Recipe(lambda i: ["spark-ingest", *i.logs, "--out", "out"],
                            {"started": entry(r"\.out\.partial-.*")}, needs="pyspark"),
 }

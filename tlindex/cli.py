@@ -235,6 +235,25 @@ def ingest(paths: tuple[str, ...], db_path: str, run_label: str | None, replace:
         sys.exit(1)
 
 
+@cli.command()
+@click.argument("paths", nargs=-1, required=True)
+@db_option
+@click.option("--run", "run_label", callback=label_value, help="Put every file given into the run of this label")
+@click.option("--every", type=click.FloatRange(min=0.1), default=1.0, show_default=True, metavar="SECONDS",
+              help="Seconds between two ingests (an ingest of logs that did not grow takes milliseconds)")
+def watch(paths: tuple[str, ...], db_path: str, run_label: str | None, every: float) -> None:
+    """Ingest growing logs every few seconds until Ctrl-C, saying what each rank is compiling.
+
+    A job's TORCH_TRACE folder while it runs: each pass continues the logs that grew and takes new ones; the run
+    page (`tlindex serve`) refreshes itself while they grow and says, per rank, what is compiling and for how long.
+    """
+    from tlindex.watch import Watcher
+
+    with database(db_path, create=True) as db:
+        say(f"watching {' '.join(paths)} every {every:g} s (Ctrl-C to stop)", err=True)
+        Watcher(db, list(paths), say, run_label).follow(every)
+
+
 def _params_with_values(params: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
     """-p NAME VALUE pairs, refusing a VALUE that is the next option (`-p run --db x`)."""
     for name, value in params:
@@ -618,10 +637,13 @@ def label_command(run: str, new_label: str | None, kept: bool | None, db_path: s
 @click.option("--push", "push_url", metavar="URL", help="Post what COMMAND wrote to a team's server (`tlindex serve "
               "--uploads`) instead of ingesting it here; the gate is judged there")
 @push_options
+@click.option("--watch", "watch_every", type=click.FloatRange(min=0.1), is_flag=False, flag_value=1.0,
+              metavar="[SECONDS]", help="Ingest what COMMAND writes while it runs, every second (or SECONDS), as "
+              "`tlindex watch` does: the run page follows it")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run_command(db_path: str, label: str | None, trace_dir: str | None, keep_trace: bool, program_only: bool,
                 baseline: str | None, fail_on, allow_unjudged: bool, push_url: str | None, token: str | None,
-                wait: bool, command: tuple[str, ...]) -> None:
+                wait: bool, watch_every: float | None, command: tuple[str, ...]) -> None:
     """Run COMMAND with TORCH_TRACE set, then ingest what it wrote as one run and say what is wrong.
 
     `tlindex run -- python train.py` or `tlindex run -- torchrun --nproc-per-node 2 train.py`. Exits
@@ -643,7 +665,8 @@ def run_command(db_path: str, label: str | None, trace_dir: str | None, keep_tra
     gate = GateCheck(baseline, fail_on, allow_unjudged) if (baseline or fail_on) else None
     sys.exit(run_traced(Path(db_path), list(command), label=label,
                         trace_dir=Path(trace_dir) if trace_dir else None, keep_trace=keep_trace,
-                        echo=lambda text: say(text, err=True), gate=gate, program_only=program_only))
+                        echo=lambda text: say(text, err=True), gate=gate, program_only=program_only,
+                        watch=watch_every))
 
 
 @cli.command()

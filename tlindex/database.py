@@ -50,8 +50,7 @@ def migration_steps() -> dict[str, Callable[[sqlite3.Connection], str | None]]:
 
         return derive_every_run(conn)
 
-    return {"derived_by_normalizers": derived_by_normalizers, "derived_at_write": derived_at_write,
-            "findings_derived_at_write": derived_at_write}
+    return {"derived_by_normalizers": derived_by_normalizers, "derived_at_write": derived_at_write}
 
 
 class Database:

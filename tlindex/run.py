@@ -83,9 +83,11 @@ class Ran:
         return {**asdict(self), "command": json.dumps(self.command)}
 
 
-def run_command(command: list[str], trace_dir: Path, shown: list[str] | None = None) -> Ran:
+def run_command(command: list[str], trace_dir: Path, shown: list[str] | None = None,
+                tick: Callable[[], None] | None = None, every: float = 2.0) -> Ran:
     """Run COMMAND with TORCH_TRACE=trace_dir as the terminal's foreground job; what happened (the command kept as
-    `shown`, its stored words: stored_command). Raises OSError when it cannot be started."""
+    `shown`, its stored words: stored_command); `tick()` every `every` seconds while it runs (`--watch`). Raises
+    OSError when it cannot be started."""
     env = dict(os.environ, TORCH_TRACE=str(trace_dir))
     terminal = _terminal()
     started, clock = datetime.now(timezone.utc), time.monotonic()
@@ -94,7 +96,7 @@ def run_command(command: list[str], trace_dir: Path, shown: list[str] | None = N
     if terminal is not None:
         _hand_terminal(terminal, proc.pid)
     try:
-        code = proc.wait()
+        code = _wait(proc, tick, every)
     finally:
         if terminal is not None:
             _hand_terminal(terminal, os.getpgrp())
@@ -106,6 +108,16 @@ def run_command(command: list[str], trace_dir: Path, shown: list[str] | None = N
                started=started.replace(tzinfo=None).isoformat(timespec="microseconds"),
                duration_s=round(time.monotonic() - clock, 3), exit_code=code if code >= 0 else None,
                signal=_signal_name(-code) if code < 0 else None)
+
+
+def _wait(proc: subprocess.Popen, tick: Callable[[], None] | None, every: float) -> int:
+    """The command's exit code, `tick()` called every `every` seconds until it exits (a signal to tlindex meanwhile
+    goes to the command: the handlers forward it)."""
+    while True:
+        try:
+            return proc.wait(timeout=None if tick is None else every)
+        except subprocess.TimeoutExpired:
+            tick()
 
 
 def _user() -> str | None:
@@ -218,11 +230,13 @@ class GateCheck:
 
 
 def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: Path | None, keep_trace: bool,
-               echo: Callable[[str], None], gate: GateCheck | None = None, program_only: bool = False) -> int:
+               echo: Callable[[str], None], gate: GateCheck | None = None, program_only: bool = False,
+               watch: float | None = None) -> int:
     """The whole of `tlindex run`; returns the exit code to leave with. The database is opened once: before COMMAND
-    when it exists (checked, its baseline found), else after it, when there is a trace to ingest. What is stored of
-    the command, and what its folder and default label are made of, is its redacted words (only the program's with
-    `program_only`)."""
+    when it exists (checked, its baseline found), else after it, when there is a trace to ingest (with `watch`, the
+    first time COMMAND has written one: its logs are ingested every `watch` seconds while it runs, into the run the
+    first of those ingests makes). What is stored of the command, and what its folder and default label are made of,
+    is its redacted words (only the program's with `program_only`)."""
     from tlindex.database import Database
     from tlindex.errors import DatabaseError
 
@@ -236,12 +250,14 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
             gate.prepare(db, db_path)
         shown = stored_command(command, program_only)
         folder = new_trace_folder(trace_dir or trace_base(db_path), shown)
+        watching = _Watching(db, db_path, folder, label or " ".join(shown), "given" if label else "command", echo)
         try:
-            ran = run_command(command, folder, shown)
+            ran = run_command(command, folder, shown, watching.tick if watch else None, watch or 0)
         except OSError as error:
             echo(f"tlindex run: cannot start {shown[0]!r}: {error.strerror or error}")
             owned.remove(folder, "trace")
             return 127
+        db = watching.db
         code = ran.code
         if not any(p.is_file() and p.name != owned.MARKER for p in folder.rglob("*")):
             echo(f"tlindex run: {shown[0]} exited with {code} and wrote no trace in {folder} (did it call "
@@ -250,7 +266,7 @@ def run_traced(db_path: Path, command: list[str], label: str | None, trace_dir: 
             return gate.judge(db, None, code, echo) if gate else code
         if db is None:
             db = Database(db_path, create=True)
-        code = _ingested(db, folder, label or " ".join(shown), "given" if label else "command", ran, echo, gate)
+        code = _ingested(db, folder, watching.label(), watching.source, ran, echo, gate, unique=not watching.made)
         if not keep_trace:
             owned.remove(folder, "trace")
         return code
@@ -286,15 +302,49 @@ def run_pushed(url: str, db_path: Path, command: list[str], label: str | None, t
     return ran.code or pushed
 
 
+class _Watching:
+    """`tlindex run --watch`: COMMAND's trace folder ingested at each tick once it holds a log (the database made
+    then, when there was none), into one new run; the ingest after COMMAND grows that run."""
+
+    def __init__(self, db: Database | None, db_path: Path, folder: Path, label: str, source: str,
+                 echo: Callable[[str], None]):
+        self.db, self.db_path, self.folder, self.source, self.echo = db, db_path, folder, source, echo
+        self.wanted = label
+        self.watcher = None
+
+    @property
+    def made(self) -> bool:
+        """Whether a tick made the run."""
+        return self.watcher is not None and not self.watcher.unique_label
+
+    def label(self) -> str:
+        """The label the ingest after COMMAND gives: the run's a tick made, else the one asked for."""
+        return self.watcher.label if self.made else _label_of(self.wanted)
+
+    def tick(self) -> None:
+        from tlindex.database import Database
+        from tlindex.watch import Watcher
+
+        if not any(p.is_file() and p.name != owned.MARKER for p in self.folder.rglob("*")):
+            return
+        if self.db is None:
+            self.db = Database(self.db_path, create=True)
+        if self.watcher is None:
+            self.watcher = Watcher(self.db, [str(self.folder)], self.echo, _label_of(self.wanted), unique_label=True,
+                                   label_source=self.source)
+        self.watcher.once()
+
+
 def _ingested(db: Database, folder: Path, label: str, source: str, ran: Ran, echo: Callable[[str], None],
-              gate: GateCheck | None) -> int:
-    """What COMMAND wrote in `folder` ingested as one new run (its label made unique as the run is made), its facts
-    kept, its summary and findings said, and where to see it; the exit code to leave with."""
+              gate: GateCheck | None, unique: bool = True) -> int:
+    """What COMMAND wrote in `folder` ingested as one new run (its label made unique as the run is made; not
+    `unique`: into the run of that label, which `--watch` made), its facts kept, its summary and findings said, and
+    where to see it; the exit code to leave with."""
     from tlindex.answers.glossary import findings_lines
     from tlindex.pages import database_path
     from tlindex.pages import path as page_path
 
-    summary = db.ingest([folder], _label_of(label), unique_label=True, label_source=source)
+    summary = db.ingest([folder], label if not unique else _label_of(label), unique_label=unique, label_source=source)
     _echo_summary(summary.problems, summary.notes(), summary.line(), echo)
     runs = db.runs_of([folder])  # one: every file was given the run's label
     if not runs:

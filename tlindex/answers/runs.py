@@ -137,6 +137,20 @@ def run_totals(conn: sqlite3.Connection, run: int) -> dict | None:
     return one(conn, "SELECT * FROM run_totals WHERE run_id = ?", (run,))
 
 
+def run_ranks(conn: sqlite3.Connection, run: int) -> list[int]:
+    """The ranks of a run's processes, in order."""
+    return [rank for (rank,) in conn.execute("SELECT DISTINCT rank FROM sources WHERE run_id = ? AND rank IS NOT NULL "
+                                             "ORDER BY rank", (run,))]
+
+
+def ingested_since(conn: sqlite3.Connection, run: int) -> float:
+    """Seconds since a log of the run was last ingested (a run `tlindex watch` follows is ingested every few)."""
+    (seconds,) = conn.execute("""
+        SELECT (julianday('now') - julianday(max(f.ingested_at))) * 86400 FROM sources s JOIN files f ON f.id = s.file_id
+        WHERE s.run_id = ?""", (run,)).fetchone()
+    return float("inf") if seconds is None else seconds
+
+
 def run_sources(conn: sqlite3.Connection, run: int) -> list[dict]:
     """A run's processes (its sources) by rank, each with its log file and how many ingest errors it had."""
     return dicts(conn.execute("""

@@ -285,12 +285,12 @@ def ingest(conn: sqlite3.Connection, db_path: Path, paths: list[str], *, run_lab
     conn.execute(f"PRAGMA cache_size = -{MERGE_CACHE_KB}")
     staging = new_staging(db_path)
     staging_dir = staging.path
-    # what stopped ingests merged into provisional runs (never into this ingest's run), grouped as they would have
-    summary.regrouped = [(run, conn.execute("SELECT label FROM runs WHERE id = ?", (run,)).fetchone()[0])
-                         for run in regroup_stopped(conn, lambda: live_ingests(db_path), derive, staging_dir.name)]
-    claims = claim_paths(db_path, files)  # before planning: another ingest of a path waits here
-    deferred, planned = False, []
-    try:
+    claims, deferred, planned = [], False, []
+    try:  # (from here a stop, however early, lets go of the staging folder and the claims: `tlindex watch` stops often)
+        # what stopped ingests merged into provisional runs (never into this ingest's run), grouped as they would have
+        summary.regrouped = [(run, conn.execute("SELECT label FROM runs WHERE id = ?", (run,)).fetchone()[0])
+                             for run in regroup_stopped(conn, lambda: live_ingests(db_path), derive, staging_dir.name)]
+        claims = claim_paths(db_path, files)  # before planning: another ingest of a path waits here
         # --replace deletes payloads no longer referenced: then every payload is staged.
         planned = plan(conn, files, staging_dir, replace, summary, None if replace else str(db_path.resolve()))
         workers = max(1, jobs or os.cpu_count() or 1)

@@ -7,6 +7,8 @@ import sqlite3
 from tlindex.answers import runs
 from tlindex.answers.derived import stored_findings
 from tlindex.answers.findings import export_issue_count, fix_first, problems
+from tlindex.answers.findings.alike import group_rows
+from tlindex.answers.findings.compiling import compiling_now
 from tlindex.answers.health import run_health
 from tlindex.answers.queries import run_queries
 from tlindex.answers.uploads import posted_as
@@ -18,6 +20,8 @@ from tlindex.pages.rows import Args
 
 COMPILES_SHOWN = 500
 KINDS_SHOWN = 12
+LIVE_S = 60  # a run whose logs were ingested this recently may still be written (`tlindex watch`): its page refreshes
+REFRESH_S = 2  # every so many seconds
 
 
 def run_data(conn: sqlite3.Connection, args: Args, run: int) -> dict:
@@ -35,6 +39,10 @@ def run_data(conn: sqlite3.Connection, args: Args, run: int) -> dict:
     found["problems"] = problems(found["findings"])
     first = fix_first(found["findings"])  # the one to fix first, marked when there are several
     found["fix_first"] = found["findings"].index(first) if first is not None and len(found["problems"]) > 1 else None
+    world = [rank for rank in found["ranks"] if rank is not None]
+    found["groups"] = group_rows(found["findings"], world)
+    found["compiling"] = compiling_now(found["findings"], world)
+    found["refresh_s"] = REFRESH_S if runs.ingested_since(conn, run) < LIVE_S else None
     found["exports"] = export_verdict(conn, run)
     found["vllm"] = has_vllm(conn, run)
     found["kinds"] = runs.record_kinds(conn, run, KINDS_SHOWN)

@@ -45,7 +45,10 @@ TWINS: dict[str, tuple[tuple[str, str], ...]] = {
                       ("hunks", "the diff's hunks"), ("changed", "lines changed"),
                       ("no_payload", "a side that has no payload, or null")),
     "glossary": (("sections", "the glossary's sections, each with its terms and what they mean"),),
-    "run": (("run", "the run: its row, sources, ranks, compile totals (run_totals), restarts, findings, compiles"),
+    "run": (("run", "the run: its row, sources, ranks, compile totals (run_totals), restarts, findings, compiles; "
+                    "its groups of ranks that compiled the same (groups), what was compiling at its last record "
+                    "(compiling), and refresh_s: the seconds between two refreshes while its logs are being "
+                    "ingested (else null)"),
             ("queries", "the canned queries that take a run")),
     "trie": (("run", "the run"), ("rank", "the rank shown, or null"), ("ranks", "the run's ranks"),
              ("trie", "the stack trie's top nodes"), ("nodes", "nodes in all"),

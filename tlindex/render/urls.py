@@ -43,6 +43,7 @@ class Urls:
         self.datasette = datasette
         self.database = database
         self.base = datasette.urls.database(database)  # encoded as Datasette encodes it
+        self.served = not isinstance(datasette.urls, ReportUrls)  # a live page may refresh itself; a report's never
         for name in pages.BY_NAME:  # a page's link by its name (no page is named as an attribute below)
             setattr(self, name, functools.partial(self.page, name))
 

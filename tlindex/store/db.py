@@ -28,7 +28,14 @@ BUSY_TIMEOUT_S = 600  # concurrent ingests wait for each other's merges (each on
 NOTICES = {"redacted_secrets": redact.migration_notice}
 # The migrations (by name without their number) that derive rows beyond SQL, in their transaction, from what a
 # database stores: each a function of the layer whose code it runs, which tlindex.Database passes to every open.
-STEPS = ("derived_by_normalizers", "derived_at_write", "findings_derived_at_write")
+STEPS = ("derived_by_normalizers", "derived_at_write")
+
+
+def step_name(stem: str) -> str | None:
+    """The step of STEPS a migration runs: its name without the number is the step's, or ends with it
+    (`027_ranks_derived_at_write`: a later change to what is derived, which derives every run again)."""
+    name = stem.partition("_")[2]
+    return next((step for step in STEPS if name == step or name.endswith("_" + step)), None)
 
 
 def disk_full(error: BaseException) -> bool:
@@ -125,6 +132,8 @@ def _migrate(conn: sqlite3.Connection, files: list[Path], whole: bool, steps: Ma
         if whole and not done and _empty(conn):
             applied = _apply_whole(conn, [path.stem for path in files])
             done = set(applied)
+        pending = [path.stem for path in files if path.stem not in done]
+        last_of_step = {step_name(stem): stem for stem in pending}  # a step runs once, after the last migration of it
         for path in files:
             if path.stem in done:
                 continue
@@ -136,7 +145,8 @@ def _migrate(conn: sqlite3.Connection, files: list[Path], whole: bool, steps: Ma
             _record(conn, [path.stem])
             applied.append(path.stem)
             notice = NOTICES.get(path.stem.partition("_")[2])
-            said = notice(changes) if notice else _step(conn, path.stem, steps)
+            said = notice(changes) if notice else _step(conn, path.stem, steps) \
+                if last_of_step.get(step_name(path.stem)) == path.stem else None
             notices += [said] if said else []
     if notices:  # said once: the migrations are recorded as applied in the transaction just committed
         where = next((file for _, name, file in conn.execute("PRAGMA database_list") if name == "main"), "")
@@ -147,9 +157,10 @@ def _migrate(conn: sqlite3.Connection, files: list[Path], whole: bool, steps: Ma
 
 def _step(conn: sqlite3.Connection, stem: str, steps: Mapping[str, Step] | None) -> str | None:
     """A migration's step beyond SQL, run (a database without envelopes has nothing to derive); refused when the
-    caller gave none (only tlindex.Database opens a database that holds rows)."""
-    name = stem.partition("_")[2]
-    if name not in STEPS or not conn.execute("SELECT 1 FROM envelopes LIMIT 1").fetchone():
+    caller gave none (only tlindex.Database opens a database that holds rows). Of several migrations pending with one
+    step (024, 027 and 028 derive every run again), only the last runs it: the code derives for the newest schema."""
+    name = step_name(stem)
+    if name is None or not conn.execute("SELECT 1 FROM envelopes LIMIT 1").fetchone():
         return None
     if steps is None or name not in steps:
         raise DatabaseError(f"schema migration {stem} derives rows: open the database with tlindex.Database")
@@ -335,7 +346,7 @@ def open_database(path: str | Path, steps: Mapping[str, Step], *, create: bool =
         if all(_views_only(stem) for stem in missing):
             return connect_read_only(path)  # read through this tlindex's views, the file unchanged (none: current)
         if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
-            if all(_views_only(stem) or stem.partition("_")[2] in STEPS for stem in missing):
+            if all(_views_only(stem) or step_name(stem) for stem in missing):
                 return connect_read_only(path)  # read as it is (what a step derives: underived)
             raise DatabaseError(f"{path}: made by an older tlindex (without schema migrations {', '.join(missing)}), "
                                 f"and read-only here, so it cannot be brought up to date: copy it where it can be "
@@ -402,7 +413,7 @@ _VIEWS_ONLY_RE = re.compile(r"^(CREATE VIEW|DROP VIEW|CREATE INDEX|CREATE UNIQUE
 @cache
 def _views_only(stem: str) -> bool:
     """Whether a migration only makes views (or indexes): a reader does without it (current_views), the file as is."""
-    if stem.partition("_")[2] in STEPS:
+    if step_name(stem):
         return False
     path = next(p for p in schema_files() if p.stem == stem)
     statements = [re.sub(r"^(\s*--[^\n]*\n)*\s*", "", statement) for statement in _statements(path.read_text())]

@@ -6,24 +6,25 @@ problems (`tlindex findings` exits 1 on them); information (the slowest compile,
 cold start) is context. The run page shows them at the top, the runs page the worst one of each run.
 
 The checks are registered in `registry.CHECKS` by the modules imported here (compiles, failures,
-recompiles, ranks, pieces, logs); a new check is one `@check(...)` in one of them (or in a module added to the imports below).
+recompiles, compiling, ranks, alike, pieces, logs); a new check is one `@check(...)` in one of them (or in a module
+added to the imports below).
 """
 
 from __future__ import annotations
 
-from tlindex.answers.findings import compiles, failures, logs, pieces, ranks, recompiles  # noqa: F401  (their checks)
+from tlindex.answers.findings import alike, compiles, compiling, failures, logs, pieces, ranks, recompiles  # noqa: F401  (each registers its checks)
 from tlindex.answers.findings.logs import export_issue_count
 from tlindex.answers.findings.registry import (
-           CHECKS,
-           FIX_FIRST_RULE,
-           Check,
-           Context,
-           Finding,
-           check,
-           findings,
-           fix_first,
-           kinds,
-           problems,
+    CHECKS,
+    FIX_FIRST_RULE,
+    Check,
+    Context,
+    Finding,
+    check,
+    findings,
+    fix_first,
+    kinds,
+    problems,
 )
 from tlindex.answers.findings.words import group_ranks, rank_list, short_location
 

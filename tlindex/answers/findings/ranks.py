@@ -47,6 +47,13 @@ DIVERGENCE = {
         "The same compile id logged different graphs on different ranks (other ops, shapes or constants).",
         "Compare the versions (the compile page of each rank, or `tlindex diff` on two compiles): the first "
         "difference names the input or branch that differs; " + ALIKE),
+    "guards": (
+        "warning", "guards of a compile",
+        "The same compile installed different guards on different ranks: it specialized on a value that differs "
+        "between ranks (the rank itself, a shape, a Python value), so each rank checks other conditions and may "
+        "recompile where the others do not.",
+        "Open the compile on two ranks (Guards) and compare: the guard that differs names the value; pass it as a "
+        "tensor or mark it dynamic when it is meant to differ; " + ALIKE),
     "tensor_meta": (
         "warning", "ops and output shapes",
         "Inductor's list of ops and output shapes for a compile id differs between ranks: the ranks compiled "
@@ -75,44 +82,86 @@ NAMED = 8  # compile ids a sentence names whole; past it, each group of ranks' f
 
 
 def diverging(kind: str, what: str, conn: sqlite3.Connection, run: int, context: Context):
-    """One kind of rank_divergence's findings as one sentence naming the ranks and the compile ids that differ."""
+    """One kind of rank_divergence's findings as one sentence: the compiles that differ first, then the rank sets as
+    people say them ("64 of 256 ranks (every 4th from 1)"); every row whole in `items`."""
     hits = divergence_rows(context).get(kind)
     if not hits:
         return []
+    world = processes(context)
     items = [{"compile_id": h["compile_id"], "ranks": h["ranks"], "detail": h["detail"]} for h in hits]
-    if kind == "missing_compile":  # every rank's count, grouped, then each group of ranks' own compile ids
-        groups = group_ranks(_compiles_by_rank(conn, run), lambda n: plural(n, "compile")) + ". "
-        return [context.finding(len(hits), f"Ranks diverge in {what}: {groups}{_only_on(hits)}.", "rank_divergence",
-                                items=items)]
-    first = hits[0]
-    where = f"[{first['compile_id']}] " if first["compile_id"] else ""
-    others = [f"[{h['compile_id']}]" for h in hits[1:] if h["compile_id"]]
-    more = (f" (also {', '.join(others)})" if others and len(hits) <= NAMED else
-            f" (and {plural(len(hits) - 1, 'more compile id')})" if len(hits) > 1 else "")
-    detail = first["detail"]
-    if kind == "graph" and first["compile_id"]:
-        versions = _versions_by_rank(conn, run, first["compile_id"], str(detail).split(":", 1)[0])
-        if len(set(versions.values())) > 1:
-            detail = f"{detail} ({group_ranks(versions)})"
-    return [context.finding(len(hits), f"Ranks diverge in {what}: {where}{short(detail, 240)}{more}.",
+    if kind == "missing_compile":  # each group of ranks' own compile ids, then every rank's count, grouped
+        counts = group_ranks(compiles_by_process(context), lambda n: plural(n, "compile"), world)
+        return [context.finding(len(hits), f"Ranks diverge in {what}: {_only_on(hits, world)}. Compiles per rank: "
+                                           f"{counts}.", "rank_divergence", items=items)]
+    subjects = _subjects(hits)
+    (compile_id, subject), groups = next(iter(subjects.items()))
+    where = f"[{compile_id}] " if compile_id else ""
+    said = groups[0][1] if len(groups) == 1 else \
+        group_ranks({rank: value for value, ranks in groups for rank in ranks}, lambda v: short(v, 120), world)
+    others = [f"[{cid}]" + (f" {name}" if name else "") for cid, name in list(subjects)[1:] if cid]
+    more = (f" (also {', '.join(dict.fromkeys(others))})" if others and len(subjects) <= NAMED else
+            f" (and {plural(len(subjects) - 1, 'more')})" if len(subjects) > 1 else "")
+    return [context.finding(len({cid for cid, _ in subjects}) or 1,
+                            f"Ranks diverge in {what}: {where}{subject + ': ' if subject else ''}{said}{more}.",
                             "rank_divergence", items=items)]
 
 
-def _only_on(hits: list[dict]) -> str:
-    """"Only on rank 1: [0/1], [4/1] (present on 1 of 4 ranks); only on rank 3: [6/0] (…)": every compile id when
-    there are few, else each group of ranks' first and how many more."""
+def _subjects(hits: list[dict]) -> dict[tuple, list[tuple[str, list]]]:
+    """The rows by what they compare ((compile id, graph or cache name)): each group of ranks' value and ranks, in
+    the order of their first rank."""
+    found: dict[tuple, list[tuple[str, list]]] = {}
+    for hit in hits:
+        detail = str(hit["detail"] or "")
+        subject, value = detail.split(": ", 1) if hit["finding"] in ("graph", "cache") and ": " in detail else \
+            ("", detail)
+        if hit["finding"] in ("graph", "guards", "tensor_meta"):
+            value = value.split(" of ", 1)[0]  # "version 1 of 2": the sentence says how many there are
+        found.setdefault((hit["compile_id"], subject), []).append((value, rank_names(hit["ranks"])))
+    return found
+
+
+def _only_on(hits: list[dict], world: list) -> str:
+    """"[0/1], [4/1] only on rank 1 (1 of 4 ranks); [6/0] only on 64 of 256 ranks (every 4th from 3)": every
+    compile id when there are few, else each group of ranks' first and how many more."""
     by_ranks: dict[str, list[dict]] = {}
     for hit in hits:
         by_ranks.setdefault(str(hit["ranks"]), []).append(hit)
     parts = []
     for ranks_text, found in by_ranks.items():
-        ranks = [int(r) if r.strip().lstrip("-").isdigit() else r.strip() for r in ranks_text.split(",") if r.strip()]
+        ranks = rank_names(ranks_text)
         shown = found if len(hits) <= NAMED else found[:1]
         ids = ", ".join(f"[{h['compile_id']}]" for h in shown)
         more = f" and {plural(len(found) - len(shown), 'more')}" if len(found) > len(shown) else ""
-        parts.append(f"only on {rank_list(ranks)}: {ids}{more} ({short(found[0]['detail'], 80)})")
-    text = "; ".join(parts)
-    return text[:1].upper() + text[1:]
+        named = rank_list(ranks, world)
+        of = "" if " of " in named or named.startswith("all ") else f" ({len(ranks):,} of {len(world):,})"
+        parts.append(f"{ids}{more} only on {named}{of}")
+    return "; ".join(parts)
+
+
+def rank_names(text: str | None) -> list[int | str]:
+    """A `ranks` cell ("0, 2, 1 (restart 1)") as its processes: ranks as numbers, the others as named."""
+    return [int(r) if r.lstrip("-").isdigit() else r for r in (part.strip() for part in str(text or "").split(","))
+            if r]
+
+
+def processes(context: Context) -> list[int | str]:
+    """The run's ranked processes, as the comparison names them, in rank order (read once)."""
+    def compute() -> list[int | str]:
+        rows = context.conn.execute("""SELECT process FROM sources WHERE run_id = ? AND process IS NOT NULL
+                                       GROUP BY process ORDER BY min(rank), min(coalesce(restart, 0)), min(pid)""",
+                                    (context.run,)).fetchall()
+        return [int(name) if name.lstrip("-").isdigit() else name for (name,) in rows]
+    return context.shared("processes", compute)
+
+
+def compiles_by_process(context: Context) -> dict[int | str, int]:
+    """Compiles per process of the run, those rank_divergence compares (an export's records are no compile)."""
+    rows = context.conn.execute("""
+        SELECT s.process, count(c.id) FROM sources s
+        LEFT JOIN compiles c ON c.source_id = s.id AND c.compile_id != '-/-'
+                                AND (c.dynamo_start IS NOT NULL OR c.status != 'missing')
+        WHERE s.run_id = ? AND s.process IS NOT NULL GROUP BY s.process""", (context.run,)).fetchall()
+    return {int(name) if name.lstrip("-").isdigit() else name: n for name, n in rows}
 
 
 for order, (kind, (severity, what, explanation, next_steps)) in enumerate(DIVERGENCE.items(), 50):
@@ -137,24 +186,6 @@ def collectives_parity(conn: sqlite3.Connection, run: int, context: Context):
     return [context.finding(len(parity), f"{plural(len(parity), 'graph')} call other collectives than inductor "
                                          f"scheduled: [{first['compile_id']}] on rank {first['rank']} "
                                          f"({first['parity']}).", "collectives")]
-
-
-def _compiles_by_rank(conn: sqlite3.Connection, run_id: int) -> dict[int | str, int]:
-    """Compiles per process of the run, named as the comparison names them (a rank, or "1 (restart 1)")."""
-    rows = conn.execute("""SELECT s.process, count(*) FROM compiles c JOIN sources s ON s.id = c.source_id
-                           WHERE c.run_id = ? AND c.compile_id != '-/-' AND s.process IS NOT NULL
-                           GROUP BY s.process""", (run_id,)).fetchall()
-    return {int(name) if name.lstrip("-").isdigit() else name: n for name, n in rows}
-
-
-def _versions_by_rank(conn: sqlite3.Connection, run_id: int, compile_id: str, name: str) -> dict[int, str]:
-    """Which version of a graph each rank logged for a compile id (numbered in order of first appearance)."""
-    rows = conn.execute("""
-        SELECT c.rank, group_concat(a.payload) FROM compiles c JOIN artifacts a ON a.compile = c.id
-        WHERE c.run_id = ? AND c.compile_id = ? AND a.name = ? AND c.rank IS NOT NULL
-        GROUP BY c.rank ORDER BY c.rank""", (run_id, compile_id, name)).fetchall()
-    numbers: dict[str, int] = {}
-    return {rank: f"version {numbers.setdefault(payloads, len(numbers) + 1)}" for rank, payloads in rows}
 
 
 def _rows(cursor: sqlite3.Cursor) -> list[dict]:

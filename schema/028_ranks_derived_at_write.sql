@@ -1,0 +1,7 @@
+-- tlindex schema, migration 028: ranks compared by what they compiled. rank_divergence matches a compile across
+-- ranks by its code object and how many times the process compiled it before (not by compile id: an export or any
+-- extra frame shifts a rank's ids), leaves out compile ids that hold no compilation (an export's records), says each
+-- group of ranks in a row of its own (ranks separated by ", "), and adds the rows `group` (ranks that compiled the
+-- same), `guards`, `slow_rank` and `behind` (a rank still compiling what every other finished); the findings rank_groups,
+-- slow_rank, rank_behind and mid_compile read them. What is stored of a run changes: the step of this migration
+-- (derived_at_write, as 024's) derives every run again.
