@@ -223,7 +223,7 @@ def test_the_cache_of_several_ranks_is_said_once_with_the_ranks(db):
         rank = int(re.search(r"rank_(\d+)", path.name)[1])
         per_rank[rank] += sum(e.get("artifact", {}).get("name", "").endswith("_cache_miss") for e, _ in records([path]))
     assert len(set(per_rank.values())) == 1  # the same on both ranks: said once
-    assert f"{per_rank[0]} cache misses in" in finding.text and "on each of ranks 0, 1" in finding.text
+    assert f"{per_rank[0]} cache misses in" in finding.text and "on each rank" in finding.text  # both ranks
 
 
 def test_next_steps_are_the_findings_own_stored_and_printed(fixtures_db, db):

@@ -73,7 +73,8 @@ def test_every_finding_of_a_256_rank_run_fits_in_a_few_lines(big):
     found = findings(conn, run)
     for finding in found:
         assert len(finding.text) < 320, finding.text  # a few lines
-        assert max(len(word) for word in finding.text.split()) < 40, finding.text  # and they wrap
+        words = [word for word in finding.text.split() if "/" not in word]  # (a user's file is as long as it is)
+        assert max(len(word) for word in words) < 40, finding.text  # and they wrap
     divergence = by_kind(conn, run)["divergence:missing_compile"]
     assert divergence.text.startswith("Ranks diverge in compile ids: [0/1], [4/1] only on "
                                       f"{rank_list(more, list(range(WORLD)))}.")

@@ -7,6 +7,7 @@ import sqlite3
 
 from tlindex.answers.artifacts import payload_text
 from tlindex.answers.findings import tracebacks
+from tlindex.answers.findings.ranks import processes
 from tlindex.answers.findings.registry import Context, check
 from tlindex.answers.findings.words import group_ranks, plural, rank_list, short, short_location
 from tlindex.answers.health import run_health
@@ -98,6 +99,11 @@ def slowest_compile(conn: sqlite3.Connection, run: int, context: Context):
                                        f"into phases.")]
 
 
+def each_of(ranks: list, world: list) -> str:
+    """"on each rank" when they are all the run's, else "on each of ranks 0–2"."""
+    return "on each rank" if set(ranks) == set(world) else f"on each of {rank_list(ranks, world)}"
+
+
 @check("cache", "info", 100, "Cache misses",
        "Lookups of Inductor's FX graph cache or of the AOTAutograd cache that missed (compiled from scratch, "
        "then saved) or bypassed (the graph cannot be cached; the artifact says why). Misses are expected on a "
@@ -117,7 +123,7 @@ def cache(conn: sqlite3.Connection, run: int, context: Context):
         GROUP BY c.rank""", (run,))}
     ranks = ""
     if len(per_rank) > 1:  # the same on every rank said once, else each group of ranks
-        ranks = (f": {next(iter(per_rank.values()))} on each of {rank_list(list(per_rank))}"
+        ranks = (f": {next(iter(per_rank.values()))} {each_of(list(per_rank), processes(context))}"
                  if len(set(per_rank.values())) == 1 else f": {group_ranks(per_rank)}")
     reasons = [reason for (reason,) in conn.execute(
         "SELECT DISTINCT e.reason FROM compiles c JOIN cache_events e ON e.compile = c.id WHERE c.run_id = ? "

@@ -12,6 +12,7 @@ import sqlite3
 
 from tlindex.answers.artifacts import payload_text
 from tlindex.answers.findings import tracebacks
+from tlindex.answers.findings.ranks import processes
 from tlindex.answers.findings.registry import Context, check
 from tlindex.answers.findings.words import plural, rank_list, short, short_location
 from tlindex.answers.shapes import USER_LINE
@@ -95,14 +96,14 @@ def groups(rows: list[dict]) -> list[list[dict]]:
     return sorted(by.values(), key=lambda hits: -len(hits))
 
 
-def compiles_named(hits: list[dict]) -> str:
+def compiles_named(hits: list[dict], world: list | None = None) -> str:
     """`[0/0] uses_broken, [0/0] suppressed`; a compile id on several ranks once, with its ranks."""
     by: dict[tuple, list] = {}
     for hit in hits:
         by.setdefault((hit["compile_id"], hit["function"] or ""), []).append(hit["rank"])
     named = []
     for (compile_id, function), ranks in by.items():
-        on = f" on {rank_list(ranks)}" if any(r is not None for r in ranks) else ""
+        on = f" on {rank_list([r for r in ranks if r is not None], world)}" if any(r is not None for r in ranks) else ""
         named.append(f"[{compile_id}] {function}".rstrip() + on)
     return ", ".join(named[:8]) + (f" and {plural(len(named) - 8, 'more')}" if len(named) > 8 else "")
 
@@ -139,7 +140,7 @@ def failures(conn: sqlite3.Connection, run: int, context: Context):
         first = hits[0]
         where = f" at {first['frame'].where()}" if first["frame"] else ""
         text = (f"{plural(len(hits), 'failed compile')}, {first['type']}{where}: "
-                f"{tracebacks.quote(first['reason'] or 'no reason logged')} ({compiles_named(hits)}).")
+                f"{tracebacks.quote(first['reason'] or 'no reason logged')} ({compiles_named(hits, processes(context))}).")
         found.append(context.finding(len(hits), text, compile=first["compile"], next_steps=advice(first),
                                      items=[hit["compile"] for hit in hits]))
     rest = [hit for hits in grouped[SHOWN:] for hit in hits]

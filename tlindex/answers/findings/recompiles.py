@@ -11,6 +11,7 @@ import sqlite3
 
 from tlindex.answers.findings.compiles import health
 from tlindex.answers.findings.failures import LIMIT_HIT
+from tlindex.answers.findings.ranks import processes
 from tlindex.answers.findings.registry import Context, check
 from tlindex.answers.findings.words import ordinal, plural, rank_list, short, short_location
 from tlindex.answers.queries import load_queries, run_sql
@@ -38,13 +39,13 @@ def line_of(row: dict) -> str:
     return f"{short_location(at)} `{short(code.strip(), 80)}`"
 
 
-def said(row: dict) -> str:
+def said(row: dict, world: list | None = None) -> str:
     """One group in words: `f's x.size()[0] (size: 4, 8) ×1 on rank 1 at dir/f.py:10 `y = x * n``."""
     what = f"`{expression(row['input'])}`" if row["input"] else f"“{short(row['failed_guard'], 100)}”"
     values = f": {short(row['values'], 80)}" if row["values"] else ""
     line = line_of(row)
     ranks = [int(r) for r in str(row.get("ranks") or "").split(",") if r.strip().lstrip("-").isdigit()]
-    on = f" on {rank_list(ranks)}" if ranks else ""  # the same recompile on several ranks is one group, said once
+    on = f" on {rank_list(ranks, world)}" if ranks else ""  # the same recompile on several ranks: one group, said once
     return f"{row['co_name'] or '?'}'s {what} ({row['guard']}{values}) ×{row['compiles']}{on}" + \
         (f" at {line}" if line else "")
 
@@ -72,13 +73,13 @@ def recompile_limit(conn: sqlite3.Connection, run: int, context: Context):
     found = []
     for (name, compile_id, limit, fail_type), hits in by.items():
         ranks = [rank for _, rank in hits if rank is not None]
-        on = f" on {rank_list(ranks)}" if ranks else ""
+        on = f" on {rank_list(ranks, processes(context))}" if ranks else ""
         then = ("with fail_on_recompile_limit_hit set, it raised FailOnRecompileLimitHit to the caller"
                 if fail_type == "FailOnRecompileLimitHit" else "it runs without compiling from then on")
         nth = int(compile_id.rsplit("/", 1)[-1]) + 1 if compile_id.rsplit("/", 1)[-1].isdigit() else None
         at = f" at [{compile_id}], its {ordinal(nth)} compile" if nth else f" at [{compile_id}]"
         cause = next((g for g in groups if g["co_name"] == name), None)
-        why = f" ({said(cause)})" if cause else ""
+        why = f" ({said(cause, processes(context))})" if cause else ""
         text = f"{name} hit the recompile limit ({limit}){at}{on}: {then}{why}."
         found.append(context.finding(len(hits), text, "recompile_reasons", compile=hits[0][0],
                                      next_steps=(f"Stop the recompiles of {name}: {change(cause)}" if cause else None)))
@@ -100,7 +101,7 @@ def recompiles(conn: sqlite3.Connection, run: int, context: Context):
         return []
     functions = len({(g["co_name"], g["location"]) for g in groups})
     ordered = sorted(groups, key=lambda g: -g["compiles"])
-    named = "; ".join(said(g) for g in ordered[:SHOWN])
+    named = "; ".join(said(g, processes(context)) for g in ordered[:SHOWN])
     more = f"; {plural(len(ordered) - SHOWN, 'more input')}" if len(ordered) > SHOWN else ""
     unexplained = total - count
     without = f"; {plural(unexplained, 'recompile')} without a reason logged" if unexplained > 0 else ""

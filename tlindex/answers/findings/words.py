@@ -51,10 +51,6 @@ def short_location(location: str) -> str:
 MAX_PARTS = 6  # ranges a list of ranks names; past it, how many more (the whole list is the finding's items)
 
 
-def ordinal(n: int) -> str:
-    return f"{n}{'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')}"
-
-
 def ranges(ranks: list[int], limit: int = MAX_PARTS) -> str:
     """Sorted ranks as ranges, "0–2, 5, 7, 8"; past `limit` ranges, the first ones and how many ranks more."""
     parts, start = [], None
