@@ -221,5 +221,5 @@ class SplitFile:
         self.counts.md5_failures += result.md5_failures
         if last:
             (self.counts.compiles,) = conn.execute(
-                "SELECT count(*) FROM compiles WHERE source_id IN (SELECT id FROM sources WHERE file_id = ?)",
+                "SELECT count(*) FROM compile_times WHERE source_id IN (SELECT id FROM sources WHERE file_id = ?)",
                 (self.file_id,)).fetchone()

@@ -28,7 +28,7 @@ BUSY_TIMEOUT_S = 600  # concurrent ingests wait for each other's merges (each on
 NOTICES = {"redacted_secrets": redact.migration_notice}
 # The migrations (by name without their number) that derive rows beyond SQL, in their transaction, from what a
 # database stores: each a function of the layer whose code it runs, which tlindex.Database passes to every open.
-STEPS = ("derived_by_normalizers", "derived_at_write")
+STEPS = ("derived_by_normalizers", "derived_at_write", "compiles_one_definition")
 
 
 def disk_full(error: BaseException) -> bool:

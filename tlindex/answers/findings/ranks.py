@@ -141,8 +141,8 @@ def collectives_parity(conn: sqlite3.Connection, run: int, context: Context):
 
 def _compiles_by_rank(conn: sqlite3.Connection, run_id: int) -> dict[int | str, int]:
     """Compiles per process of the run, named as the comparison names them (a rank, or "1 (restart 1)")."""
-    rows = conn.execute("""SELECT s.process, count(*) FROM compiles c JOIN sources s ON s.id = c.source_id
-                           WHERE c.run_id = ? AND c.compile_id != '-/-' AND s.process IS NOT NULL
+    rows = conn.execute("""SELECT s.process, count(*) FROM compile_times c JOIN sources s ON s.id = c.source_id
+                           WHERE c.run_id = ? AND s.process IS NOT NULL
                            GROUP BY s.process""", (run_id,)).fetchall()
     return {int(name) if name.lstrip("-").isdigit() else name: n for name, n in rows}
 

@@ -310,3 +310,4 @@ class FileNormalizer:
             proc.volume = {}
             for compile in proc.finished_compiles():
                 self.sink.add("compiles", compile.row())
+                self.new_compiles += compile.id > 0 and compile.counted  # (an earlier ingest's are negative)
