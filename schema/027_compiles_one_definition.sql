@@ -113,13 +113,14 @@ UPDATE compiles SET co_filename = (SELECT f.filename FROM frames f WHERE f.envel
 WHERE co_filename IS NULL AND dynamo_start IS NOT NULL;
 
 -- The spans the next compile of an id opened before its dynamo_start (after torch._dynamo.reset()), filed under the
--- compile that had finished: their span is the next compile's, their records no compile's.
+-- compile that had finished: their span is the next compile's, their records no compile's (under their compile id,
+-- as tlparse files them).
 CREATE TEMP TABLE compiles_027_opened AS
 SELECT e.id AS envelope, e.compile AS compile FROM chromium_events s JOIN envelopes e ON e.id = s.begin_envelope
 WHERE s.name IN ('dynamo', 'entire_frame_compile') AND e.compile IS NOT NULL AND e.compile IS NOT s.compile
   AND e.compile_id != '-/-';
 
-UPDATE envelopes SET compile = NULL, compile_id = NULL WHERE id IN (SELECT envelope FROM temp.compiles_027_opened);
+UPDATE envelopes SET compile = NULL WHERE id IN (SELECT envelope FROM temp.compiles_027_opened);
 
 UPDATE compiles SET end_time = (SELECT max(e.time) FROM envelopes e WHERE e.compile = compiles.id),
                     envelope_count = (SELECT count(*) FROM envelopes e WHERE e.compile = compiles.id),
@@ -129,10 +130,10 @@ WHERE id IN (SELECT compile FROM temp.compiles_027_opened);
 
 DROP TABLE temp.compiles_027_opened;
 
--- Each run's compile time per rank (the canned query compile_time_totals: its compiles' compile_times), what it is
--- made of said; derived again by the step.
+-- run_compile_time_totals says what its compile time is made of (derived again by the step).
 DROP TABLE run_compile_time_totals;
 
+-- Each run's compile time per rank (the canned query compile_time_totals: its compiles' compile_times).
 CREATE TABLE run_compile_time_totals (
     run_id INTEGER NOT NULL REFERENCES runs(id), -- the run
     rank INTEGER,                        -- the rank (NULL: a process without one)

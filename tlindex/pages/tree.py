@@ -59,7 +59,7 @@ def _run_node(conn: sqlite3.Connection, run: dict, compiles: list[dict], counts:
         return None
     run["ranked"] = len({c["rank"] for c in compiles}) > 1 or (run["world_size"] or 0) > 1
     # compiles as run_health counts them; [-/-] (records outside any compile) is listed as a line of its own
-    run["compile_count"], run["compiles"] = sum(c["compile_id"] != ANONYMOUS for c in kept), []
+    run["compile_count"], run["compiles"] = sum(bool(c["counted"]) for c in kept), []
     run["artifact_count"] = sum(counts.get(c["id"], 0) for c in kept)
     for compile in kept:
         anonymous = compile["compile_id"] == ANONYMOUS  # one per process, listed without taking from the budget

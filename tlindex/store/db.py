@@ -125,6 +125,7 @@ def _migrate(conn: sqlite3.Connection, files: list[Path], whole: bool, steps: Ma
         if whole and not done and _empty(conn):
             applied = _apply_whole(conn, [path.stem for path in files])
             done = set(applied)
+        pending = [path.stem for path in files if path.stem not in done]
         for path in files:
             if path.stem in done:
                 continue
@@ -136,7 +137,8 @@ def _migrate(conn: sqlite3.Connection, files: list[Path], whole: bool, steps: Ma
             _record(conn, [path.stem])
             applied.append(path.stem)
             notice = NOTICES.get(path.stem.partition("_")[2])
-            said = notice(changes) if notice else _step(conn, path.stem, steps)
+            later = pending[pending.index(path.stem) + 1:]
+            said = notice(changes) if notice else _step(conn, path.stem, steps, later)
             notices += [said] if said else []
     if notices:  # said once: the migrations are recorded as applied in the transaction just committed
         where = next((file for _, name, file in conn.execute("PRAGMA database_list") if name == "main"), "")
@@ -145,14 +147,18 @@ def _migrate(conn: sqlite3.Connection, files: list[Path], whole: bool, steps: Ma
     return applied
 
 
-def _step(conn: sqlite3.Connection, stem: str, steps: Mapping[str, Step] | None) -> str | None:
+def _step(conn: sqlite3.Connection, stem: str, steps: Mapping[str, Step] | None, later: list[str] = ()) -> str | None:
     """A migration's step beyond SQL, run (a database without envelopes has nothing to derive); refused when the
-    caller gave none (only tlindex.Database opens a database that holds rows)."""
+    caller gave none (only tlindex.Database opens a database that holds rows). A step that one of the `later`
+    migrations of this open runs again (the same function: every run derived again) is left to the last of them,
+    which has the schema the step reads."""
     name = stem.partition("_")[2]
     if name not in STEPS or not conn.execute("SELECT 1 FROM envelopes LIMIT 1").fetchone():
         return None
     if steps is None or name not in steps:
         raise DatabaseError(f"schema migration {stem} derives rows: open the database with tlindex.Database")
+    if any(steps.get(other.partition("_")[2]) is steps[name] for other in later):
+        return None
     return steps[name](conn)
 
 

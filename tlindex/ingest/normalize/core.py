@@ -17,7 +17,7 @@ import orjson
 from tlindex.ingest.normalize.context import compile_of, note_rank
 from tlindex.ingest.normalize.handlers import HANDLERS, METRICS_KINDS
 from tlindex.ingest.normalize.protocols import Sink
-from tlindex.ingest.normalize.state import Compile, CompileState, Process
+from tlindex.ingest.normalize.state import Compile, CompileState, Process, compile_id_text, context_ids
 from tlindex.ingest.reader import MAX_RECORD_BYTES, ReadError, Record
 
 # Envelope context keys, stored as logged in the envelopes row (compile ids are read through context_ids).
@@ -150,14 +150,15 @@ class FileNormalizer:
                           to_json(data[kind]) if kind in data else None)
 
     def add_envelope(self, envelope_id: int, proc: Process, rec: Record, kind: str, name: str | None,
-                     compile: Compile | None, metadata: str | None) -> None:
-        """The envelope row of a record (context keys as logged; its compile, if it has one)."""
+                     compile: Compile | None, metadata: str | None, compile_id: str | None = None) -> None:
+        """The envelope row of a record (context keys as logged; its compile, if it has one, else the compile id it
+        names, if given)."""
         data = rec.data
         ca, frame, frame_compile, attempt, rank = map(data.get, CONTEXT_FIELDS)  # other than integers: noted
         self.sink.add("envelopes", (
             envelope_id, proc.source_id, rec.line, rec.offset, rec.time, rec.pid, rec.emitter_file,
             rec.emitter_line, kind, name, compile.id if compile else None,
-            compile.compile_id if compile else None, ca if type(ca) is int else None,
+            compile.compile_id if compile else compile_id, ca if type(ca) is int else None,
             frame if type(frame) is int else None, frame_compile if type(frame_compile) is int else None,
             attempt if type(attempt) is int else None, rank if type(rank) is int else None,
             data.get("subgraph_name"), metadata, rec.payload_hash, rec.envelope_bytes,
@@ -222,7 +223,9 @@ class FileNormalizer:
         metadata = None if kind in METRICS_KINDS or (is_dict and not meta) else to_json(meta)
         envelope_id = self.next_id("envelopes")
         self._count_volume(proc, rec, kind, name)
-        self.add_envelope(envelope_id, proc, rec, kind, name, compile, metadata)
+        # (a span the next compile of a finished id opened is filed under no compile, but under its id, as tlparse)
+        unfiled = compile_id_text(*context_ids(data)[:3]) if compile is None and kind == "chromium_event" else None
+        self.add_envelope(envelope_id, proc, rec, kind, name, compile, metadata, unfiled)
         self._stacks(proc, envelope_id, data, meta if is_dict else None)
         if kind in ("artifact", "link") or (text is not None and kind != "chromium_event"):
             encoding = meta.get("encoding") if is_dict else None
