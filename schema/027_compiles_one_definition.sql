@@ -3,8 +3,8 @@
 -- tlparse's [-/-], not the compile context of a torch.export or AOTInductor (torch 2.15 gives their records a compile
 -- id and no dynamo_start), not compiled autograd's captured graph ([!N]: it is compiled as the frames [!N/F/C]); their
 -- rows keep their records and say status none. `missing` is said only of a compile that began and never ended. A
--- warm start from torch's caches logs no compilation_metrics, but its guards and the end of its whole-frame span: it
--- finished (ok). A compile's time is its frames' (entire_frame_compile_time_s) and its backward's, compiled lazily at
+-- warm start from torch's caches logs no compilation_metrics, but the guards it loaded from them and the end of its
+-- whole-frame span: it finished (ok). A compile's time is its frames' (entire_frame_compile_time_s) and its backward's, compiled lazily at
 -- the first backward call under the forward's compile id (bwd_compilation_metrics): the view compile_times, which
 -- run_totals, run_health and the canned queries read. A compile's span ends with its own last record: the spans the
 -- next compile of its id opens before its dynamo_start, after torch._dynamo.reset(), are filed under no compile. The
@@ -99,10 +99,11 @@ FROM run_totals t;
 -- No compile began: an export's or AOTInductor's compile context, compiled autograd's captured graph.
 UPDATE compiles SET status = 'none' WHERE status = 'missing' AND dynamo_start IS NULL;
 
--- It began, logged its guards, and its whole-frame span ended: a warm start from torch's caches (no metrics).
+-- It began, loaded its guards from torch's caches, and its whole-frame span ended: a warm start (no metrics).
 UPDATE compiles SET status = 'ok'
 WHERE status = 'missing'
-  AND EXISTS (SELECT 1 FROM envelopes e WHERE e.compile = compiles.id AND e.kind IN ('dynamo_cpp_guards_str', 'dynamo_guards'))
+  AND EXISTS (SELECT 1 FROM chromium_events e WHERE e.compile = compiles.id AND e.name = 'precompile_load_guards'
+              AND e.ph IN ('X', 'E'))
   AND EXISTS (SELECT 1 FROM chromium_events e WHERE e.compile = compiles.id AND e.name = 'entire_frame_compile'
               AND e.ph IN ('X', 'E'));
 

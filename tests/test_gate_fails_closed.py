@@ -246,9 +246,10 @@ WARM = VERSIONS / "2.15.0" / "mega_cache_warm"
 
 
 def test_a_warm_start_is_judged_and_the_same_warm_log_cut_off_is_not(tmp_path):
-    """A warm start from torch's mega-cache logs no compilation_metrics: whole, its compile ended (its guards, the end
-    of its whole-frame span) and the gate judges it against the cold run; a copy of it cut off (HAND-MADE: at the line
-    boundary before its guards, the records of a warm start that died loading) is not judged."""
+    """A warm start from torch's mega-cache logs no compilation_metrics: whole, its compile ended (it loaded its guards
+    from the cache, its whole-frame span ended) and the gate judges it against the cold run; a copy of it cut off
+    (HAND-MADE: at the line boundary before its guards are built, the records of a warm start that died loading) is
+    not judged."""
     cold, warm = sorted(WARM.glob("*.log"), key=lambda log: b'"compilation_metrics"' not in log.read_bytes())
     db = tmp_path / "t.db"
     ingest(db, [str(copy_into(cold, tmp_path / "cold"))], run_label="cold", jobs=1)

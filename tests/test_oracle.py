@@ -226,6 +226,11 @@ def test_every_canned_query_counts_compiles_and_compile_time_as_the_raw_log_does
                        ("compile_time", "frames_s"), ("compile_time", "backward_s")}, name
 
 
+def _timed(compile: dict) -> tuple:
+    return (compile["rank"] if compile["rank"] is not None else -1, compile["compile_id"],
+            round(compile["total_s"] or 0, 3))
+
+
 def test_compile_time_lists_every_compile_of_the_raw_log_with_its_time(corpus):
     """compile_time's rows are the log's compiles (not [-/-], not an export's compile context), each with the time
     the log gives it; compile_time_totals' rows are their sums per rank."""
@@ -236,8 +241,7 @@ def test_compile_time_lists_every_compile_of_the_raw_log_with_its_time(corpus):
         run_id = run_of[frozenset(p.path.name for p in run)]
         expected = oracle.compile_times(run)
         found = [dict(row) for row in run_sql(conn, query, {"run": str(run_id), "rank": "", "limit": "100000"})]
-        key = lambda t: (t["rank"] if t["rank"] is not None else -1, t["compile_id"], round(t["total_s"] or 0, 3))
-        assert sorted(map(key, found)) == sorted(map(key, expected)), scenario
+        assert sorted(map(_timed, found)) == sorted(map(_timed, expected)), scenario
         per_rank = {row["rank"]: row for row in run_sql(conn, totals, {"run": str(run_id)})}
         assert set(per_rank) == {t["rank"] for t in expected}, scenario
         for rank, row in per_rank.items():

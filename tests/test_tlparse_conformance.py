@@ -66,9 +66,9 @@ KNOWN_DIFFERENCES: list[tuple[str, set[str], str]] = [
      "`after_reset`, ok): tlparse keys compiles by id and shows the first one's status for both; "
      "tlindex keeps each generation's compile with its own status"),
     ("mega_cache_warm/*", {"statuses"},  # versions/ only
-     "a warm start from torch's mega-cache logs no compilation_metrics for its compile, but its guards and the "
-     "end of its whole-frame span: tlparse says missing, tlindex says ok (it finished; missing is a compile that "
-     "began and never ended)"),
+     "a warm start from torch's mega-cache logs no compilation_metrics for its compile, but the guards it loads "
+     "from the cache and the end of its whole-frame span: tlparse says missing, tlindex says ok (it finished; "
+     "missing is a compile that began and never ended)"),
     ("draft_export/*", {"records"},
      "tlparse 0.4.3 cannot read torch 2.13's guard_added records whose frame_locals hold lists "
      "(Stats fail_json) and drops them; tlindex keeps them"),

@@ -180,15 +180,17 @@ def test_the_export_scenarios_of_2_15_hold_compile_contexts_that_are_no_compiles
 
 @pytest.mark.parametrize("version", torch_versions())
 def test_a_warm_start_from_the_mega_cache_finished_its_compile_and_is_judged(versions_db, version):
-    """issue 65: the warm process of mega_cache_warm logs no compilation_metrics; its compile logged its guards and
-    its whole-frame span ended: it is ok, counted, timed by that span, its bundled FX-graph hits are FX-graph hits,
-    the gate judges it against the cold run, and the diff pairs their compiles."""
+    """issue 65: the warm process of mega_cache_warm logs no compilation_metrics; its compile loaded its guards from
+    the cache (precompile_load_guards) and its whole-frame span ended: it is ok, counted, timed by that span, its
+    bundled FX-graph hits are FX-graph hits, the gate judges it against the cold run, and the diff pairs their
+    compiles."""
     conn = connect(versions_db)
     folder = VERSIONS / version / "mega_cache_warm"
     (cold_log,), (warm_log,) = oracle_runs(folder)  # two processes, one after the other: two runs
     assert cold_log.compiles and not any(c.metrics for c in warm_log.compiles)  # the warm one logs no metrics
     cold, warm = run_of(conn, folder)
     (started,) = [c for c in warm_log.compiles if c.started]
+    assert "precompile_load_guards" in started.spans and "entire_frame_compile" in started.spans  # (read from the log)
     row = conn.execute("SELECT status, co_name FROM compiles WHERE run_id = ? AND compile_id = ?",
                        (warm, oracle.compile_id(started))).fetchone()
     assert row["status"] == "ok"

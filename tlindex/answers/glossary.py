@@ -113,8 +113,8 @@ WORDS = (
          "index 0. expected 4, actual 8`: logged as the reason of the recompile it causes "
          "(`recompile_reasons`).", "compiling"),
     Term("status-ok", "ok", "Compiled: compilation_metrics logged, no failure, a graph with ops, no restart; or a "
-         "warm start from torch's caches, which logs no compilation_metrics but its guards and the end of its "
-         "whole-frame span (`entire_frame_compile`).", "statuses"),
+         "warm start from torch's caches, which logs no compilation_metrics but loads its guards from them "
+         "(`precompile_load_guards`) and ends its whole-frame span (`entire_frame_compile`).", "statuses"),
     Term("status-break", "break", "Compiled after at least one analysis restart, most often for a graph break "
          "(tlparse: success with restart).", "statuses"),
     Term("status-empty", "empty", "Dynamo's graph had no ops (`graph_op_count` 0 or absent): nothing to compile in the frame, "

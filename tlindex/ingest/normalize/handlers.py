@@ -58,14 +58,8 @@ def on_dynamo_start(n: Normalizer, proc, rec, envelope_id, compile, meta, text) 
     if compile.dynamo_start is None:
         compile.dynamo_start = envelope_id
     stack = meta.get("stack") if isinstance(meta, dict) else None
-    if stack and isinstance(stack[-1], dict):  # the frame compiled: what its metrics say, for a compile without
-        frame = stack[-1]                          # them (a warm start's)
-        if compile.co_name is None:
-            compile.co_name = frame.get("name")
-        filename = frame.get("filename")
-        if compile.co_filename is None:
-            compile.co_filename = proc.strings.get(filename) if type(filename) is int else \
-                filename if isinstance(filename, str) else None
+    if compile.co_name is None and stack and isinstance(stack[-1], dict):
+        compile.co_name = stack[-1].get("name")
 
 
 def on_metrics(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> None:
@@ -122,8 +116,6 @@ GUARD_SOURCE_RE = re.compile(r"source=(.*?), accessed_by=")
 
 
 def on_cpp_guards(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> None:
-    if compile is not None:
-        compile.guarded = True
     if not text:
         return
     position = 0
@@ -145,8 +137,6 @@ def on_cpp_guards(n: Normalizer, proc, rec, envelope_id, compile, meta, text) ->
 
 def on_dynamo_guards(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> None:
     """The JSON list of {code, stack, user_stack} older torch logged (dead in 2.13)."""
-    if compile is not None:
-        compile.guarded = True
     try:
         guards = orjson.loads(text) if text else None
     except orjson.JSONDecodeError:

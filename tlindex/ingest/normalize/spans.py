@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 
 FRAME_SPAN = "entire_frame_compile"  # the span of Dynamo's whole compile of a frame (convert_frame's compile_inner)
+WARM_SPAN = "precompile_load_guards"  # a warm start loading a compile's guards from torch's caches (caching precompile)
 # The spans torch opens as it begins a frame's compile, before its dynamo_start: "dynamo", then FRAME_SPAN.
 OPENING_SPANS = frozenset({"dynamo", FRAME_SPAN})
 
@@ -61,6 +62,8 @@ def on_chromium_event(n: Normalizer, proc, rec, envelope_id, compile, meta, text
     if phase == "E":
         if name == FRAME_SPAN and compile is not None:
             compile.returned = True  # Dynamo returned from compiling the frame (tlindex.ingest.normalize.state)
+        elif name == WARM_SPAN and compile is not None:
+            compile.loaded = True
         span = close_span(proc, name, ts, compile_id)
         if span is not None:
             begin_id, span_compile, cat, begin_ts, duration = span

@@ -51,7 +51,7 @@ class Compile:
                  "fail_reason", "fail_user_frame_filename", "fail_user_frame_lineno",
                  "recompile_reason", "restart_reasons", "graph_breaks", "start_time", "end_time",
                  "duration_s", "dynamo_start", "envelope_count", "envelope_bytes", "payload_bytes",
-                 "metrics_seen", "any_fail", "any_empty", "any_restart", "finished", "guarded", "returned")
+                 "metrics_seen", "any_fail", "any_empty", "any_restart", "finished", "loaded", "returned")
 
     def __init__(self, id: int, source_id: int, rank: int | None, generation: int, key: CompileKey):
         self.id = id
@@ -74,7 +74,7 @@ class Compile:
         self.envelope_count = self.envelope_bytes = self.payload_bytes = 0
         self.metrics_seen = self.any_fail = self.any_empty = self.any_restart = False
         self.finished = False  # a forward compilation_metrics record closed it
-        self.guarded = False   # it logged its guards (dynamo_cpp_guards_str, dynamo_guards)
+        self.loaded = False    # it loaded its guards from torch's caches (its precompile_load_guards span ended)
         self.returned = False  # its whole-frame span (entire_frame_compile) ended: Dynamo returned from compiling it
 
     RESTORED = ("co_name", "co_filename", "co_firstlineno", "fail_type", "fail_reason", "fail_user_frame_filename",
@@ -84,8 +84,8 @@ class Compile:
     @classmethod
     def restore(cls, row: dict, metrics: list[tuple[str, dict]], ended: tuple[bool, bool] = (False, False)) \
             -> "Compile":
-        """A compile as an earlier ingest wrote it (its `compiles` row and metrics; `ended`: whether it logged its
-        guards, and its whole-frame span ended), to continue it.
+        """A compile as an earlier ingest wrote it (its `compiles` row and metrics; `ended`: whether it loaded its
+        guards from torch's caches, and its whole-frame span ended), to continue it.
 
         Ids become negative: they name rows of the main database (tlindex.ingest.merge keeps them).
         """
@@ -99,7 +99,7 @@ class Compile:
         compile.started_attempts = set(range(row["attempts"])) if row["dynamo_start"] else set()
         for kind, fields in metrics:  # status flags and restart reasons, as the records set them
             compile.add_metrics(kind, fields)
-        compile.guarded, compile.returned = ended
+        compile.loaded, compile.returned = ended
         return compile
 
     @property
@@ -150,7 +150,7 @@ class Compile:
         self.envelope_count += later.envelope_count
         self.envelope_bytes += later.envelope_bytes
         self.payload_bytes += later.payload_bytes
-        for flag in ("metrics_seen", "any_fail", "any_empty", "any_restart", "finished", "guarded", "returned"):
+        for flag in ("metrics_seen", "any_fail", "any_empty", "any_restart", "finished", "loaded", "returned"):
             setattr(self, flag, getattr(self, flag) or getattr(later, flag))
 
     @property
@@ -168,12 +168,12 @@ class Compile:
     def status(self) -> str:
         """ok, break, empty, error from its compilation_metrics (as tlparse, without its bug); without them: none
         when no compile began ([-/-], an export's compile context), ok when it ended all the same (a warm start
-        from torch's caches logs its guards and returns, but no metrics), else missing (it began and never ended:
-        the log stops mid-compile)."""
+        from torch's caches loads its guards from them and returns, but logs no metrics), else missing (it began and
+        never ended: the log stops mid-compile, before the compilation_metrics of a cold compile)."""
         if not self.metrics_seen:
             if self.anonymous or not self.began:
                 return "none"
-            return "ok" if self.guarded and self.returned else "missing"
+            return "ok" if self.loaded and self.returned else "missing"
         if self.any_fail:
             return "error"
         if self.any_empty:
