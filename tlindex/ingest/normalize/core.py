@@ -60,6 +60,14 @@ def bounded(number: int, after_records: bool, excerpt: str, message: str) -> tup
                   f"trace lines{'' if after_records else ' before a trace record'}; its file, line and offset say "
                   f"where it is)")
 
+def compile_named(compile: Compile | None, kind: str, data: dict) -> str | None:
+    """The compile id an envelope row names: its compile's; a span the next compile of a finished id opened
+    (context.compile_of) is no compile's, but under its id, as tlparse files it."""
+    if compile is not None:
+        return compile.compile_id
+    return compile_id_text(*context_ids(data)[:3]) if kind == "chromium_event" else None
+
+
 class FileNormalizer:
     """Normalize one file's records into rows for `sink`.
 
@@ -150,15 +158,14 @@ class FileNormalizer:
                           to_json(data[kind]) if kind in data else None)
 
     def add_envelope(self, envelope_id: int, proc: Process, rec: Record, kind: str, name: str | None,
-                     compile: Compile | None, metadata: str | None, compile_id: str | None = None) -> None:
-        """The envelope row of a record (context keys as logged; its compile, if it has one, else the compile id it
-        names, if given)."""
+                     compile: Compile | None, metadata: str | None) -> None:
+        """The envelope row of a record (context keys as logged; its compile, if it has one)."""
         data = rec.data
         ca, frame, frame_compile, attempt, rank = map(data.get, CONTEXT_FIELDS)  # other than integers: noted
         self.sink.add("envelopes", (
             envelope_id, proc.source_id, rec.line, rec.offset, rec.time, rec.pid, rec.emitter_file,
             rec.emitter_line, kind, name, compile.id if compile else None,
-            compile.compile_id if compile else compile_id, ca if type(ca) is int else None,
+            compile_named(compile, kind, data), ca if type(ca) is int else None,
             frame if type(frame) is int else None, frame_compile if type(frame_compile) is int else None,
             attempt if type(attempt) is int else None, rank if type(rank) is int else None,
             data.get("subgraph_name"), metadata, rec.payload_hash, rec.envelope_bytes,
@@ -223,9 +230,7 @@ class FileNormalizer:
         metadata = None if kind in METRICS_KINDS or (is_dict and not meta) else to_json(meta)
         envelope_id = self.next_id("envelopes")
         self._count_volume(proc, rec, kind, name)
-        # (a span the next compile of a finished id opened is filed under no compile, but under its id, as tlparse)
-        unfiled = compile_id_text(*context_ids(data)[:3]) if compile is None and kind == "chromium_event" else None
-        self.add_envelope(envelope_id, proc, rec, kind, name, compile, metadata, unfiled)
+        self.add_envelope(envelope_id, proc, rec, kind, name, compile, metadata)
         self._stacks(proc, envelope_id, data, meta if is_dict else None)
         if kind in ("artifact", "link") or (text is not None and kind != "chromium_event"):
             encoding = meta.get("encoding") if is_dict else None
@@ -293,11 +298,8 @@ class FileNormalizer:
         return f"{filename}:{frame.get('line')} in {frame.get('name')}"
 
     def finish(self, check_file_rank: bool = True) -> None:
-        """Close open spans and write the source and compile rows.
-
-        `check_file_rank` is False for a chunk of a file: whether the file name's
-        rank matches is decided once the chunks are put together (tlindex.ingest.continuation).
-        """
+        """Close open spans and write the source and compile rows (counting the new compiles). `check_file_rank` is
+        False for a chunk of a file: the chunks put together decide it (tlindex.ingest.continuation)."""
         for proc in self.processes.values():
             for name, opened in proc.open_spans.items():
                 for envelope_id, compile_id, ts, cat in opened:
