@@ -96,6 +96,8 @@ SELECT t.run_id,                                               -- the run
         WHERE c.run_id = t.run_id AND e.cache = 'aotautograd' AND e.result = 'miss') AS aotautograd_misses -- AOTAutograd's cache: misses
 FROM run_totals t;
 
+-- column compiles.status: ok, break (restarted), empty (no ops), error (fail_type) from its compilation_metrics; ok also for a warm start from torch's caches (no metrics: its guards loaded from them, its whole-frame span ended); missing: it began (dynamo_start) and never ended; none: no compile ([-/-] without compilation_metrics, a compile id with neither a dynamo_start nor compilation_metrics: an export's compile context)
+
 -- No compile began: an export's or AOTInductor's compile context, compiled autograd's captured graph.
 UPDATE compiles SET status = 'none' WHERE status = 'missing' AND dynamo_start IS NULL;
 
