@@ -1,27 +1,25 @@
 -- Compile time
--- The slowest compiles, with phase times from their chromium spans (seconds): tracing
--- (bytecode_tracing), guards (build_guards) and backend (backend_compile) are disjoint
--- parts of total (the dynamo span); aot, inductor and codegen are the spans of those names
--- inside backend; backward is the separate, later backward compile. metrics_total_s is the
--- compile's own entire_frame_compile_time_s.
+-- The slowest compiles, with their compile time (seconds, as the view compile_times defines it: the frame's and its
+-- backward's) and the phases of it from their chromium spans: frames_s is tracing and compiling the frame (Dynamo's
+-- whole compile of it), of which tracing (bytecode_tracing), guards (build_guards) and backend (backend_compile)
+-- are disjoint parts; aot, inductor and codegen are the spans of those names inside backend; backward_s is the
+-- separate, later backward compile.
 -- Needs :run (the phases of every compile of a database of many runs would be summed from every chromium event).
 -- :run  run id
 -- :rank  rank (empty: every rank)
 -- :limit  rows (default 50)
 WITH chosen AS (
-    SELECT id FROM compiles
+    SELECT compile, run_id, rank, compile_id, status, frames_s, backward_s, compile_time_s FROM compile_times
     WHERE run_id IN (SELECT id FROM runs WHERE id = :run)
       AND (coalesce(:rank, '') = '' OR rank = :rank)
 ), spans AS (  -- the run's spans only
     SELECT compile, name, ts_us, duration_us FROM chromium_events
-    WHERE ph = 'X' AND compile IN (SELECT id FROM chosen)
+    WHERE ph = 'X' AND compile IN (SELECT compile FROM chosen)
 ), top AS (
     SELECT compile,
-           sum(CASE WHEN name = 'dynamo' THEN duration_us END) / 1e6 AS total_s,
            sum(CASE WHEN name = 'bytecode_tracing' THEN duration_us END) / 1e6 AS tracing_s,
            sum(CASE WHEN name = 'build_guards' THEN duration_us END) / 1e6 AS guards_s,
-           sum(CASE WHEN name = 'backend_compile' THEN duration_us END) / 1e6 AS backend_s,
-           sum(CASE WHEN name = 'entire_backward_compile' THEN duration_us END) / 1e6 AS backward_s
+           sum(CASE WHEN name = 'backend_compile' THEN duration_us END) / 1e6 AS backend_s
     FROM spans GROUP BY compile
 ), nested AS (
     SELECT s.compile,
@@ -33,12 +31,11 @@ WITH chosen AS (
     WHERE s.name IN ('create_aot_dispatcher_function', 'inductor_compile', 'code_gen')
     GROUP BY s.compile
 )
-SELECT c.id AS compile, c.run_id, c.rank, c.compile_id, c.co_name, c.status,
-       round(t.total_s, 3) AS total_s, round(t.tracing_s, 3) AS tracing_s, round(t.guards_s, 3) AS guards_s,
-       round(t.backend_s, 3) AS backend_s, round(n.aot_s, 3) AS aot_s, round(n.inductor_s, 3) AS inductor_s,
-       round(n.codegen_s, 3) AS codegen_s, round(t.backward_s, 3) AS backward_s,
-       round(c.duration_s, 3) AS metrics_total_s
-FROM compiles c JOIN top t ON t.compile = c.id LEFT JOIN nested n ON n.compile = c.id
-WHERE c.id IN (SELECT id FROM chosen)
-ORDER BY coalesce(t.total_s, 0) + coalesce(t.backward_s, 0) DESC
+SELECT c.compile, c.run_id, c.rank, c.compile_id, k.co_name, c.status,
+       round(c.compile_time_s, 3) AS total_s, round(c.frames_s, 3) AS frames_s, round(t.tracing_s, 3) AS tracing_s,
+       round(t.guards_s, 3) AS guards_s, round(t.backend_s, 3) AS backend_s, round(n.aot_s, 3) AS aot_s,
+       round(n.inductor_s, 3) AS inductor_s, round(n.codegen_s, 3) AS codegen_s, round(c.backward_s, 3) AS backward_s
+FROM chosen c JOIN compiles k ON k.id = c.compile LEFT JOIN top t ON t.compile = c.compile
+LEFT JOIN nested n ON n.compile = c.compile
+ORDER BY coalesce(c.compile_time_s, 0) DESC, c.compile
 LIMIT coalesce(nullif(:limit, ''), 50)

@@ -1,9 +1,9 @@
--- tlindex's whole schema in one script: what the migrations schema/001_initial.sql to schema/028_ranks_derived_at_write.sql make.
+-- tlindex's whole schema in one script: what the migrations schema/001_initial.sql to schema/029_ranks_derived_at_write.sql make.
 -- A new database is made from it in one go (tlindex.store.db.apply_schema) and every migration up to the one
 -- named on the `as of` line is recorded as applied; a database made before is upgraded by the migrations.
 -- Written by `python -m tlindex.store.schema_script > schema/current.sql`, not by hand. The comments of the
 -- tables, and of the columns added after a table was made, are in the migrations (and docs/schema.md).
--- as of: 028_ranks_derived_at_write
+-- as of: 029_ranks_derived_at_write
 
 CREATE TABLE files (
     id INTEGER PRIMARY KEY,              -- file id
@@ -394,15 +394,6 @@ FROM payload_data;
 
 CREATE INDEX payload_data_text_size ON payload_data(text_size);
 
-CREATE VIEW run_totals AS
-SELECT run_id,                                                 -- the run
-       sum(compile_id != '-/-') AS compiles,                   -- compilations (not counting [-/-])
-       sum(status = 'error') AS failures,                      -- compiles that failed
-       sum(frame_compile_id > 0) AS recompiles,                -- compiles of a frame compiled before
-       sum(graph_breaks) AS graph_breaks,                      -- graph breaks of all its compiles
-       round(sum(duration_s), 3) AS compile_time_s             -- seconds of compile time (compilation_metrics)
-FROM compiles GROUP BY run_id;
-
 CREATE VIEW export_issue_records AS
 SELECT id,                                                     -- the envelope
        source_id,                                              -- its process
@@ -497,48 +488,6 @@ CREATE INDEX artifacts_size ON artifacts(size);
 
 CREATE INDEX cache_events_results ON cache_events(compile, cache, result);
 
-CREATE VIEW run_health AS
-SELECT t.run_id,                                               -- the run
-       (SELECT label FROM runs WHERE id = t.run_id) AS label, -- its label
-       (SELECT start_time FROM runs WHERE id = t.run_id) AS start_time, -- its first record's time (the trend's order)
-       (SELECT torch_version FROM runs WHERE id = t.run_id) AS torch_version, -- the torch version it ran
-       coalesce(t.compiles, 0) AS compiles, -- compilations, not counting [-/-] (run_totals)
-       coalesce(t.recompiles, 0) AS recompiles, -- compiles of a frame compiled before (run_totals)
-       coalesce(t.failures, 0) AS failures, -- compiles that failed (run_totals)
-       coalesce(t.graph_breaks, 0) AS graph_breaks, -- graph breaks of all its compiles (run_totals)
-       (SELECT coalesce(sum(max(c.attempts - 1, coalesce(json_array_length(c.restart_reasons), 0))), 0) FROM compiles c
-        WHERE c.run_id = t.run_id) AS restarts,                -- times Dynamo restarted an analysis: each compile's attempts after its first, or its restart reasons when more (torch's failure path logs attempts without reasons)
-       t.compile_time_s,                                       -- Dynamo's whole-frame compile time, the backend's included: entire_frame_compile_time_s, which torch 2.13 also logs as dynamo_cumulative_compile_time_us (run_totals)
-       (SELECT round(sum(m.backend_compile_time_s), 3) FROM compiles c JOIN metrics m ON m.compile = c.id
-        WHERE c.run_id = t.run_id AND m.kind = 'compilation_metrics') AS aot_time_s, -- AOTAutograd, Inductor included (backend_compile_time_s, logged also as aot_autograd_cumulative_compile_time_us)
-       (SELECT round(sum(m.inductor_compile_time_s), 3) FROM compiles c JOIN metrics m ON m.compile = c.id
-        WHERE c.run_id = t.run_id AND m.kind = 'compilation_metrics') AS inductor_time_s, -- Inductor on the forward graphs (inductor_compile_time_s, logged also as inductor_cumulative_compile_time_us)
-       (SELECT round(sum(m.duration_us) / 1e6, 3) FROM compiles c JOIN metrics m ON m.compile = c.id
-        WHERE c.run_id = t.run_id AND m.kind = 'bwd_compilation_metrics') AS backward_time_s, -- backward graphs, compiled at the first backward call (bwd_compilation_metrics: backward_cumulative_compile_time_us)
-       (SELECT round(sum(CASE WHEN json_type(m.other, '$.compile_time_autotune_time_us') IN ('integer', 'real')
-                              THEN json_extract(m.other, '$.compile_time_autotune_time_us') END) / 1e6, 3)
-        FROM compiles c JOIN metrics m ON m.compile = c.id
-        WHERE c.run_id = t.run_id AND m.kind IN ('compilation_metrics', 'bwd_compilation_metrics')) AS autotune_time_s, -- autotuning at compile time (compile_time_autotune_time_us, NULL when not logged, as on CPU)
-       (SELECT sum(m.guard_count) FROM compiles c JOIN metrics m ON m.compile = c.id
-        WHERE c.run_id = t.run_id AND m.kind = 'compilation_metrics') AS guards, -- guards installed by its compiles (guard_count)
-       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
-        WHERE c.run_id = t.run_id) AS cache_lookups,            -- cache lookups of every cache (cache_events)
-       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
-        WHERE c.run_id = t.run_id AND e.result = 'hit') AS cache_hits, -- hits of every cache
-       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
-        WHERE c.run_id = t.run_id AND e.result = 'miss') AS cache_misses, -- misses of every cache
-       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
-        WHERE c.run_id = t.run_id AND e.result = 'bypass') AS cache_bypasses, -- lookups that bypassed a cache
-       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
-        WHERE c.run_id = t.run_id AND e.cache = 'fx_graph' AND e.result = 'hit') AS fx_graph_hits, -- Inductor's FX-graph cache: hits
-       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
-        WHERE c.run_id = t.run_id AND e.cache = 'fx_graph' AND e.result = 'miss') AS fx_graph_misses, -- Inductor's FX-graph cache: misses
-       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
-        WHERE c.run_id = t.run_id AND e.cache = 'aotautograd' AND e.result = 'hit') AS aotautograd_hits, -- AOTAutograd's cache: hits
-       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
-        WHERE c.run_id = t.run_id AND e.cache = 'aotautograd' AND e.result = 'miss') AS aotautograd_misses -- AOTAutograd's cache: misses
-FROM run_totals t;
-
 CREATE TABLE run_health_stored (
     run_id INTEGER PRIMARY KEY REFERENCES runs(id), -- the run
     compiles INTEGER,                    -- compilations, not counting [-/-]
@@ -561,16 +510,6 @@ CREATE TABLE run_health_stored (
     aotautograd_hits INTEGER,            -- AOTAutograd's cache: hits
     aotautograd_misses INTEGER           -- AOTAutograd's cache: misses
 );
-
-CREATE TABLE run_compile_time_totals (
-    run_id INTEGER NOT NULL REFERENCES runs(id), -- the run
-    rank INTEGER,                        -- the rank (NULL: a process without one)
-    compiles INTEGER NOT NULL,           -- its compiles
-    total_s REAL,                        -- their dynamo and backward-compile spans, seconds
-    slowest_s REAL                       -- the slowest compile's
-);
-
-CREATE INDEX run_compile_time_totals_run ON run_compile_time_totals(run_id);
 
 CREATE TABLE run_vllm_pieces (
     run_id INTEGER NOT NULL REFERENCES runs(id), -- the run
@@ -671,3 +610,88 @@ CREATE TABLE uploads (
 CREATE INDEX uploads_run ON uploads(run_id);
 
 CREATE INDEX runs_last_ingest ON runs(last_ingest);
+
+CREATE VIEW compile_times AS
+SELECT compile,                                                -- the compile (compiles.id)
+       run_id,                                                 -- its run
+       source_id,                                              -- its process
+       rank,                                                   -- its rank
+       compile_id,                                             -- its compile id
+       status,                                                 -- its status (never none)
+       frames_s,                                               -- tracing and compiling its frame (Dynamo's whole compile, the backend's included)
+       backward_s,                                             -- compiling its backward graph, at the first backward call
+       CASE WHEN frames_s IS NOT NULL OR backward_s IS NOT NULL
+            THEN coalesce(frames_s, 0) + coalesce(backward_s, 0) END AS compile_time_s -- both: its compile time
+FROM (
+    SELECT c.id AS compile, c.run_id, c.source_id, c.rank, c.compile_id, c.status,
+           coalesce(c.duration_s, (SELECT sum(e.duration_us) / 1e6 FROM chromium_events e
+                                   WHERE e.compile = c.id AND e.name = 'entire_frame_compile' AND e.ph = 'X')) AS frames_s,
+           coalesce((SELECT sum(m.duration_us) / 1e6 FROM metrics m
+                     WHERE m.compile = c.id AND m.kind = 'bwd_compilation_metrics'),
+                    (SELECT sum(e.duration_us) / 1e6 FROM chromium_events e
+                     WHERE e.compile = c.id AND e.name = 'entire_backward_compile' AND e.ph = 'X')) AS backward_s
+    FROM compiles c WHERE c.compile_id != '-/-' AND c.status != 'none'
+);
+
+CREATE VIEW run_totals AS
+SELECT c.run_id,                                               -- the run
+       count(t.compile) AS compiles,                           -- compiles (compile_times: not [-/-], no export's context)
+       sum(c.status = 'error') AS failures,                    -- compiles that failed
+       count(CASE WHEN c.frame_compile_id > 0 THEN t.compile END) AS recompiles, -- compiles of a frame compiled before
+       sum(c.graph_breaks) AS graph_breaks,                    -- graph breaks of all its compiles
+       round(sum(t.compile_time_s), 3) AS compile_time_s,      -- seconds of compile time: frames and backward (compile_times)
+       round(sum(t.backward_s), 3) AS backward_time_s          -- of which compiling backward graphs
+FROM compiles c LEFT JOIN compile_times t ON t.compile = c.id GROUP BY c.run_id;
+
+CREATE VIEW run_health AS
+SELECT t.run_id,                                               -- the run
+       (SELECT label FROM runs WHERE id = t.run_id) AS label, -- its label
+       (SELECT start_time FROM runs WHERE id = t.run_id) AS start_time, -- its first record's time (the trend's order)
+       (SELECT torch_version FROM runs WHERE id = t.run_id) AS torch_version, -- the torch version it ran
+       coalesce(t.compiles, 0) AS compiles, -- compilations, not counting [-/-] (run_totals)
+       coalesce(t.recompiles, 0) AS recompiles, -- compiles of a frame compiled before (run_totals)
+       coalesce(t.failures, 0) AS failures, -- compiles that failed (run_totals)
+       coalesce(t.graph_breaks, 0) AS graph_breaks, -- graph breaks of all its compiles (run_totals)
+       (SELECT coalesce(sum(max(c.attempts - 1, coalesce(json_array_length(c.restart_reasons), 0))), 0) FROM compiles c
+        WHERE c.run_id = t.run_id) AS restarts,                -- times Dynamo restarted an analysis: each compile's attempts after its first, or its restart reasons when more (torch's failure path logs attempts without reasons)
+       t.compile_time_s,                                       -- compile time: the frames' (Dynamo's whole compile of each, the backend's included) and their backward's (compile_times, run_totals)
+       (SELECT round(sum(m.backend_compile_time_s), 3) FROM compiles c JOIN metrics m ON m.compile = c.id
+        WHERE c.run_id = t.run_id AND m.kind = 'compilation_metrics') AS aot_time_s, -- AOTAutograd, Inductor included (backend_compile_time_s, logged also as aot_autograd_cumulative_compile_time_us)
+       (SELECT round(sum(m.inductor_compile_time_s), 3) FROM compiles c JOIN metrics m ON m.compile = c.id
+        WHERE c.run_id = t.run_id AND m.kind = 'compilation_metrics') AS inductor_time_s, -- Inductor on the forward graphs (inductor_compile_time_s, logged also as inductor_cumulative_compile_time_us)
+       t.backward_time_s,                                      -- of which the backward graphs, compiled at the first backward call (compile_times, run_totals)
+       (SELECT round(sum(CASE WHEN json_type(m.other, '$.compile_time_autotune_time_us') IN ('integer', 'real')
+                              THEN json_extract(m.other, '$.compile_time_autotune_time_us') END) / 1e6, 3)
+        FROM compiles c JOIN metrics m ON m.compile = c.id
+        WHERE c.run_id = t.run_id AND m.kind IN ('compilation_metrics', 'bwd_compilation_metrics')) AS autotune_time_s, -- autotuning at compile time (compile_time_autotune_time_us, NULL when not logged, as on CPU)
+       (SELECT sum(m.guard_count) FROM compiles c JOIN metrics m ON m.compile = c.id
+        WHERE c.run_id = t.run_id AND m.kind = 'compilation_metrics') AS guards, -- guards installed by its compiles (guard_count)
+       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
+        WHERE c.run_id = t.run_id) AS cache_lookups,            -- cache lookups of every cache (cache_events)
+       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
+        WHERE c.run_id = t.run_id AND e.result = 'hit') AS cache_hits, -- hits of every cache
+       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
+        WHERE c.run_id = t.run_id AND e.result = 'miss') AS cache_misses, -- misses of every cache
+       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
+        WHERE c.run_id = t.run_id AND e.result = 'bypass') AS cache_bypasses, -- lookups that bypassed a cache
+       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
+        WHERE c.run_id = t.run_id AND e.cache IN ('fx_graph', 'fx_graph_bundled') AND e.result = 'hit') AS fx_graph_hits, -- Inductor's FX-graph cache: hits (a warm start's bundled hits too)
+       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
+        WHERE c.run_id = t.run_id AND e.cache IN ('fx_graph', 'fx_graph_bundled') AND e.result = 'miss') AS fx_graph_misses, -- Inductor's FX-graph cache: misses
+       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
+        WHERE c.run_id = t.run_id AND e.cache = 'aotautograd' AND e.result = 'hit') AS aotautograd_hits, -- AOTAutograd's cache: hits
+       (SELECT count(*) FROM compiles c JOIN cache_events e ON e.compile = c.id
+        WHERE c.run_id = t.run_id AND e.cache = 'aotautograd' AND e.result = 'miss') AS aotautograd_misses -- AOTAutograd's cache: misses
+FROM run_totals t;
+
+CREATE TABLE run_compile_time_totals (
+    run_id INTEGER NOT NULL REFERENCES runs(id), -- the run
+    rank INTEGER,                        -- the rank (NULL: a process without one)
+    compiles INTEGER NOT NULL,           -- its compiles
+    total_s REAL,                        -- their compile time (compile_times), seconds
+    frames_s REAL,                       -- of which tracing and compiling their frames
+    backward_s REAL,                     -- and compiling their backward graphs
+    slowest_s REAL                       -- the slowest compile's
+);
+
+CREATE INDEX run_compile_time_totals_run ON run_compile_time_totals(run_id);

@@ -9,9 +9,14 @@ Its own rules, each stated where it is applied:
 - a file holds processes, told apart by the pid of the glog prefix;
 - a run is the processes of one directory whose time spans overlap (a process starting after every earlier one
   ended begins a new run: the next day's job, the restarted attempt);
-- a compile is a process's (compiled autograd id, frame id, frame compile id); a `dynamo_start` for an id whose
-  compilation already finished, or for an attempt it already started, means torch._dynamo.reset() happened and
-  the id names a new compile; records with no id at all are tlparse's [-/-], not counted as a compile;
+- a compile is a process's (compiled autograd id, frame id, frame compile id) that Dynamo began (a `dynamo_start`)
+  or finished (a `compilation_metrics`); a `dynamo_start` for an id whose compilation already finished, or for an
+  attempt it already started, means torch._dynamo.reset() happened and the id names a new compile; records with no
+  id at all are tlparse's [-/-], and an id with neither record (a torch.export's compile context) is no compile;
+- a compile's time is its frame's (the first `entire_frame_compile_time_s` of its metrics, else the spans named
+  `entire_frame_compile` that end under its id) and its backward's (its `bwd_compilation_metrics`' `duration_us`,
+  else its `entire_backward_compile` spans): a span is a chromium B event and the next E event of its name in its
+  process;
 - a compile's restarts are its attempts after the first, or the restart reasons its metrics list when more.
 """
 
@@ -41,10 +46,33 @@ class Compile:
     bwd_metrics: list = field(default_factory=list)
     breaks: list = field(default_factory=list)
     cache: list = field(default_factory=list)
+    spans: dict = field(default_factory=dict)  # span name -> seconds of its spans that ended under this id
 
     @property
     def anonymous(self) -> bool:
         return self.key == (None, None, None)
+
+    @property
+    def counted(self) -> bool:
+        """A compile: Dynamo began or finished it."""
+        return not self.anonymous and bool(self.started or self.metrics)
+
+    @property
+    def frames_s(self) -> float | None:
+        logged = [m.get("entire_frame_compile_time_s") for m in self.metrics]
+        first = next((v for v in logged if _number(v) is not None), None)
+        return first if first is not None else self.spans.get("entire_frame_compile")
+
+    @property
+    def backward_s(self) -> float | None:
+        logged = [_number(m.get("duration_us")) for m in self.bwd_metrics]
+        known = [v for v in logged if v is not None]
+        return sum(known) / 1e6 if known else self.spans.get("entire_backward_compile")
+
+    @property
+    def time_s(self) -> float | None:
+        parts = [v for v in (self.frames_s, self.backward_s) if v is not None]
+        return sum(parts) if parts else None
 
     @property
     def restarts(self) -> int:
@@ -91,6 +119,7 @@ def read_processes(path: Path) -> list[Process]:
     """The processes of one log file, their compiles folded from the records."""
     processes: dict[str, Process] = {}
     live: dict[str, dict] = {}
+    opened: dict[str, dict[str, list]] = {}  # pid -> span name -> the ts of its B events still open
     for time, pid, envelope, payload in records(path):
         proc = processes.setdefault(pid, Process(path, pid, first=time))
         table = live.setdefault(pid, {})
@@ -117,6 +146,8 @@ def read_processes(path: Path) -> list[Process]:
             compile.finished = True
         elif kind == "bwd_compilation_metrics":
             compile.bwd_metrics.append(envelope[kind])
+        elif kind == "chromium_event" and payload is not None:
+            _span(opened.setdefault(pid, {}), compile, payload)
         elif kind == "artifact":
             name = envelope["artifact"].get("name") or ""
             if name == "dynamo_graph_break_reason" and payload is not None:
@@ -124,6 +155,23 @@ def read_processes(path: Path) -> list[Process]:
             elif CACHE.match(name):
                 compile.cache.append(CACHE.match(name).groups())
     return list(processes.values())
+
+
+def _span(opened: dict[str, list], compile: Compile, payload: str) -> None:
+    """A chromium event: a B opens a span of its name; an E closes the latest, its seconds counted on the compile
+    the E is logged under."""
+    try:
+        event = json.loads(payload)
+    except ValueError:
+        return
+    if not isinstance(event, dict) or _number(event.get("ts")) is None:
+        return
+    name = event.get("name")
+    if event.get("ph") == "B":
+        opened.setdefault(name, []).append(event["ts"])
+    elif event.get("ph") == "E" and opened.get(name):
+        begun = opened[name].pop()
+        compile.spans[name] = compile.spans.get(name, 0.0) + (event["ts"] - begun) / 1e6
 
 
 def runs_of(directory: Path) -> list[list[Process]]:
@@ -152,27 +200,29 @@ def _total(values, scale: float = 1.0) -> float | None:
 def health(run: list[Process]) -> dict:
     """What run_health says of one run, computed from its processes' records."""
     compiles = [c for proc in run for c in proc.compiles]
+    counted = [c for c in compiles if c.counted]
     metrics = [m for c in compiles for m in c.metrics]
     bwd = [m for c in compiles for m in c.bwd_metrics]
     cache = [e for c in compiles for e in c.cache]
+    fx_graph = [result for name, result in cache if name in ("fx_graph", "fx_graph_bundled")]
     return {
-        "compiles": sum(not c.anonymous for c in compiles),
-        "recompiles": sum((c.frame_compile_id or 0) > 0 for c in compiles),
+        "compiles": len(counted),
+        "recompiles": sum((c.frame_compile_id or 0) > 0 for c in counted),
         "failures": sum(any(m.get("fail_type") for m in c.metrics) for c in compiles),
         "graph_breaks": sum(len(c.breaks) for c in compiles),
         "restarts": sum(c.restarts for c in compiles),
-        "compile_time_s": _total(m.get("entire_frame_compile_time_s") for m in metrics),
+        "compile_time_s": _total(c.time_s for c in counted),
         "aot_time_s": _total(m.get("backend_compile_time_s") for m in metrics),
         "inductor_time_s": _total(m.get("inductor_compile_time_s") for m in metrics),
-        "backward_time_s": _total((m.get("duration_us") for m in bwd), 1e6),
+        "backward_time_s": _total(c.backward_s for c in counted),
         "autotune_time_s": _total((m.get("compile_time_autotune_time_us") for m in metrics + bwd), 1e6),
         "guards": _total(m.get("guard_count") for m in metrics),
         "cache_lookups": len(cache),
         "cache_hits": sum(result == "hit" for _, result in cache),
         "cache_misses": sum(result == "miss" for _, result in cache),
         "cache_bypasses": sum(result == "bypass" for _, result in cache),
-        "fx_graph_hits": cache.count(("fx_graph", "hit")),
-        "fx_graph_misses": cache.count(("fx_graph", "miss")),
+        "fx_graph_hits": fx_graph.count("hit"),  # a warm start's bundled hits are FX-graph hits
+        "fx_graph_misses": fx_graph.count("miss"),
         "aotautograd_hits": cache.count(("aotautograd", "hit")),
         "aotautograd_misses": cache.count(("aotautograd", "miss")),
     }
@@ -229,3 +279,9 @@ def ids_not_on_every_rank(run: list[Process]) -> dict[str, set[int]]:
             by_rank[proc.rank] |= {compile_id(c) for c in proc.compiles if not c.anonymous}
     every = set.intersection(*by_rank.values()) if by_rank else set()
     return {cid: {r for r, ids in by_rank.items() if cid in ids} for cid in set().union(*by_rank.values()) - every}
+
+
+def compile_times(run: list[Process]) -> list[dict]:
+    """Every compile of a run, in log order per process: its rank, id and seconds (frame, backward, both)."""
+    return [{"rank": proc.rank, "compile_id": compile_id(c), "frames_s": c.frames_s, "backward_s": c.backward_s,
+             "total_s": c.time_s} for proc in run for c in proc.compiles if c.counted]

@@ -13,7 +13,7 @@ import os
 import sqlite3
 
 import pytest
-from conftest import DATA, SHARED_CORPUS, canonical, ingest, sqlite_tables, stop_at_chunk_fit
+from conftest import DATA, SHARED_CORPUS, VERSIONS, canonical, ingest, sqlite_tables, stop_at_chunk_fit
 
 import tlindex.ingest.chunks
 import tlindex.ingest.pipeline
@@ -204,3 +204,28 @@ def test_replace_of_a_chunked_file_gives_the_same_database(tmp_path, whole):
     got = canonical(sqlite_tables(db))
     for table in whole:
         assert got[table] == whole[table], table
+
+
+def test_a_chunk_that_starts_inside_a_reset_or_a_warm_start_gives_the_rows_of_one_pass(tmp_path, monkeypatch):
+    """The chunks of a log are cut where a compile's state is decided: between the spans the next compile of 0/0
+    opens after torch._dynamo.reset() and its dynamo_start (closures), and between a warm start's loading of its guards
+    and the end of its whole-frame span (mega_cache_warm, torch 2.15): the rows are those of one pass."""
+    logs = [next((DATA / "closures").glob("*.log")), *sorted((VERSIONS / "2.15.0" / "mega_cache_warm").glob("*.log"))]
+    one = tmp_path / "one.db"
+    ingest(one, [str(log) for log in logs], jobs=1)
+    cuts = {}
+    for log in logs:
+        data, offsets = log.read_bytes(), set()
+        for needle in (b'{"dynamo_start"', b'"name": "precompile_build_guards"'):
+            at = data.find(needle)
+            while at != -1:  # a chunk begins with the record (the envelope line) that holds it
+                offsets.add(data.rfind(b"\nV", 0, at) + 1)
+                at = data.find(needle, at + 1)
+        cuts[str(log)] = sorted({0} | offsets)
+        assert len(cuts[str(log)]) > 1
+    monkeypatch.setattr(tlindex.ingest.pipeline, "split_points", lambda path, size, chunk_bytes: cuts[str(path)])
+    chunked = tmp_path / "chunked.db"
+    ingest(chunked, [str(log) for log in logs], jobs=2, chunk_bytes=1000)
+    expected, got = canonical(sqlite_tables(one)), canonical(sqlite_tables(chunked))
+    for table in expected:
+        assert got[table] == expected[table], table

@@ -137,7 +137,8 @@ def test_duckdb_queries_are_generated_from_the_sqlite_ones_but_those_kept_by_han
 
     assert set(DUCKDB_BY_HAND) <= set(load_queries())
     generated = [name for name in sorted(load_queries()) if name not in DUCKDB_BY_HAND]
-    assert len(generated) >= 5  # (compile_time_totals kept by hand since it reads stored rows: migration 022)
+    assert len(generated) >= 4  # (compile_time_totals kept by hand since it reads stored rows: migration 022; it and
+    # compile_time read the view compile_times, which Parquet does not carry: migration 027)
     for name in generated:
         assert (ROOT / "queries" / "duckdb" / f"{name}.sql").read_text() == \
             sqlite_to_duckdb(name, (ROOT / "queries" / f"{name}.sql").read_text()), "run: python -m tlindex.formats.dialects"

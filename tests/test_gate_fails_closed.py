@@ -9,8 +9,8 @@ CPU) cannot be judged, which fails too; one they all log alike (no cache bypass)
 cut off before any compile finished is nothing to judge: a failure.
 
 The gate judges only complete runs (issue 62): the logs cut off mid-compile (at 30, 50, 70, 90 and 97 % of a real
-log's bytes, at a line boundary) and the log with a damaged payload below are HAND-MADE from real logs of tests/data
-by the tests, not logs torch wrote.
+log's bytes, at a line boundary; a warm start's before its guards) and the log with a damaged payload below are
+HAND-MADE from real logs of tests/data by the tests, not logs torch wrote.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, connect, ingest
+from conftest import DATA, VERSIONS, connect, ingest
 
 from tlindex.answers.health import METRICS, health
 from tlindex.cli import cli
@@ -239,6 +239,31 @@ def test_a_baseline_cut_off_mid_compile_is_not_judged_against(whole_baseline, tm
     ingest(db, [str(copy_into(WHOLE, tmp_path / "whole"))], run_label="whole", jobs=1)
     result = trend(db, "--baseline", "baseline", "--fail-on", "compile_time<-90%")
     assert result.exit_code == 1 and "NOT JUDGED: baseline run 1 is incomplete: 1 compile cut off" in result.output, \
+        result.output
+
+
+WARM = VERSIONS / "2.15.0" / "mega_cache_warm"
+
+
+def test_a_warm_start_is_judged_and_the_same_warm_log_cut_off_is_not(tmp_path):
+    """A warm start from torch's mega-cache logs no compilation_metrics: whole, its compile ended (it loaded its guards
+    from the cache, its whole-frame span ended) and the gate judges it against the cold run; a copy of it cut off
+    (HAND-MADE: at the line boundary before its guards are built, the records of a warm start that died loading) is
+    not judged."""
+    cold, warm = sorted(WARM.glob("*.log"), key=lambda log: b'"compilation_metrics"' not in log.read_bytes())
+    db = tmp_path / "t.db"
+    ingest(db, [str(copy_into(cold, tmp_path / "cold"))], run_label="cold", jobs=1)
+    ingest(db, [str(copy_into(warm, tmp_path / "warm"))], run_label="warm", jobs=1)
+    judged = trend(db, "--baseline", "cold", "--fail-on", "compile_time>+20%,failures>0")
+    assert judged.exit_code == 0 and "NOT JUDGED" not in judged.output, judged.output
+    data = warm.read_bytes()
+    cut = data[:data.index(b'{"dynamo_cpp_guards_str"')].rsplit(b"\n", 1)[0] + b"\n"
+    assert b'"dynamo_start"' in cut  # it began
+    (tmp_path / "cut").mkdir()
+    (tmp_path / "cut" / warm.name).write_bytes(cut)
+    ingest(db, [str(tmp_path / "cut")], run_label="warm cut", jobs=1)
+    result = trend(db, "--baseline", "cold", "--fail-on", "compile_time>+20%,failures>0")
+    assert result.exit_code == 1 and re.search(r"NOT JUDGED: run \d+ is incomplete: 1 compile cut off", result.output), \
         result.output
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 
+import pytest
 from conftest import DATA, raw_envelopes, scenario_dirs, scenario_logs, scenario_run
 
 
@@ -64,6 +65,45 @@ def test_compile_ids_that_repeat_after_reset_are_separate_compiles(db):
         (1, "uses_broken", "error", "BackendCompilerFailed"),
         (2, "suppressed", "error", "BackendCompilerFailed"),
     ]
+
+
+def _first_compile_of_0_0(scenario: str) -> tuple[str, list[str], int]:
+    """Read from the raw log, without tlindex: the time of the last record of the first compile of 0/0, the times of
+    the chromium B events logged under 0/0 before the dynamo_start that begins its next compile (after
+    torch._dynamo.reset()) whose E comes after that dynamo_start (they open the next compile's spans), and how
+    many such B events there are."""
+    import oracle
+
+    (log,) = scenario_logs(scenario)
+    records = [(time, envelope, payload) for time, _, envelope, payload in oracle.records(log)]
+    of_0_0 = [i for i, (_, e, _) in enumerate(records) if (e.get("frame_id"), e.get("frame_compile_id")) == (0, 0)
+              and "compiled_autograd_id" not in e]
+    starts = [i for i in of_0_0 if "dynamo_start" in records[i][1]]
+    second = starts[1]
+    events = {i: json.loads(records[i][2]) for i in range(len(records))
+              if "chromium_event" in records[i][1] and records[i][2]}
+    opening = [i for i in of_0_0 if i < second and i in events and events[i]["ph"] == "B"
+               and next(j for j in sorted(events) if j > i and events[j]["ph"] == "E"
+                        and events[j]["name"] == events[i]["name"]) > second]
+    own = [i for i in of_0_0 if i < second and i not in opening]
+    return records[own[-1]][0].split()[1], [records[i][0].split()[1] for i in opening], len(opening)
+
+
+@pytest.mark.parametrize("scenario", ["compile_errors", "closures"])
+def test_a_compile_ends_with_its_own_last_record_not_with_the_spans_the_next_one_opens(db, scenario):
+    """issue 64: after torch._dynamo.reset() the next compile of 0/0 opens its spans before its dynamo_start, under
+    the id of the compile that finished: they are no record of that compile (its span ends with its own last
+    record), and filed under no compile, with their compile id."""
+    end, opening_times, opening = _first_compile_of_0_0(scenario)
+    (run,) = scenario_run(db, scenario)
+    first = db.execute("SELECT id, end_time FROM compiles WHERE run_id = ? AND compile_id = '0/0' AND generation = 0",
+                       (run,)).fetchone()
+    assert opening >= 2 and first["end_time"].split("T")[1] == end
+    unfiled = db.execute("SELECT e.time, e.compile_id FROM envelopes e JOIN sources s ON s.id = e.source_id "
+                         "WHERE s.run_id = ? AND e.kind = 'chromium_event' AND e.compile IS NULL "
+                         "AND e.frame_id = 0 AND e.frame_compile_id = 0 ORDER BY e.id", (run,)).fetchall()
+    assert [(row["time"].split("T")[1], row["compile_id"]) for row in unfiled][:opening] == \
+        [(time, "0/0") for time in opening_times]
 
 
 def test_recompile_reasons_are_the_guard_failures_provoked(db):

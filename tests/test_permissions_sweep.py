@@ -205,7 +205,8 @@ def test_the_sweep_finds_every_kind_of_surface(swept_db):
     assert {"run_totals", "export_issue_records", "piece_compile_spans", "payloads", "payloads_fts",
             "payloads_fts_data", "compiles_fts"} <= set(surfaces)
     assert set(load_queries()) <= set(surfaces)
-    assert surfaces["run_totals"].behind == ("compiles",)
+    # what a compile is and its time (compile_times): the compiles, their metrics and their spans
+    assert surfaces["run_totals"].behind == ("chromium_events", "compile_times", "compiles", "metrics")
     assert surfaces["payloads_fts_data"].behind == ("payload_data", "payloads", "payloads_fts")
 
 

@@ -9,9 +9,13 @@ below holds what tlindex shows today, and each entry fails once it shows somethi
 from __future__ import annotations
 
 import generate
+import oracle
 import pytest
 from conftest import VERSIONS, connect, scenario_dirs, torch_versions
 
+from tlindex.answers.diff import diff
+from tlindex.answers.gate import unjudgeable
+from tlindex.answers.health import run_health
 from tlindex.answers.queries import load_queries, run_sql
 
 VERSION_DIRS = [folder for version in torch_versions() for folder in scenario_dirs(version)]
@@ -81,19 +85,11 @@ def test_every_log_of_the_matrix_ingests_whole(versions_db):
 # What tlindex shows today where issue 65 says it is wrong and tlparse 0.4.3 shows the same: (versions, scenario,
 # why, SQL over the scenario's runs (:runs, a JSON list of run ids), the rows it gives today on each version).
 IN_RUNS = "s.run_id IN (SELECT value FROM json_each(:runs))"
-MEGA_CACHE_WARM = (
-    "issue 65: a warm start from torch's mega-cache (load_cache_artifacts + caching precompile) logs dynamo_start, "
-    "graphs, fx_graph_bundled_cache_hit and guards but no compilation_metrics: its compile is 'missing', as if it "
-    "had died (tlparse: status-missing too)")
 EXPORT_IN_RANKS = (
     "issue 65: from 2.15 rank 0's non-strict torch.export takes Dynamo frame id 0, so the ranks' compiles of the "
-    "same `forward` and `loss` are numbered one apart (and 0/0 of rank 0 is a nameless missing compile); tlindex "
-    "compares ranks by code object, not by these ids (tlparse --all-ranks-html compares ids)")
+    "same `forward` and `loss` are numbered one apart (and 0/0 of rank 0 holds the export's records: status none, "
+    "no compile); tlindex compares ranks by code object, not by these ids (tlparse --all-ranks-html compares ids)")
 ISSUE_65_SHOWN: list[tuple[tuple[str, ...], str, str, str, list[tuple]]] = [
-    (("2.13.0", "2.14.1", "2.15.0"), "mega_cache_warm", MEGA_CACHE_WARM,
-     f"SELECT c.frame_id || '/' || c.frame_compile_id, c.co_name, c.status FROM compiles c "
-     f"JOIN sources s ON s.id = c.source_id WHERE {IN_RUNS} AND c.status = 'missing'",
-     [("0/0", "forward", "missing")]),
     (("2.15.0",), "export_in_ranks", EXPORT_IN_RANKS,
      f"SELECT s.rank, c.co_name, c.frame_id || '/' || c.frame_compile_id FROM compiles c "
      f"JOIN sources s ON s.id = c.source_id WHERE {IN_RUNS} AND c.frame_id IS NOT NULL ORDER BY 1, 3",
@@ -181,3 +177,69 @@ def test_a_diff_across_torch_versions_names_them_first_and_says_why_each_config_
     assert torch_change_lines(rows) == [f"torch changed at run {rows[1]['run_id']} {rows[1]['label']}: "
                                         f"{rows[0]['torch_version']} -> {rows[1]['torch_version']} (what moved there "
                                         f"may be torch's)"]
+
+
+def oracle_runs(folder) -> list[list[oracle.Process]]:
+    return oracle.runs_of(folder)
+
+
+def ids(processes, test) -> set[tuple]:
+    """(rank, compile id) of the compiles of the processes that `test` keeps (tests/oracle.py's reading)."""
+    return {(p.rank, oracle.compile_id(c)) for p in processes for c in p.compiles if not c.anonymous and test(c)}
+
+
+@pytest.mark.parametrize("folder", VERSION_DIRS, ids=lambda folder: f"{folder.parent.name}/{folder.name}")
+def test_a_compile_id_no_compile_began_under_is_no_compile_and_never_missing(versions_db, folder):
+    """issue 65: the ids of a log that have records but neither a dynamo_start nor a compilation_metrics (an
+    export's or AOTInductor's compile context from torch 2.15, a strict export, compiled autograd's captured graph)
+    are status none and counted as no compile; every compile that began has an end in these logs, so none is
+    missing (the logs were written whole)."""
+    conn = connect(versions_db)
+    processes = [p for run in oracle_runs(folder) for p in run]
+    contexts = ids(processes, lambda c: not c.counted)
+    rows = conn.execute(
+        f"SELECT c.rank, c.compile_id, c.status FROM compiles c JOIN sources s ON s.id = c.source_id "
+        f"WHERE {IN_RUNS} AND c.compile_id != '-/-'", {"runs": str(run_of(conn, folder))}).fetchall()
+    assert {(rank, cid) for rank, cid, status in rows if status == "none"} == contexts
+    assert "missing" not in {status for *_, status in rows}
+    counted = sum(c.counted for p in processes for c in p.compiles)  # (an id after a reset is a compile again)
+    assert sum(run_health(conn, run)["compiles"] for run in run_of(conn, folder)) == counted
+
+
+def test_the_export_scenarios_of_2_15_hold_compile_contexts_that_are_no_compiles(versions_db):
+    """What the test above covers, seen: 2.15's export scenarios have such ids, and none of them is a compile."""
+    conn = connect(versions_db)
+    for scenario in ("export_contexts", "draft_export", "export", "export_in_ranks"):
+        processes = [p for run in oracle_runs(VERSIONS / "2.15.0" / scenario) for p in run]
+        assert ids(processes, lambda c: not c.counted), scenario
+    (run,) = run_of(conn, VERSIONS / "2.15.0" / "export_contexts")
+    assert run_health(conn, run)["compiles"] == 0  # a non-strict export, another, AOTInductor: no torch.compile
+
+
+@pytest.mark.parametrize("version", torch_versions())
+def test_a_warm_start_from_the_mega_cache_finished_its_compile_and_is_judged(versions_db, version):
+    """issue 65: the warm process of mega_cache_warm logs no compilation_metrics; its compile loaded its guards from
+    the cache (precompile_load_guards) and its whole-frame span ended: it is ok, counted, timed by that span, its
+    bundled FX-graph hits are FX-graph hits, the gate judges it against the cold run, and the diff pairs their
+    compiles."""
+    conn = connect(versions_db)
+    folder = VERSIONS / version / "mega_cache_warm"
+    (cold_log,), (warm_log,) = oracle_runs(folder)  # two processes, one after the other: two runs
+    assert cold_log.compiles and not any(c.metrics for c in warm_log.compiles)  # the warm one logs no metrics
+    cold, warm = run_of(conn, folder)
+    (started,) = [c for c in warm_log.compiles if c.started]
+    assert "precompile_load_guards" in started.spans and "entire_frame_compile" in started.spans  # (read from the log)
+    row = conn.execute("SELECT status, co_name FROM compiles WHERE run_id = ? AND compile_id = ?",
+                       (warm, oracle.compile_id(started))).fetchone()
+    assert row["status"] == "ok"
+    health = run_health(conn, warm)
+    expected = oracle.health([warm_log])
+    assert health["compiles"] == expected["compiles"] == 1
+    assert abs(health["compile_time_s"] - started.spans["entire_frame_compile"]) <= 0.0015
+    bundled = [name for name, result in started.cache if name == "fx_graph_bundled" and result == "hit"]
+    assert bundled and health["fx_graph_hits"] == expected["fx_graph_hits"] >= len(bundled)
+    assert unjudgeable(conn, warm, cold) == []
+    compared = diff(conn, str(cold), str(warm))
+    assert compared["summary"]["matched"] == 1 and not compared["summary"]["only_a"] + compared["summary"]["only_b"]
+    (pair,) = [c for c in compared["compiles"] if c["key"].get("compile") != "-/-"]
+    assert pair["a"]["co_name"] == pair["b"]["co_name"] == row["co_name"]

@@ -9,11 +9,32 @@ from tlindex.answers.sql import dicts, one
 
 
 def compile_row(conn: sqlite3.Connection, compile: int) -> dict | None:
-    """A compile's row, with its run's label, its log's file name and its process's pid; None when there is none."""
+    """A compile's row, with its run's label, its log's file name, its process's pid and its compile time (the view
+    compile_times: NULL for a row that is no compile); None when there is none."""
     return one(conn, """
-        SELECT c.*, r.label AS run_label, f.name AS file, s.pid
+        SELECT c.*, r.label AS run_label, f.name AS file, s.pid, t.compile_time_s, t.frames_s, t.backward_s
         FROM compiles c JOIN sources s ON s.id = c.source_id JOIN files f ON f.id = s.file_id
-        LEFT JOIN runs r ON r.id = c.run_id WHERE c.id = ?""", (compile,))
+        LEFT JOIN runs r ON r.id = c.run_id LEFT JOIN compile_times t ON t.compile = c.id WHERE c.id = ?""", (compile,))
+
+
+def time_parts(total_s: float | None, backward_s: float | None) -> dict | None:
+    """A compile time and what it is made of, as every surface says it ("30.2 s: 22.7 s tracing and compiling
+    frames, 7.5 s compiling backward"): the total, the frames' part and the backward's (None when there is no
+    backward); None when no time is known."""
+    if total_s is None:
+        return None
+    backward = round(backward_s, 3) if backward_s else None
+    return {"total_s": round(total_s, 3), "frames_s": round(total_s - (backward or 0), 3), "backward_s": backward}
+
+
+def time_text(parts: dict | None, frames: str = "frames") -> str | None:
+    """time_parts in words, for a terminal: `30.2 s: 22.7 s tracing and compiling frames, 7.5 s compiling backward`."""
+    if parts is None:
+        return None
+    if not parts["backward_s"]:
+        return f"{parts['total_s']} s"
+    return (f"{parts['total_s']} s: {parts['frames_s']} s tracing and compiling {frames}, {parts['backward_s']} s "
+            f"compiling backward")
 
 
 def siblings(conn: sqlite3.Connection, compile: dict) -> list[dict]:

@@ -83,7 +83,8 @@ class Side:
 def _sides(conn: sqlite3.Connection, where: str, params: tuple) -> list[tuple[tuple, Side]]:
     """(key, side) of every compile WHERE says (of one run), in the order they happened."""
     rows = conn.execute(f"""
-        SELECT id, compile_id, status, duration_s, co_name, co_filename, co_firstlineno, frame_compile_id,
+        SELECT id, compile_id, status, (SELECT t.compile_time_s FROM compile_times t WHERE t.compile = compiles.id),
+               co_name, co_filename, co_firstlineno, frame_compile_id,
                compiled_autograd_id, rank, envelope_bytes + payload_bytes, recompile_reason, guards_print,
                content_print
         FROM compiles WHERE {where} ORDER BY id""", params).fetchall()

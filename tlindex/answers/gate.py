@@ -168,7 +168,7 @@ class GateResult:
                 "changed_compiles": self.changed}
 
 
-FINISHED = "status NOT IN ('missing', 'none')"  # a compile that logged its compilation metrics (schema: status)
+FINISHED = "status NOT IN ('missing', 'none')"  # a compile that ended (schema: status; its metrics, or a warm start's end)
 
 
 def last_ingested(conn: sqlite3.Connection, run_ids: list[int]) -> tuple[int | None, list[int]]:
@@ -198,7 +198,7 @@ def unjudgeable(conn: sqlite3.Connection, run_id: int, baseline_id: int | None,
         found.append(f"run {run_id} is the baseline itself (name the run to judge, or another baseline)")
     finished = conn.execute(f"SELECT count(*) FROM compiles WHERE run_id = ? AND {FINISHED}", (run_id,)).fetchone()[0]
     if not finished:
-        found.append(f"run {run_id} finished no compile (its logs hold no compilation metrics: cut off mid-compile, "
+        found.append(f"run {run_id} finished no compile (no compile of its logs ended: cut off mid-compile, "
                      f"or it compiled nothing)")
     found += [f"run {run_id} is incomplete: {why}" for why in incomplete(conn, run_id)]
     if baseline_id is not None and baseline_id != run_id:

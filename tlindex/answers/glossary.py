@@ -44,7 +44,8 @@ WORDS = (
     Term("world-size", "world size", "How many ranks a distributed run has: the distinct ranks its processes "
          "logged. A run of one process, without torch.distributed, is not distributed and has none.", "runs"),
     Term("runs-columns", "the runs page's columns", "run (its label and id), findings (its worst), start (its "
-         "first record), ranks (or processes), compiles (not counting `[-/-]`), errors (failed compiles), log "
+         "first record), ranks (or processes), compiles (as counted everywhere: not `[-/-]`, not an export's compile "
+         "context), errors (failed compiles), log "
          "bytes, the compile that logged most, torch's version and the log directory.", "runs"),
     Term("process", "process", "One process's records (a pid in a log file). A rank its launcher restarted is a "
          "new process, named `1 (restart 1)`; two processes claiming one rank are told apart by pid.", "runs"),
@@ -64,7 +65,8 @@ WORDS = (
          "counts them.", "ids"),
     Term("no-compile-id", "[-/-]", "Records logged outside any compilation (torch.export and AOTInductor, "
          "timing spans of no compile, the torch version), as tlparse files them. tlindex gathers them into one "
-         "more compile per process, with status none unless they carry compilation_metrics.", "ids"),
+         "more row per process, never counted as a compile, with status none unless they carry "
+         "compilation_metrics (an export's).", "ids"),
     Term("dynamo", "Dynamo", "torch.compile's front end: it intercepts a function's frame, traces its bytecode "
          "into an FX graph of torch ops (`dynamo_output_graph`), attaches guards, and replaces the frame's code "
          "with a call to the compiled graph.", "compiling"),
@@ -75,9 +77,18 @@ WORDS = (
     Term("inductor", "Inductor", "torch.compile's default backend: it compiles AOTAutograd's graphs into fused "
          "kernels (Triton on GPU, C++ on CPU) and the Python wrapper that calls them (`inductor_output_code`).",
          "compiling"),
+    Term("compile", "compile", "A compile id Dynamo began compiling (its `dynamo_start`) or finished (its "
+         "`compilation_metrics`): what every page, query, trend and gate counts. Not `[-/-]`, not a torch.export's "
+         "or AOTInductor's compile context (torch 2.15 gives their records a compile id, no `dynamo_start`), not "
+         "compiled autograd's captured graph `[!N]` (compiled as `[!N/F/C]`): those say status none.",
+         "compiling"),
+    Term("compile-time", "compile time", "A compile's seconds: tracing and compiling its frame "
+         "(`entire_frame_compile_time_s`, AOTAutograd and Inductor included) and compiling its backward graph, "
+         "done at the first backward call under the forward's compile id (`bwd_compilation_metrics`). A warm "
+         "start logs no metrics: its `entire_frame_compile` span counts. A run's is its compiles'.", "compiling"),
     Term("backward-compile", "backward compile", "The compilation of a compile's backward graph, logged apart from "
-         "the forward (`bwd_compilation_metrics`, same compile id); its time is counted apart from the forward's "
-         "compile time.", "compiling"),
+         "the forward (`bwd_compilation_metrics`, same compile id), at the first backward call; its time is part "
+         "of that compile's compile time, and said apart.", "compiling"),
     Term("graph-break", "graph break", "Dynamo met code it cannot put in a graph (a print, a data-dependent "
          "branch, an unsupported call): it compiles the graph up to there, runs that code eagerly, and goes on in "
          "a resume function compiled as a new frame. Its reason is logged (`dynamo_graph_break_reason`).",
@@ -101,17 +112,21 @@ WORDS = (
     Term("guard-failure", "guard failure", "A guard that did not hold on a call, e.g. `tensor 'x' size mismatch at "
          "index 0. expected 4, actual 8`: logged as the reason of the recompile it causes "
          "(`recompile_reasons`).", "compiling"),
-    Term("status-ok", "ok", "Compiled: compilation_metrics logged, no failure, a graph with ops, no restart.",
-         "statuses"),
+    Term("status-ok", "ok", "Compiled: compilation_metrics logged, no failure, a graph with ops, no restart; or a "
+         "warm start from torch's caches, which logs no compilation_metrics but loads its guards from them "
+         "(`precompile_load_guards`) and ends its whole-frame span (`entire_frame_compile`).", "statuses"),
     Term("status-break", "break", "Compiled after at least one analysis restart, most often for a graph break "
          "(tlparse: success with restart).", "statuses"),
     Term("status-empty", "empty", "Dynamo's graph had no ops (`graph_op_count` 0 or absent): nothing to compile in the frame, "
          "or in the part of it before a graph break.", "statuses"),
     Term("status-error", "error", "The compile failed: its compilation_metrics carry a `fail_type`.", "statuses"),
-    Term("status-missing", "missing", "No compilation_metrics was logged for the compile id: the compile did not "
-         "end in the log (a process killed, or still compiling when the log was read).", "statuses"),
-    Term("status-none", "none", "Records without a compile id (`[-/-]`) and without compilation_metrics: no "
-         "compilation to judge.", "statuses"),
+    Term("status-missing", "missing", "A compile that began (its `dynamo_start` is logged) and never ended in the "
+         "log: no compilation_metrics, and no end of a warm start either (a process killed, or still compiling "
+         "when the log was read). The CI gate does not judge a run with one.", "statuses"),
+    Term("status-none", "none", "No compile began here: records without a compile id (`[-/-]`) and without "
+         "compilation_metrics, or the records of a compile id that has no `dynamo_start` and no "
+         "compilation_metrics (a torch.export's or AOTInductor's compile context, compiled autograd's captured "
+         "graph). Nothing to judge, and not counted as a compile.", "statuses"),
     Term("fx-graph-cache", "FX graph cache", "Inductor's cache of compiled graphs (under `TORCHINDUCTOR_CACHE_DIR`), "
          "keyed by the graph, its inputs and the settings that affect its code: a hit skips Inductor's compile. Logged as "
          "`fx_graph_cache_hit`, `_miss` or `_bypass`.", "caches"),

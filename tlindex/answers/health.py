@@ -1,7 +1,8 @@
 """A run's compile health, one definition: the view `run_health` (schema/013_run_health.sql).
 
-Per run: compiles, recompiles, failures, graph breaks, restarts, compile time (Dynamo's whole frame, then
-AOTAutograd and Inductor within it, the backward apart, autotuning when logged), guards, and cache lookups,
+Per run: compiles, recompiles, failures, graph breaks, restarts, compile time (the frames' and their backward's, as
+the view compile_times defines it; AOTAutograd and Inductor within the frames', the backward's part, autotuning when
+logged), guards, and cache lookups,
 hits, misses and bypasses (all caches, then Inductor's FX-graph cache and AOTAutograd's). Its counts and
 compile time are the view run_totals' own, which the run page shows, so the trend, the CI gate
 (tlindex.answers.gate), the findings and the run page cannot disagree. Runs come oldest first, as everywhere.
@@ -31,15 +32,15 @@ class Metric:
 IDENTITY = ("run_id", "label", "start_time", "torch_version")
 # The view's numbers, in its order (a test holds the view and this list to each other).
 METRICS = (
-    Metric("compiles", "", "compilations"),
+    Metric("compiles", "", "compiles"),
     Metric("recompiles", "", "recompiles"),
     Metric("failures", "", "failed compiles"),
     Metric("graph_breaks", "", "graph breaks"),
     Metric("restarts", "", "analysis restarts"),
-    Metric("compile_time_s", "s", "compile time (Dynamo's whole frame)"),
+    Metric("compile_time_s", "s", "compile time (frames and backward)"),
     Metric("aot_time_s", "s", "AOTAutograd time"),
     Metric("inductor_time_s", "s", "Inductor time (forward)"),
-    Metric("backward_time_s", "s", "backward compile time"),
+    Metric("backward_time_s", "s", "backward compile time (part of the compile time)"),
     Metric("autotune_time_s", "s", "autotuning time"),
     Metric("guards", "", "guards"),
     Metric("cache_lookups", "", "cache lookups"),
@@ -117,7 +118,8 @@ def ingest_error_kinds(conn: sqlite3.Connection, run_id: int) -> list[tuple[str,
 def incomplete(conn: sqlite3.Connection, run_id: int) -> list[str]:
     """Why a run's logs do not hold the whole of what it compiled, each in words (none when they do): the one place
     that decides it (the gate judges only complete runs). A compile cut off began (its `dynamo_start` is there) and
-    never logged its compilation metrics (status `missing`): the log stops mid-compile. An ingest error is a line
+    never ended (status `missing`: no compilation metrics, and not the end of a warm start either): the log stops
+    mid-compile. An ingest error is a line
     tlindex could not index as it is (a last line cut off, a payload whose md5 does not match, ...)."""
     found = []
     cut = conn.execute("SELECT compile_id, rank FROM compiles WHERE run_id = ? AND status = 'missing' AND "

@@ -104,7 +104,7 @@ def run_rows(conn: sqlite3.Connection, ids: list[int]) -> list[dict]:
     if not ids:
         return []
     return dicts(conn.execute(f"""
-        SELECT r.*, (SELECT count(*) FROM compiles c WHERE c.run_id = r.id AND c.compile_id != '-/-') AS compiles,
+        SELECT r.*, (SELECT count(*) FROM compile_times c WHERE c.run_id = r.id) AS compiles,
                (SELECT count(*) FROM compiles c WHERE c.run_id = r.id AND c.status = 'error') AS errors,
                (SELECT sum(bytes) FROM sources s WHERE s.run_id = r.id) AS bytes
         FROM runs r WHERE r.id IN ({",".join("?" * len(ids))}) ORDER BY r.start_time, r.id""", ids))
@@ -161,15 +161,18 @@ def run_sources(conn: sqlite3.Connection, run: int) -> list[dict]:
 
 
 def compiles_by_rank(conn: sqlite3.Connection, run: int) -> list[dict]:
-    """A run's compiles by status per process (the [-/-] compile in a column of its own), with their totals."""
+    """A run's compiles (compile_times) by status per process, [-/-] in a column of its own, with their totals."""
     return dicts(conn.execute(f"""
-        SELECT s.process AS rank, sum(compile_id != '-/-') AS compiles, sum(k AND status = 'ok') AS ok,
-               sum(k AND status = 'break') AS break, sum(k AND status = 'empty') AS empty,
-               sum(k AND status = 'error') AS error, sum(k AND status = 'missing') AS missing,
-               max(CASE WHEN NOT k THEN status END) AS unattributed, coalesce(sum({RECOMPILE}), 0) AS recompiles,
-               sum(graph_breaks) AS graph_breaks, coalesce(round(sum(duration_s), 3), 0) AS compile_time_s,
+        SELECT s.process AS rank, count(t.compile) AS compiles, count(CASE WHEN t.status = 'ok' THEN 1 END) AS ok,
+               count(CASE WHEN t.status = 'break' THEN 1 END) AS break,
+               count(CASE WHEN t.status = 'empty' THEN 1 END) AS empty,
+               count(CASE WHEN t.status = 'error' THEN 1 END) AS error,
+               count(CASE WHEN t.status = 'missing' THEN 1 END) AS missing,
+               max(CASE WHEN c.compile_id = '-/-' THEN c.status END) AS unattributed,
+               count(CASE WHEN c.{RECOMPILE} THEN t.compile END) AS recompiles,
+               sum(c.graph_breaks) AS graph_breaks, coalesce(round(sum(t.compile_time_s), 3), 0) AS compile_time_s,
                sum(c.envelope_bytes + c.payload_bytes) AS bytes
-        FROM (SELECT *, compile_id != '-/-' AS k FROM compiles) c  -- k: a compilation; [-/-] has its own column
+        FROM compiles c LEFT JOIN compile_times t ON t.compile = c.id  -- t: a compile; [-/-] has its own column
         JOIN sources s ON s.id = c.source_id WHERE c.run_id = ?
         GROUP BY s.process ORDER BY min(s.rank), min(coalesce(s.restart, 0)), min(s.pid)""", (run,)))
 
@@ -195,11 +198,13 @@ def unknown_kinds(conn: sqlite3.Connection, run: int) -> list[dict]:
 
 
 def run_compiles(conn: sqlite3.Connection, run: int, shown: int) -> list[dict]:
-    """A run's first `shown` compiles ([-/-] last), each with the bytes it logged."""
+    """A run's first `shown` compiles, then the rows that are none ([-/-], an export's compile context), each with its
+    compile time (compile_times) and the bytes it logged."""
     return dicts(conn.execute("""
-        SELECT id, rank, compile_id, co_name, status, fail_type, recompile_reason, graph_breaks, duration_s,
-               envelope_bytes + payload_bytes AS bytes
-        FROM compiles WHERE run_id = ? ORDER BY compile_id = '-/-', id LIMIT ?""", (run, shown)))
+        SELECT c.id, c.rank, c.compile_id, c.co_name, c.status, c.fail_type, c.recompile_reason, c.graph_breaks,
+               t.compile_time_s, t.backward_s, c.envelope_bytes + c.payload_bytes AS bytes
+        FROM compiles c LEFT JOIN compile_times t ON t.compile = c.id WHERE c.run_id = ?
+        ORDER BY t.compile IS NULL, c.compile_id = '-/-', c.id LIMIT ?""", (run, shown)))
 
 
 def exported_programs(conn: sqlite3.Connection, run: int) -> list[dict]:
@@ -296,8 +301,9 @@ def _name_of(column: str) -> str:
 def biggest_compile(conn: sqlite3.Connection, run_id: int) -> dict | None:
     """The run's compile that logged the most bytes (its records and payloads)."""
     return one(conn, """
-        SELECT id, compile_id, co_name, rank, envelope_bytes + payload_bytes AS bytes FROM compiles
-        WHERE run_id = ? AND compile_id != '-/-' ORDER BY bytes DESC, id LIMIT 1""", (run_id,))
+        SELECT c.id, c.compile_id, c.co_name, c.rank, c.envelope_bytes + c.payload_bytes AS bytes
+        FROM compile_times t JOIN compiles c ON c.id = t.compile WHERE t.run_id = ? ORDER BY bytes DESC, c.id LIMIT 1""",
+               (run_id,))
 
 
 def runs_of_paths(conn: sqlite3.Connection, paths: list[str]) -> list[int]:

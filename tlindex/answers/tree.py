@@ -39,10 +39,12 @@ def tree_runs(conn: sqlite3.Connection, only: list[int]) -> list[dict]:
 
 
 def tree_compiles(conn: sqlite3.Connection, runs: list[int]) -> dict[int, list[dict]]:
-    """run -> its compiles, by rank and then in the order each process logged them (of the runs)."""
+    """run -> its compiles, by rank and then in the order each process logged them (of the runs); `counted` says
+    which are compiles (compile_times: not [-/-], not an export's compile context)."""
     found: dict[int, list[dict]] = {}
     for compile in dicts(conn.execute(f"""
-            SELECT c.id, c.run_id, c.compile_id, c.rank, c.generation, c.co_name, c.status, {COMPILE_TEXT} AS text
+            SELECT c.id, c.run_id, c.compile_id, c.rank, c.generation, c.co_name, c.status, {COMPILE_TEXT} AS text,
+                   EXISTS (SELECT 1 FROM compile_times t WHERE t.compile = c.id) AS counted
             FROM compiles c JOIN runs r ON r.id = c.run_id WHERE c.run_id IN ({_in(runs)})
             ORDER BY c.run_id, c.rank, c.source_id, c.id""", runs)):
         found.setdefault(compile.pop("run_id"), []).append(compile)

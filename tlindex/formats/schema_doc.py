@@ -18,6 +18,8 @@ ALTER_RE = re.compile(r"^ALTER TABLE (\w+) (RENAME TO|DROP COLUMN) (\w+);", re.M
 VIEW_COLUMN_RE = re.compile(r"(\w+)\s*,?\s*--\s*(.*)$")
 VIEW_RE = re.compile(r"((?:--[^\n]*\n)*)CREATE VIEW (\w+) AS\n(.*?);", re.S)
 DROP_RE = re.compile(r"^DROP (?:TABLE|VIEW) (?:IF EXISTS )?(\w+);", re.M)
+# A later migration's new meaning of a column (SQLite keeps no comment of its own): `-- column TABLE.COLUMN: text`
+COLUMN_DOC_RE = re.compile(r"^-- column (\w+)\.(\w+): (.*)$", re.M)
 
 
 def tables() -> list[tuple[str, str, list[tuple[str, str, str]]]]:
@@ -43,6 +45,9 @@ def tables() -> list[tuple[str, str, list[tuple[str, str, str]]]]:
             column = _column(" " + definition.replace(";", ",", 1))
             if column and name in found:
                 found[name][2].append(column)
+        for name, column, said in COLUMN_DOC_RE.findall(text):
+            if name in found:
+                found[name][2][:] = [(c, t, said if c == column else d) for c, t, d in found[name][2]]
         for comment, name, select in VIEW_RE.findall(text):
             description = " ".join(line.lstrip("- ").strip() for line in comment.strip().splitlines()
                                    if not line.startswith("-- tlindex schema"))

@@ -224,5 +224,5 @@ class SplitFile:
             self.counts.unknown[name] = self.counts.unknown.get(name, 0) + records
         if last:
             (self.counts.compiles,) = conn.execute(
-                "SELECT count(*) FROM compiles WHERE source_id IN (SELECT id FROM sources WHERE file_id = ?)",
+                "SELECT count(*) FROM compile_times WHERE source_id IN (SELECT id FROM sources WHERE file_id = ?)",
                 (self.file_id,)).fetchone()

@@ -18,7 +18,7 @@ import orjson
 
 from tlindex.ingest.merge import foreign_keys
 from tlindex.ingest.normalize import Compile, Process
-from tlindex.ingest.normalize.spans import close_spans_of_chunk, restore_open_spans
+from tlindex.ingest.normalize.spans import FRAME_SPAN, WARM_SPAN, close_spans_of_chunk, restore_open_spans
 from tlindex.ingest.normalize.state import FILE_RANK_CONFLICT, RANK_CONFLICT
 from tlindex.ingest.normalize.strings import fill_string_references_of_chunk, restore_strings
 from tlindex.ingest.staging import insert_rows, next_staging_id
@@ -51,7 +51,11 @@ def restore_state(conn, file_id: int, current_only: bool = False) -> dict[int, P
             metrics = [(kind, orjson.loads(text)) for kind, text in conn.execute(
                 "SELECT m.kind, json_object('fail_type', fail_type, 'graph_op_count', graph_op_count,"
                 " 'restart_reasons', json(restart_reasons)) FROM metrics m WHERE m.compile = ?", (row["id"],))]
-            compile = Compile.restore(row, metrics)
+            ended = conn.execute(  # what decides a compile without metrics ended (Compile.status), as recorded
+                "SELECT EXISTS (SELECT 1 FROM chromium_events WHERE compile = :id AND name = :warm AND ph IN ('X', 'E')), "
+                "EXISTS (SELECT 1 FROM chromium_events WHERE compile = :id AND name = :span AND ph IN ('X', 'E'))",
+                {"id": row["id"], "warm": WARM_SPAN, "span": FRAME_SPAN}).fetchone()
+            compile = Compile.restore(row, metrics, (bool(ended[0]), bool(ended[1])))
             proc.all_compiles.append(compile)
         restore_open_spans(conn, proc, source_id)
         proc.generation = max((c.generation for c in proc.all_compiles), default=0)

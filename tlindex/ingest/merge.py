@@ -125,8 +125,14 @@ class FileRemoved(Exception):
 
 
 def fingerprint_compiles(conn: sqlite3.Connection, compile_offset: int) -> None:
-    """The prints (tlindex.ingest.fingerprints) of the compiles just merged (new, or continued by this staging database)."""
-    write_prints(conn, f"WHERE id IN (SELECT {_shift('id', compile_offset)} FROM staging.compiles)")
+    """The prints (tlindex.ingest.fingerprints) of the compiles just merged (new, or continued by this staging
+    database); and the file of the frame a compile without metrics compiled (a warm start's), from its dynamo_start's
+    stack as its frames rows resolved it: `tlindex diff` pairs it with its cold start by it."""
+    merged = f"id IN (SELECT {_shift('id', compile_offset)} FROM staging.compiles)"
+    write_prints(conn, f"WHERE {merged}")
+    conn.execute(f"UPDATE main.compiles SET co_filename = (SELECT f.filename FROM main.frames f WHERE f.envelope_id = "
+                 f"main.compiles.dynamo_start AND f.stack = 'stack' ORDER BY f.depth DESC LIMIT 1) "
+                 f"WHERE co_filename IS NULL AND dynamo_start IS NOT NULL AND {merged}")
 
 
 def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | None = None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 
 from tlindex.answers import runs
+from tlindex.answers.compiles import time_parts
 from tlindex.answers.derived import stored_findings
 from tlindex.answers.findings import export_issue_count, fix_first, problems
 from tlindex.answers.findings.alike import group_rows
@@ -34,6 +35,7 @@ def run_data(conn: sqlite3.Connection, args: Args, run: int) -> dict:
     found["by_rank"] = runs.compiles_by_rank(conn, run)
     found["rank_decisions"] = rank_decisions(conn, run)
     found["totals"] = runs.run_totals(conn, run) or {}
+    found["compile_time"] = time_parts(found["totals"].get("compile_time_s") or 0, found["totals"].get("backward_time_s"))
     found["restarts"] = (run_health(conn, run, ("restarts",)) or {}).get("restarts") or 0
     found["findings"] = stored_findings(conn, [run])[run]  # as the ingest that made the run stored them
     found["problems"] = problems(found["findings"])

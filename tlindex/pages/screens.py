@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from tlindex.answers.compiles import time_parts, time_text
 from tlindex.answers.findings.words import plural, short, short_location
 
 LINES = 40  # a screen
@@ -29,7 +30,7 @@ def _run(data: dict) -> Iterator[str]:
         ("compiles", f"{totals.get('compiles') or 0} ({totals.get('failures') or 0} failed, "
                      f"{totals.get('recompiles') or 0} recompiles, {run.get('restarts') or 0} restarts, "
                      f"{totals.get('graph_breaks') or 0} graph breaks)"),
-        ("compile time", f"{totals.get('compile_time_s') or 0} s"), ("log bytes", f"{run.get('bytes') or 0:,}"),
+        ("compile time", time_text(run.get("compile_time")) or "0 s"), ("log bytes", f"{run.get('bytes') or 0:,}"),
         ("ingest errors", run.get("ingest_errors") or None)])
     found = run.get("findings") or []
     yield "Findings:" if found else "Findings: nothing to report"
@@ -47,7 +48,7 @@ def _compile(data: dict) -> Iterator[str]:
         ("status", f"{c['status']} ({plural(c['attempts'], 'attempt')}, {plural(restarts, 'restart')})"),
         ("function", where and short_location(where)), ("process", f"pid {c.get('pid')} ({c.get('file')})"),
         ("after torch._dynamo.reset()", c.get("generation") or None),
-        ("compile time", f"{c['duration_s']:.3f} s" if c.get("duration_s") is not None else None),
+        ("compile time", time_text(time_parts(c.get("compile_time_s"), c.get("backward_s")), "the frame")),
         ("failure", c.get("fail_type") and f"{c['fail_type']}: {short(c.get('fail_reason'), 200)}"),
         ("recompile reason", short(c.get("recompile_reason"), 200) or None),
         ("graph breaks", c.get("graph_breaks") or None),

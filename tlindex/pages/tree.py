@@ -40,7 +40,6 @@ def matches(words: list[str], text: str) -> bool:
     return all(word in text for word in words)
 
 
-ANONYMOUS = "-/-"  # tlparse's [-/-]: a process's records without a compile id, not a compile
 
 
 class Budget:
@@ -59,20 +58,21 @@ def _run_node(conn: sqlite3.Connection, run: dict, compiles: list[dict], counts:
         return None
     run["ranked"] = len({c["rank"] for c in compiles}) > 1 or (run["world_size"] or 0) > 1
     # compiles as run_health counts them; [-/-] (records outside any compile) is listed as a line of its own
-    run["compile_count"], run["compiles"] = sum(c["compile_id"] != ANONYMOUS for c in kept), []
+    run["compile_count"], run["compiles"] = sum(bool(c["counted"]) for c in kept), []
     run["artifact_count"] = sum(counts.get(c["id"], 0) for c in kept)
     for compile in kept:
-        anonymous = compile["compile_id"] == ANONYMOUS  # one per process, listed without taking from the budget
-        if budget.compiles <= 0 and not anonymous:
+        # a row that is no compile ([-/-], one per process; an export's compile context) is listed without taking
+        # from the budget
+        if budget.compiles <= 0 and compile["counted"]:
             continue
-        budget.compiles -= not anonymous
+        budget.compiles -= bool(compile["counted"])
         count = counts.get(compile["id"], 0)
         listed = (tree.tree_artifacts(conn, compile["id"], words, budget.artifacts)
                   if count and budget.artifacts > 0 else [])
         budget.artifacts -= len(listed)
         compile.update(artifact_count=count, artifacts=listed, artifacts_hidden=count - len(listed))
         run["compiles"].append(compile)
-    run["compiles_hidden"] = len(kept) - len(run["compiles"])  # (never a [-/-])
+    run["compiles_hidden"] = len(kept) - len(run["compiles"])  # (never a row that is no compile)
     return run
 
 
@@ -104,7 +104,7 @@ def tree_data(conn: sqlite3.Connection, args: Args) -> dict:
         kept["artifacts"] += node["artifact_count"]
         if shown:
             runs.append(node)
-    listed = {"compiles": sum(c["compile_id"] != ANONYMOUS for r in runs for c in r["compiles"]),
+    listed = {"compiles": sum(bool(c["counted"]) for r in runs for c in r["compiles"]),
               "artifacts": sum(len(c["artifacts"]) for r in runs for c in r["compiles"])}
     return {"query": query, "words": words, "only": only, "runs": runs, "kept": kept, "listed": listed,
             "runs_hidden": kept["runs"] - len(runs), "open": listed["artifacts"] <= OPEN_UP_TO or bool(words),

@@ -15,8 +15,8 @@ STATUS_LEGEND = [
     ("break", "Success with restart (e.g. graph break)"),
     ("empty", "Empty graph"),
     ("error", "Error"),
-    ("missing", "Metrics were missing"),
-    ("none", "No compile id: [-/-], records outside any compilation"),
+    ("missing", "Began, never ended (metrics missing: cut off)"),
+    ("none", "No compile: [-/-], records outside any compilation, or an export's compile context"),
 ]
 
 

@@ -33,7 +33,7 @@ STEPS = ("derived_by_normalizers", "derived_at_write")
 
 def step_name(stem: str) -> str | None:
     """The step of STEPS a migration runs: its name without the number is the step's, or ends with it
-    (`027_ranks_derived_at_write`: a later change to what is derived, which derives every run again)."""
+    (`029_ranks_derived_at_write`: a later change to what is derived, which derives every run again)."""
     name = stem.partition("_")[2]
     return next((step for step in STEPS if name == step or name.endswith("_" + step)), None)
 
@@ -158,7 +158,7 @@ def _migrate(conn: sqlite3.Connection, files: list[Path], whole: bool, steps: Ma
 def _step(conn: sqlite3.Connection, stem: str, steps: Mapping[str, Step] | None) -> str | None:
     """A migration's step beyond SQL, run (a database without envelopes has nothing to derive); refused when the
     caller gave none (only tlindex.Database opens a database that holds rows). Of several migrations pending with one
-    step (024, 027 and 028 derive every run again), only the last runs it: the code derives for the newest schema."""
+    step (024, 027, 028 and 029 derive every run again), only the last runs it: the code derives for the newest schema."""
     name = step_name(stem)
     if name is None or not conn.execute("SELECT 1 FROM envelopes LIMIT 1").fetchone():
         return None

@@ -79,16 +79,17 @@ def graph_breaks(conn: sqlite3.Connection, run: int, context: Context):
 
 
 @check("slowest_compile", "info", 90, "Slowest compile",
-       "The compile that took longest: Dynamo's time for the whole frame (`entire_frame_compile_time_s`), which "
-       "holds AOTAutograd and Inductor for the forward; the backward is compiled apart. Shown against the "
-       "run's total compile time.",
+       "The compile that took longest (its compile time: tracing and compiling its frame, which holds "
+       "AOTAutograd and Inductor for the forward, and compiling its backward graph at the first backward call). "
+       "Shown against the run's total compile time.",
        "Open the compile, whose timeline splits the time into phases: a cold cache and autotuning are the usual "
        "causes, and a cache directory (`TORCHINDUCTOR_CACHE_DIR`) kept between runs lets the next run load it.")
 def slowest_compile(conn: sqlite3.Connection, run: int, context: Context):
     slowest = conn.execute("""
-        SELECT id, compile_id, co_name, rank, duration_s, (SELECT sum(duration_s) FROM compiles WHERE run_id = ?)
-        FROM compiles WHERE run_id = ? AND duration_s IS NOT NULL ORDER BY duration_s DESC LIMIT 1""",
-                           (run, run)).fetchone()
+        SELECT t.compile, t.compile_id, c.co_name, t.rank, t.compile_time_s,
+               (SELECT sum(compile_time_s) FROM compile_times WHERE run_id = ?)
+        FROM compile_times t JOIN compiles c ON c.id = t.compile WHERE t.run_id = ? AND t.compile_time_s IS NOT NULL
+        ORDER BY t.compile_time_s DESC, t.compile LIMIT 1""", (run, run)).fetchone()
     if not slowest:
         return []
     row, compile_id, name, rank, seconds, total = slowest

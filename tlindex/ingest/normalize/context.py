@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from tlindex.ingest.normalize.spans import opens_a_compile
 from tlindex.ingest.normalize.state import RANK_CONFLICT, Compile, Process, context_ids, integer
 
 if TYPE_CHECKING:
@@ -32,7 +33,8 @@ def note_rank(n: Normalizer, proc: Process, rec: Record, data: dict) -> None:
 
 def compile_of(n: Normalizer, proc: Process, rec: Record, kind: str, data: dict) -> Compile | None:
     """The compilation a record belongs to (created on its first record), its totals counted; None for
-    string-table records and records whose context ids are not integers (an ingest error says so)."""
+    string-table records, records whose context ids are not integers (an ingest error says so), and the spans
+    the next compile of a finished compile's id opens before its dynamo_start."""
     ca, frame, frame_compile, attempt, odd = context_ids(data)
     rank = data.get("rank")
     bad_rank = rank is not None and integer(rank) is None
@@ -52,11 +54,16 @@ def compile_of(n: Normalizer, proc: Process, rec: Record, kind: str, data: dict)
     if kind == "dynamo_start" and compile is not None and compile.starts_again(attempt or 0):
         proc.reset_compile_ids()
         compile = None
+    elif (kind == "chromium_event" and compile is not None and compile.finished and rec.payload is not None
+          and not compile.anonymous and opens_a_compile(rec.payload)):
+        # torch._dynamo.reset() made the id new: the next compile of it begins its spans before its dynamo_start.
+        # They are no record of the compile that finished (its span ends with its own last record); the spans
+        # take their end's compile (tlindex.ingest.normalize.spans), the records none.
+        return None
     if compile is None:
         compile = proc.compiles[key] = Compile(n.next_id("compiles"), proc.source_id,
                                                proc.rank, proc.generation, key)
         proc.all_compiles.append(compile)
-        n.new_compiles += key != (None, None, None)  # compiles as run_totals counts them: [-/-] is no compile
     if attempt and attempt > compile.max_attempt:
         compile.max_attempt = attempt
     compile.envelope_count += 1

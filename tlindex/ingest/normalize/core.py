@@ -18,7 +18,7 @@ from tlindex.ingest.normalize.context import compile_of, note_rank
 from tlindex.ingest.normalize.handlers import HANDLERS, METRICS_KINDS
 from tlindex.ingest.normalize.known import count_unknown
 from tlindex.ingest.normalize.protocols import Sink
-from tlindex.ingest.normalize.state import Compile, CompileState, Process
+from tlindex.ingest.normalize.state import Compile, CompileState, Process, compile_id_text, context_ids
 from tlindex.ingest.reader import MAX_RECORD_BYTES, ReadError, Record
 
 # Envelope context keys, stored as logged in the envelopes row (compile ids are read through context_ids).
@@ -69,6 +69,14 @@ def count_volume(proc: Process, rec: Record, kind: str, name: str | None) -> Non
         counted = proc.volume[volume_key] = [0, 0]
     counted[0] += 1
     counted[1] += rec.envelope_bytes + rec.payload_bytes
+
+
+def compile_named(compile: Compile | None, kind: str, data: dict) -> str | None:
+    """The compile id an envelope row names: its compile's; a span the next compile of a finished id opened
+    (context.compile_of) is no compile's, but under its id, as tlparse files it."""
+    if compile is not None:
+        return compile.compile_id
+    return compile_id_text(*context_ids(data)[:3]) if kind == "chromium_event" else None
 
 
 class FileNormalizer:
@@ -169,7 +177,7 @@ class FileNormalizer:
         self.sink.add("envelopes", (
             envelope_id, proc.source_id, rec.line, rec.offset, rec.time, rec.pid, rec.emitter_file,
             rec.emitter_line, kind, name, compile.id if compile else None,
-            compile.compile_id if compile else None, ca if type(ca) is int else None,
+            compile_named(compile, kind, data), ca if type(ca) is int else None,
             frame if type(frame) is int else None, frame_compile if type(frame_compile) is int else None,
             attempt if type(attempt) is int else None, rank if type(rank) is int else None,
             data.get("subgraph_name"), metadata, rec.payload_hash, rec.envelope_bytes,
@@ -293,11 +301,8 @@ class FileNormalizer:
         return f"{filename}:{frame.get('line')} in {frame.get('name')}"
 
     def finish(self, check_file_rank: bool = True) -> None:
-        """Close open spans and write the source and compile rows.
-
-        `check_file_rank` is False for a chunk of a file: whether the file name's
-        rank matches is decided once the chunks are put together (tlindex.ingest.continuation).
-        """
+        """Close open spans and write the source and compile rows (counting the new compiles). `check_file_rank` is
+        False for a chunk of a file: the chunks put together decide it (tlindex.ingest.continuation)."""
         for proc in self.processes.values():
             for name, opened in proc.open_spans.items():
                 for envelope_id, compile_id, ts, cat in opened:
@@ -314,3 +319,4 @@ class FileNormalizer:
             proc.volume = {}
             for compile in proc.finished_compiles():
                 self.sink.add("compiles", compile.row())
+                self.new_compiles += compile.id > 0 and compile.counted  # (an earlier ingest's are negative)

@@ -21,6 +21,24 @@ if TYPE_CHECKING:
     from tlindex.ingest.normalize.state import Process
 
 
+FRAME_SPAN = "entire_frame_compile"  # the span of Dynamo's whole compile of a frame (convert_frame's compile_inner)
+WARM_SPAN = "precompile_load_guards"  # a warm start loading a compile's guards from torch's caches (caching precompile)
+# The spans torch opens as it begins a frame's compile, before its dynamo_start: "dynamo", then FRAME_SPAN.
+OPENING_SPANS = frozenset({"dynamo", FRAME_SPAN})
+
+
+def opens_a_compile(payload: bytes) -> bool:
+    """Whether a chromium_event payload begins one of the OPENING_SPANS (read only for the records of a compile
+    already finished: after torch._dynamo.reset(), the next compile of the id begins so, before its dynamo_start)."""
+    if b'"B"' not in payload:
+        return False
+    try:
+        event = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(event, dict) and event.get("ph") == "B" and event.get("name") in OPENING_SPANS
+
+
 def on_chromium_event(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> None:
     if text is None:
         return
@@ -42,6 +60,10 @@ def on_chromium_event(n: Normalizer, proc, rec, envelope_id, compile, meta, text
         proc.open_spans.setdefault(name, []).append((envelope_id, opened_in, ts, event.get("cat")))
         return
     if phase == "E":
+        if name == FRAME_SPAN and compile is not None:
+            compile.returned = True  # Dynamo returned from compiling the frame (tlindex.ingest.normalize.state)
+        elif name == WARM_SPAN and compile is not None:
+            compile.loaded = True
         span = close_span(proc, name, ts, compile_id)
         if span is not None:
             begin_id, span_compile, cat, begin_ts, duration = span

@@ -51,7 +51,7 @@ class Compile:
                  "fail_reason", "fail_user_frame_filename", "fail_user_frame_lineno",
                  "recompile_reason", "restart_reasons", "graph_breaks", "start_time", "end_time",
                  "duration_s", "dynamo_start", "envelope_count", "envelope_bytes", "payload_bytes",
-                 "metrics_seen", "any_fail", "any_empty", "any_restart", "finished")
+                 "metrics_seen", "any_fail", "any_empty", "any_restart", "finished", "loaded", "returned")
 
     def __init__(self, id: int, source_id: int, rank: int | None, generation: int, key: CompileKey):
         self.id = id
@@ -74,14 +74,18 @@ class Compile:
         self.envelope_count = self.envelope_bytes = self.payload_bytes = 0
         self.metrics_seen = self.any_fail = self.any_empty = self.any_restart = False
         self.finished = False  # a forward compilation_metrics record closed it
+        self.loaded = False    # it loaded its guards from torch's caches (its precompile_load_guards span ended)
+        self.returned = False  # its whole-frame span (entire_frame_compile) ended: Dynamo returned from compiling it
 
     RESTORED = ("co_name", "co_filename", "co_firstlineno", "fail_type", "fail_reason", "fail_user_frame_filename",
                 "fail_user_frame_lineno", "recompile_reason", "graph_breaks", "start_time", "end_time", "duration_s",
                 "dynamo_start", "envelope_count", "envelope_bytes", "payload_bytes")
 
     @classmethod
-    def restore(cls, row: dict, metrics: list[tuple[str, dict]]) -> "Compile":
-        """A compile as an earlier ingest wrote it (its `compiles` row and metrics), to continue it.
+    def restore(cls, row: dict, metrics: list[tuple[str, dict]], ended: tuple[bool, bool] = (False, False)) \
+            -> "Compile":
+        """A compile as an earlier ingest wrote it (its `compiles` row and metrics; `ended`: whether it loaded its
+        guards from torch's caches, and its whole-frame span ended), to continue it.
 
         Ids become negative: they name rows of the main database (tlindex.ingest.merge keeps them).
         """
@@ -95,6 +99,7 @@ class Compile:
         compile.started_attempts = set(range(row["attempts"])) if row["dynamo_start"] else set()
         for kind, fields in metrics:  # status flags and restart reasons, as the records set them
             compile.add_metrics(kind, fields)
+        compile.loaded, compile.returned = ended
         return compile
 
     @property
@@ -145,15 +150,30 @@ class Compile:
         self.envelope_count += later.envelope_count
         self.envelope_bytes += later.envelope_bytes
         self.payload_bytes += later.payload_bytes
-        for flag in ("metrics_seen", "any_fail", "any_empty", "any_restart", "finished"):
+        for flag in ("metrics_seen", "any_fail", "any_empty", "any_restart", "finished", "loaded", "returned"):
             setattr(self, flag, getattr(self, flag) or getattr(later, flag))
 
     @property
+    def began(self) -> bool:
+        """Whether Dynamo began compiling it (a dynamo_start): a compile id with records and none (an export's or
+        AOTInductor's compile context, compiled autograd's captured graph `!N`) is no compile."""
+        return bool(self.started_attempts)
+
+    @property
+    def counted(self) -> bool:
+        """Whether it is a compile, as the view compile_times keeps them: not [-/-], status not none."""
+        return not self.anonymous and self.status != "none"
+
+    @property
     def status(self) -> str:
+        """ok, break, empty, error from its compilation_metrics (as tlparse, without its bug); without them: none
+        when no compile began ([-/-], an export's compile context), ok when it ended all the same (a warm start
+        from torch's caches loads its guards from them and returns, but logs no metrics), else missing (it began and
+        never ended: the log stops mid-compile, before the compilation_metrics of a cold compile)."""
         if not self.metrics_seen:
-            # [-/-] gathers records that need not come from a compilation at all
-            # (spans, export records): without metrics there is nothing to judge.
-            return "none" if self.anonymous else "missing"
+            if self.anonymous or not self.began:
+                return "none"
+            return "ok" if self.loaded and self.returned else "missing"
         if self.any_fail:
             return "error"
         if self.any_empty:

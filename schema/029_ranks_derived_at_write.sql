@@ -1,4 +1,4 @@
--- tlindex schema, migration 028: ranks compared by what they compiled. rank_divergence matches a compile across
+-- tlindex schema, migration 029: ranks compared by what they compiled. rank_divergence matches a compile across
 -- ranks by its code object and how many times the process compiled it before (not by compile id: an export or any
 -- extra frame shifts a rank's ids), leaves out compile ids that hold no compilation (an export's records), says each
 -- group of ranks in a row of its own (ranks separated by ", "), and adds the rows `group` (ranks that compiled the
