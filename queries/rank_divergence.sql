@@ -51,7 +51,7 @@ WITH fresh AS MATERIALIZED (  -- every run's: the runs whose stored rows are cur
     LEFT JOIN frames f ON f.envelope_id = c.dynamo_start AND f.stack = 'stack'
          AND f.depth = (SELECT max(depth) FROM frames WHERE envelope_id = c.dynamo_start AND stack = 'stack')
     WHERE c.run_id = r.id AND p.source_id = c.source_id
-      AND (c.compile_id = '-/-' OR c.dynamo_start IS NOT NULL OR c.status != 'missing')
+      AND (c.compile_id = '-/-' OR c.status != 'none')
 ), keyed AS (
     -- key: the code and how many times this process compiled it before (its compiles in log order)
     SELECT *, code || '#' || row_number() OVER (PARTITION BY source_id, code ORDER BY id) AS key FROM coded

@@ -51,9 +51,14 @@ def test_spark_ingest_equals_ingest_and_export(tmp_path, spark):
     manifest = spark_ingest(paths, tmp_path / "spark", master="local[2]", spark=spark)
     assert manifest["spark"]["files"] == 6
 
-    expected, got = canonical(load(tmp_path / "export")), canonical(load(tmp_path / "spark"))
-    assert set(got) == set(expected)
-    for table in expected:
+    exported = load(tmp_path / "export")
+    for run in exported["runs"]:  # which SQLite ingest wrote the run last (the gate's runs that arrived together)
+        run["last_ingest"] = None
+    expected, got = canonical(exported), canonical(load(tmp_path / "spark"))
+    # what the SQLite ingest derives with its queries (findings, per-run answers) Spark does not: it says so
+    assert set(got) == set(expected) - set(manifest["spark"]["not_derived"])
+    assert not set(manifest["tables"]) & set(manifest["spark"]["not_derived"])
+    for table in got:
         assert got[table] == expected[table], table
     # the 4-rank job is one run of 4 ranks on Spark too
     runs = {row["label"]: row for row in load(tmp_path / "spark")["runs"]}

@@ -29,7 +29,7 @@ WITH candidates AS (
                      || coalesce(CAST(c.co_firstlineno AS VARCHAR), '') END AS code
     FROM compiles c JOIN procs p ON p.source_id = c.source_id JOIN runs_ r ON r.id = c.run_id
     LEFT JOIN last_frames f ON f.envelope_id = c.dynamo_start
-    WHERE c.compile_id = '-/-' OR c.dynamo_start IS NOT NULL OR c.status != 'missing'
+    WHERE c.compile_id = '-/-' OR c.status != 'none'
 ), keyed AS (
     SELECT *, code || '#' || CAST(row_number() OVER (PARTITION BY source_id, code ORDER BY id) AS VARCHAR) AS key
     FROM coded

@@ -29,7 +29,7 @@ WITH candidates AS (
                      || coalesce(CAST(c.co_firstlineno AS STRING), '') END AS code
     FROM compiles c JOIN procs p ON p.source_id = c.source_id JOIN runs_ r ON r.id = c.run_id
     LEFT JOIN last_frames f ON f.envelope_id = c.dynamo_start
-    WHERE c.compile_id = '-/-' OR c.dynamo_start IS NOT NULL OR c.status != 'missing'
+    WHERE c.compile_id = '-/-' OR c.status != 'none'
 ), keyed AS (
     SELECT *, code || '#' || CAST(row_number() OVER (PARTITION BY source_id, code ORDER BY id) AS STRING) AS key
     FROM coded
@@ -147,7 +147,7 @@ WITH candidates AS (
     FROM signatures
 ), medians AS (
     SELECT run_id, grouping, avg(seconds) AS median FROM alike
-    WHERE by_time IN ((size + 1) // 2, (size + 2) // 2) GROUP BY run_id, grouping
+    WHERE by_time IN ((size + 1) div 2, (size + 2) div 2) GROUP BY run_id, grouping
 ), groups AS (
     SELECT a.run_id, nullif(array_join(transform(array_sort(collect_list(struct(a.place AS k, a.rank AS v))), s -> s.v), ', '), '') AS ranks, min(a.compiles) AS compiles,
            min(a.seconds) AS fastest, max(a.seconds) AS slowest
@@ -216,12 +216,12 @@ FROM slow
 UNION ALL
 SELECT b.run_id, 'behind', b.cid, b.rank,
        'compiling [' || b.cid || ']' || coalesce(' ' || b.co_name, '') || ' for '
-       || CAST(round(epoch(CAST(l.last_time AS TIMESTAMP)) - epoch(CAST(b.start_time AS TIMESTAMP)), 1) AS STRING)
+       || CAST(round((unix_micros(CAST(l.last_time AS TIMESTAMP)) / 1e6) - (unix_micros(CAST(b.start_time AS TIMESTAMP)) / 1e6), 1) AS STRING)
        || ' s at the last record; '
        || CASE WHEN b.compiled = r.world_size - 1 THEN 'the other ' || CAST(b.finished AS STRING) || ' ' || r.unit
                ELSE 'the ' || CAST(b.finished AS STRING) || ' other ' || r.unit || ' that compiled it' END
        || ' finished it, the last '
-       || CAST(round(epoch(CAST(l.last_time AS TIMESTAMP)) - epoch(CAST(b.last_end AS TIMESTAMP)), 1) AS STRING)
+       || CAST(round((unix_micros(CAST(l.last_time AS TIMESTAMP)) / 1e6) - (unix_micros(CAST(b.last_end AS TIMESTAMP)) / 1e6), 1) AS STRING)
        || ' s before'
 FROM behind b JOIN last_records l ON l.run_id = b.run_id JOIN runs_ r ON r.id = b.run_id
 WHERE b.finished = b.compiled AND b.finished > 0

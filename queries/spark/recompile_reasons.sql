@@ -103,7 +103,7 @@ WITH recompiled AS (  -- the recompiles asked: a function compiled again (its fr
     WHERE value IS NOT NULL
     GROUP BY co_name, co_filename, co_firstlineno, what, kind, value
 ), valued AS (
-    SELECT co_name, co_filename, co_firstlineno, what, kind, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, value AS v))), s -> s.v), ', '), '') AS "values"
+    SELECT co_name, co_filename, co_firstlineno, what, kind, nullif(array_join(transform(array_sort(collect_list(struct(place AS k, value AS v))), s -> s.v), ', '), '') AS `values`
     FROM seen GROUP BY co_name, co_filename, co_firstlineno, what, kind
 ), spread AS (
     SELECT co_name, co_filename, co_firstlineno, what, kind, max(input) AS input, count(DISTINCT run_id) AS runs,
@@ -112,7 +112,7 @@ WITH recompiled AS (  -- the recompiles asked: a function compiled again (its fr
     FROM keyed GROUP BY co_name, co_filename, co_firstlineno, what, kind
 )
 SELECT f.co_name, f.co_filename || ':' || f.co_firstlineno AS location, f.recompiles, f.hit_limit,
-       s.input, l.kind AS guard, v."values", l.compiles, s.dynamic, s.line, l.compile_ids, s.guard_text AS failed_guard,
+       s.input, l.kind AS guard, v.`values`, l.compiles, s.dynamic, s.line, l.compile_ids, s.guard_text AS failed_guard,
        s.runs, s.ranks
 FROM listed l
 JOIN spread s ON s.co_name IS NOT DISTINCT FROM l.co_name AND s.co_filename IS NOT DISTINCT FROM l.co_filename AND s.co_firstlineno IS NOT DISTINCT FROM l.co_firstlineno

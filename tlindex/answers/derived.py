@@ -56,7 +56,7 @@ def derive_runs(conn: sqlite3.Connection, run_ids: Iterable[int]) -> list[int]:
     if not ids:
         return []
     for part in _chunks(ids):  # first: the queries then compute these runs from the raw tables
-        for table in (DERIVED, FINDINGS, *stored_tables()):
+        for table in derived_tables():
             conn.execute(f"DELETE FROM {table} WHERE run_id IN ({_marks(part)})", part)
     queries = load_queries()
     for name, parts in STORED.items():
@@ -90,6 +90,11 @@ def derive_every_run(conn: sqlite3.Connection) -> str | None:
 def stored_tables() -> list[str]:
     """The tables of the per-run answers, in the order they are stored."""
     return [table for parts in STORED.values() for _, table in parts]
+
+
+def derived_tables() -> list[str]:
+    """Every table the writer derives: the runs derived, their findings, their per-run answers."""
+    return [DERIVED, FINDINGS, *stored_tables()]
 
 
 def derived(conn: sqlite3.Connection, run_ids: list[int]) -> set[int]:

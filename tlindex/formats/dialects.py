@@ -135,8 +135,12 @@ def duckdb_to_spark(sql: str) -> str:
     sql = re.sub(r"\$(\w+)", r":\1", sql)
     sql = sql.replace("AS VARCHAR)", "AS STRING)").replace("arg_max(", "max_by(")
     sql = sql.replace("json_extract_string(", "get_json_object(")
-    sql = sql.replace("round(100.0 * ", "round(100.0D * ")
+    sql = sql.replace("round(100.0 * ", "round(100.0D * ").replace(" // ", " div ")  # DuckDB's integer division
+    sql = re.sub(r'(AS |\w\.)"(\w+)"', r"\1`\2`", sql)  # a quoted name: Spark quotes names with backticks
     sql = re.sub(r"unnest\(CAST\(json\((\w+)\) AS VARCHAR\[\]\)\)", r"explode(from_json(\1, 'array<string>'))", sql)
+    while (match := re.search(r"\bepoch\(", sql)):  # DuckDB's seconds since the epoch, of a timestamp
+        end = _balanced(sql, match.end())
+        sql = sql[:match.start()] + f"(unix_micros({sql[match.end():end - 1]}) / 1e6)" + sql[end:]
     while (match := re.search(r"string_agg\(", sql)):
         end = _balanced(sql, match.end())
         sql = sql[:match.start()] + _string_agg(sql[match.end():end - 1]) + sql[end:]

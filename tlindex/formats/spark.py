@@ -7,7 +7,9 @@ adds n << 32 to every id and id reference of its rows. The driver gets back only
 the small files, sources and compiles rows, groups sources into runs with
 `tlindex.ingest.runs` (the same code as the SQLite ingest) and writes those tables
 partitioned by run; payloads, which ranks and files repeat, are de-duplicated
-by Spark. Needs `pip install tlindex[spark]` and Java 17.
+by Spark. The findings and per-run answers that `tlindex ingest` derives with SQLite queries
+(tlindex.answers.derived) are not computed: the manifest names them under spark.not_derived.
+Needs `pip install tlindex[spark]` and Java 17.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from tlindex import owned
+from tlindex.answers.derived import derived_tables
 from tlindex.formats.parquet import (
     EXPORTED_AS,
     MANIFEST,
@@ -121,13 +124,16 @@ def _spark_ingest_into(out: Path, files: list[Path], master: str, run_label: str
         for table in sorted(p.name for p in out.iterdir() if p.is_dir()):
             if table not in manifest["tables"]:
                 manifest["tables"][table] = table_manifest(conn, table, spark.read.parquet(str(out / table)).count())
+        not_derived = derived_tables()
         for table in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE '\\_%' "
                                   "ESCAPE '\\'").fetchall():
             name = EXPORTED_AS.get(table[0], table[0])
-            manifest["tables"].setdefault(name, table_manifest(conn, name, 0))
+            if name not in not_derived:
+                manifest["tables"].setdefault(name, table_manifest(conn, name, 0))
         manifest["spark"] = {"master": master, "files": len(items),
                              "envelopes": sum(r["envelopes"] for r in results),
-                             "ingest_errors": sum(r["errors"] for r in results)}
+                             "ingest_errors": sum(r["errors"] for r in results),
+                             "not_derived": not_derived}
         (out / MANIFEST).write_text(json.dumps(manifest, indent=2))
         return manifest
     finally:

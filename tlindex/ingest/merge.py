@@ -126,13 +126,15 @@ class FileRemoved(Exception):
 
 def fingerprint_compiles(conn: sqlite3.Connection, compile_offset: int) -> None:
     """The prints (tlindex.ingest.fingerprints) of the compiles just merged (new, or continued by this staging
-    database); and the file of the frame a compile without metrics compiled (a warm start's), from its dynamo_start's
-    stack as its frames rows resolved it: `tlindex diff` pairs it with its cold start by it."""
+    database), after the name and file of the frame a compile without metrics compiled (a warm start's), from its
+    dynamo_start's stack as its frames rows resolved it (metrics that a later chunk brings name it again): `tlindex
+    diff` pairs it with its cold start by it."""
     merged = f"id IN (SELECT {_shift('id', compile_offset)} FROM staging.compiles)"
-    write_prints(conn, f"WHERE {merged}")
-    conn.execute(f"UPDATE main.compiles SET co_filename = (SELECT f.filename FROM main.frames f WHERE f.envelope_id = "
+    conn.execute(f"UPDATE main.compiles SET (co_name, co_filename) = (SELECT coalesce(main.compiles.co_name, f.name), "
+                 f"coalesce(main.compiles.co_filename, f.filename) FROM main.frames f WHERE f.envelope_id = "
                  f"main.compiles.dynamo_start AND f.stack = 'stack' ORDER BY f.depth DESC LIMIT 1) "
-                 f"WHERE co_filename IS NULL AND dynamo_start IS NOT NULL AND {merged}")
+                 f"WHERE (co_name IS NULL OR co_filename IS NULL) AND dynamo_start IS NOT NULL AND {merged}")
+    write_prints(conn, f"WHERE {merged}")
 
 
 def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | None = None,

@@ -56,10 +56,7 @@ def on_dynamo_start(n: Normalizer, proc, rec, envelope_id, compile, meta, text) 
         return
     compile.started_attempts.add(rec.data.get("attempt") or 0)
     if compile.dynamo_start is None:
-        compile.dynamo_start = envelope_id
-    stack = meta.get("stack") if isinstance(meta, dict) else None
-    if compile.co_name is None and stack and isinstance(stack[-1], dict):
-        compile.co_name = stack[-1].get("name")
+        compile.dynamo_start = envelope_id  # a compile without metrics is named by its stack's last frame, at merge
 
 
 def on_metrics(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> None:

@@ -135,10 +135,12 @@ class Compile:
 
     def absorb(self, later: "Compile") -> None:
         """Fold in what a later stretch of the same log recorded of this compilation."""
+        named_by_metrics = later.metrics_seen and not self.metrics_seen  # over the name its stack gave at merge
         for name in ("co_name", "co_filename", "co_firstlineno", "fail_type", "fail_reason",
                      "fail_user_frame_filename", "fail_user_frame_lineno", "recompile_reason",
                      "duration_s", "dynamo_start", "start_time", "rank"):
-            if getattr(self, name) is None:
+            if getattr(self, name) is None or (named_by_metrics and name in ("co_name", "co_filename")
+                                               and getattr(later, name) is not None):
                 setattr(self, name, getattr(later, name))
         if later.end_time is not None:
             self.end_time = later.end_time
