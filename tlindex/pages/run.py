@@ -69,7 +69,9 @@ def chromium_data(conn: sqlite3.Connection, args: Args, run: int) -> dict:
     batch by batch (tlindex.formats.chromium)."""
     if not runs.run_exists(conn, run):
         raise NotFound(f"No run {run}")
+    from tlindex.formats.chromium import trace_sources
+
     ranks = args.integers("rank")
-    if ranks and not set(ranks) & {s["rank"] for s in runs.run_sources(conn, run)}:
+    if ranks and not trace_sources(conn, run, ranks):
         raise NotFound(f"Run {run} has no rank {', '.join(map(str, ranks))}")
     return {"run": run, "ranks": ranks or None, "overview": bool(args.get("overview"))}

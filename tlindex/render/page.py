@@ -238,26 +238,10 @@ def chart_svg(series: dict, urls) -> Markup:
                                                                         line, dots)
 
 
-CONFIG_START, CONFIG_END = '<table class="rows-and-columns config"><tbody>', "</tbody></table>"  # escaped text only
-CONFIG_TABLES: dict[str, Markup] = {}  # a config payload's table, by its hash: compiles repeat the same configs
-CONFIG_TABLES_KEPT = 64
-
-
 def _compile(data: dict, urls, args: Args) -> dict:
-    """Each config's table of keys and values (hundreds of rows), rendered once per process for each config."""
-    tables = {}
-    for config in data["compile"]["config"]:
-        if config["values"] and config["payload"] not in tables:
-            table = CONFIG_TABLES.get(config["payload"])
-            if table is None:
-                if len(CONFIG_TABLES) >= CONFIG_TABLES_KEPT:
-                    CONFIG_TABLES.clear()
-                rows = Markup("".join(f"<tr><th><code>{escape(k)}</code></th><td><code>{escape(v)}</code></td></tr>"
-                                      for k, v in config["values"]))
-                table = CONFIG_TABLES[config["payload"]] = Markup(CONFIG_START) + rows + Markup(CONFIG_END)
-            tables[config["payload"]] = table
+    """The compile's timeline, metrics fields and guards as HTML."""
     compile = data["compile"]
-    return {"config_tables": tables, "timeline": _timeline(compile["spans"]),
+    return {"timeline": _timeline(compile["spans"]),
             "field_rows": [_field_rows(m["fields"]) for m in compile["metrics"]],
             "guard_rows": [_guard_rows(origin, guards, with_reason) for origin, guards, with_reason in
                            compile["guard_groups"]]}
