@@ -36,31 +36,11 @@ def compile_data(conn: sqlite3.Connection, args: Args, compile: int) -> dict:
     found["artifacts"] = _artifacts(conn, compile)
     found["artifact_groups"] = _by_subgraph(found["artifacts"])
     found.update(collectives_data(conn, found))
-    found["config"] = [{"name": name, "payload": c["payload"], "note": c["note"],
-                        "values": _config_values(c["payload"], c["values"] or {})}
-                       for name, c in compile_config(conn, compile).items()]
+    found["config"] = [{"name": name, "payload": c["payload"], "note": c["note"], "keys": len(c["values"] or ())}
+                       for name, c in compile_config(conn, compile).items()]  # each config on its payload's page
     found["provenance"] = [a["id"] for a in found["artifacts"] if a["name"] == MAPPINGS and a["payload"]]
     found["siblings"] = compiles.siblings(conn, found)
     return {"compile": found}
-
-
-SHOWN_CONFIGS: dict[str, list[tuple[str, str]]] = {}  # a config payload's (key, shown value) pairs, by its hash
-SHOWN_CONFIGS_KEPT = 64  # a run's compiles log the same few configs: each is shown once per process, not per compile
-
-
-def _config_values(payload: str, values: dict) -> list[tuple[str, str]]:
-    """A config's keys in order with their values shown (a payload's hash names its content: kept by hash)."""
-    shown = SHOWN_CONFIGS.get(payload)
-    if shown is None:
-        if len(SHOWN_CONFIGS) >= SHOWN_CONFIGS_KEPT:
-            SHOWN_CONFIGS.clear()
-        shown = SHOWN_CONFIGS[payload] = [(key, _config_value(value)) for key, value in sorted(values.items())]
-    return shown
-
-
-def _config_value(value) -> str:
-    """A config value as the log wrote it (JSON), strings without their quotes."""
-    return value if isinstance(value, str) else json.dumps(value, default=repr)
 
 
 def _why(conn: sqlite3.Connection, compile: dict) -> dict:
