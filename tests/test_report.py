@@ -384,3 +384,17 @@ def test_a_ranked_runs_traces_are_written_under_tlparses_names(fixtures_db, tmp_
     index = (out / "index.html").read_text()
     assert all(f'href="rank_{rank}/chromium_events.json"' in index for rank in range(4))
     assert broken_links(out) == []
+
+
+def test_a_ranks_trie_reads_that_ranks_compiles_through_the_index(fixtures_db):
+    """A report writes a trie per rank: each reads its rank's compiles through the (run_id, rank) index, not every
+    rank's rows of the run (`? IS NULL OR rank = ?` did: a 256-rank run's tries read its compiles 256 times)."""
+    from tlindex.answers.sql import of_one_rank
+
+    conn = connect(fixtures_db)
+    of_rank, params = of_one_rank("rank", 1)
+    plan = [row[3] for row in conn.execute(
+        f"EXPLAIN QUERY PLAN SELECT id FROM compiles WHERE run_id = ?{of_rank} AND dynamo_start IS NOT NULL",
+        (1, *params))]
+    assert plan == ["SEARCH compiles USING INDEX compiles_run (run_id=? AND rank=?)"]
+    assert of_one_rank("rank", None) == ("", ())
