@@ -1,25 +1,31 @@
 """What every page, canned query and command costs as a database grows from 10 to thousands of runs.
 
-    python benchmarks/scale.py [--runs 10,300,3000] [--work DIR] [--rounds 3] [--only PAGE,...] [--json OUT]
+    python benchmarks/scale.py [--runs 10,300,3000] [--ranks 256] [--work DIR] [--rounds 3] [--only PAGE,...]
+                               [--json OUT]
 
 For each N, a database of N log folders is built once (kept in --work for the next rounds): the tests' real
-fixtures (tests/data, `series` aside: it is four runs by design, and versions/, the version matrix) hard-linked
-into N folders, one fixture a folder in turn, and ingested in one `tlindex ingest` (each folder one run or two,
-by the fixture: a cold and a warm start are two runs). Then, with `tlindex serve` on it as a process:
+fixtures (tests/data, `series` aside: it is four runs by design, and versions/, the version matrix), one fixture a
+folder in turn, each folder's copy with times of its own (its glog times moved to start N hours after the first
+folder's: the runs interleave as a team's nightly runs do, and no two files are byte-identical), ingested in one
+`tlindex ingest` (each folder one run or two, by the fixture: a cold and a warm start are two runs). Then, with
+`tlindex serve` on it as a process, started after the ingest:
 - every page of the route table (generated from `tlindex.pages.PAGES`: a page added later is timed the day it
   lands), each with its JSON twin, about one run in the middle of the database;
 - every canned query (`queries/*.sql`) through Datasette, with `run=` given and without;
-- the commands `runs`, `findings`, `search`, `trend`, `show run` as whole processes;
-each the median of --rounds after one warm-up; the server's RSS after the crawl. A table per page with the
-growth factor from the smallest N to the largest follows.
+- the commands `runs`, `findings`, `search`, `trend`, `show run` and `report --run` (of a 4-rank run) as whole
+  processes;
+each as its first request (the first reader's costs: the server's, SQLite's page cache) and the median of --rounds
+after it; the server's RSS after the crawl. A table per page with the growth factor from the smallest N to the
+largest follows. `--ranks 256` also builds one run of 256 rank files from real multi-rank logs (benchmarks/ranks.py)
+and times its ingest, its pages, its timelines' bytes and `tlindex report` against `tlparse --all-ranks-html`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
+import shutil
 import sqlite3
 import statistics
 import subprocess
@@ -27,6 +33,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from datetime import datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,6 +58,8 @@ SAMPLES = {
                 "ORDER BY abs(c.run_id - :mid), a.id LIMIT 1",
     "hash": "SELECT a.payload FROM artifacts a JOIN compiles c ON c.id = a.compile WHERE a.payload IS NOT NULL "
             "ORDER BY abs(c.run_id - :mid), a.id LIMIT 1",
+    "ranked": "SELECT run_id FROM sources WHERE rank IS NOT NULL GROUP BY run_id HAVING count(DISTINCT rank) = 4 "
+              "ORDER BY abs(run_id - :mid), run_id LIMIT 1",
     "node": "SELECT 1",
     "ext": "SELECT ''",
 }
@@ -79,8 +88,13 @@ def fixtures() -> list[Path]:
     return sorted(found, key=lambda folder: (FIRST.index(folder.name) if folder.name in FIRST else len(FIRST)))
 
 
+GLOG_RE = re.compile(rb"^([VIWEC])(\d{4} \d\d:\d\d:\d\d\.\d{6})")
+FIRST_START = datetime(2026, 1, 2)  # folder n's first record is n hours after this (no year boundary within 8,000)
+
+
 def build(db: Path, folders: int, work: Path) -> None:
-    """N folders of hard-linked fixtures, ingested into `db` in one command (kept when it exists)."""
+    """N folders of the fixtures, each with times of its own, ingested into `db` in one command (kept when it
+    exists)."""
     if db.exists():
         return
     logs = work / f"logs-{folders}"
@@ -89,13 +103,42 @@ def build(db: Path, folders: int, work: Path) -> None:
         folder = logs / f"nightly-{n:05d}"
         if folder.exists():
             continue
-        folder.mkdir(parents=True)
-        for log in kinds[n % len(kinds)].glob("*.log"):
-            os.link(log, folder / log.name)
+        partial = logs / f".nightly-{n:05d}"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        paths = sorted(kinds[n % len(kinds)].glob("*.log"))
+        shift = FIRST_START + timedelta(hours=n) - min(first_time(path) for path in paths)
+        for log in paths:
+            retimed(log, partial / log.name, shift)
+        partial.rename(folder)
     started = time.perf_counter()
     subprocess.run([*TLINDEX, "ingest", str(logs), "--db", str(db), "--silent"], check=True)
     print(f"built {db.name}: {folders} folders in {time.perf_counter() - started:.0f} s, "
           f"{db.stat().st_size / 1e6:.0f} MB", file=sys.stderr)
+
+
+def _glog_time(stamp: bytes) -> datetime:
+    return datetime.strptime("2026" + stamp.decode(), "%Y%m%d %H:%M:%S.%f")
+
+
+def first_time(log: Path) -> datetime:
+    with open(log, "rb") as lines:
+        for line in lines:
+            found = GLOG_RE.match(line)
+            if found:
+                return _glog_time(found.group(2))
+    return FIRST_START
+
+
+def retimed(log: Path, out: Path, shift: timedelta) -> None:
+    """The log with every glog time moved by `shift` (payload lines, and the payloads' md5, as they were)."""
+    with open(log, "rb") as lines, open(out, "wb") as written:
+        for line in lines:
+            found = GLOG_RE.match(line)
+            if found:
+                moved = (_glog_time(found.group(2)) + shift).strftime("%m%d %H:%M:%S.%f").encode()
+                line = found.group(1) + moved + line[found.end():]
+            written.write(line)
 
 
 def samples(db: Path) -> dict[str, dict[str, object]]:
@@ -170,18 +213,19 @@ def fetch(url: str) -> tuple[float, int, int]:
     return time.perf_counter() - started, status, size
 
 
-def timed(run, rounds: int) -> float:
-    """The median of `rounds` calls after a warm-up; one call past TIMEOUT_S is not repeated."""
+def timed(run, rounds: int) -> tuple[float, float]:
+    """(the first call, the median of `rounds` calls after it); a first call past TIMEOUT_S is not repeated."""
     started = time.perf_counter()
-    run()  # the warm-up
-    if time.perf_counter() - started >= TIMEOUT_S:
-        return TIMEOUT_S
+    run()  # the first request: what the first reader pays
+    first = time.perf_counter() - started
+    if first >= TIMEOUT_S:
+        return TIMEOUT_S, TIMEOUT_S
     times = []
     for _ in range(rounds):
         started = time.perf_counter()
         run()
         times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return first, statistics.median(times)
 
 
 def rss_kb(pid: int) -> int:
@@ -203,8 +247,8 @@ def measure(db: Path, rounds: int, only: set[str] | None, port: int) -> dict[str
         for what, where in urls(db, sampled, only):
             url = f"http://127.0.0.1:{port}{where}"
             status: list[int] = []
-            seconds = timed(lambda: status.append(fetch(url)[1]), rounds)
-            figures[what] = {"s": seconds, "status": status[-1], "url": where}
+            first, seconds = timed(lambda: status.append(fetch(url)[1]), rounds)
+            figures[what] = {"s": seconds, "first": first, "status": status[-1], "url": where}
         figures["serve RSS MB"] = {"s": rss_kb(server.pid) / 1024, "status": 0, "url": ""}
     finally:
         server.terminate()
@@ -213,16 +257,19 @@ def measure(db: Path, rounds: int, only: set[str] | None, port: int) -> dict[str
         except subprocess.TimeoutExpired:  # a request still running holds it: stop it all the same
             server.kill()
             server.wait()
+    report = db.parent / f"{db.stem}-report"
     commands = {"cmd: runs": ["runs"], "cmd: runs --json": ["runs", "--json"], "cmd: findings": ["findings"],
                 "cmd: search forward": ["search", "forward"], "cmd: trend": ["trend"],
-                "cmd: show run": ["show", "run", str(values["run"])]}
+                "cmd: show run": ["show", "run", str(values["run"])],
+                "cmd: report --run (4 ranks)": ["report", "--run", str(values["ranked"]), "-o", str(report),
+                                                "--overwrite", "--silent"]}
     for what, args in commands.items():
         if only and what not in only:
             continue
         codes: list[int] = []
         run = [*TLINDEX, *args, "--db", str(db)]
-        seconds = timed(lambda: codes.append(command(run)), rounds)
-        figures[what] = {"s": seconds, "status": codes[-1], "url": " ".join(args)}
+        first, seconds = timed(lambda: codes.append(command(run)), rounds)
+        figures[what] = {"s": seconds, "first": first, "status": codes[-1], "url": " ".join(args)}
     return figures
 
 
@@ -234,8 +281,10 @@ def command(run: list[str]) -> int:
 
 
 def table(results: dict[int, dict[str, dict]]) -> str:
+    """Each figure at each size as `warm (first)`: the median after the first request, and the first."""
     sizes = sorted(results)
-    rows = [f"| what | {' | '.join(f'{n} folders' for n in sizes)} | growth |", "|---" * (len(sizes) + 2) + "|"]
+    rows = [f"| what | {' | '.join(f'{n} folders: warm (first)' for n in sizes)} | growth (warm) |",
+            "|---" * (len(sizes) + 2) + "|"]
     for what in results[sizes[-1]]:
         cells, first, last = [], None, None
         for n in sizes:
@@ -245,7 +294,8 @@ def table(results: dict[int, dict[str, dict]]) -> str:
                 continue
             flag = "" if got["status"] in (0, 200, 302) else " (timeout)" if got["status"] == -1 else \
                 f" ({got['status']})"
-            cells.append(f"{got['s']:.3f}{flag}" if what != "serve RSS MB" else f"{got['s']:.0f}")
+            once = f" ({got['first']:.3f})" if "first" in got else ""
+            cells.append(f"{got['s']:.3f}{once}{flag}" if what != "serve RSS MB" else f"{got['s']:.0f}")
             first = got["s"] if first is None else first
             last = got["s"]
         growth = f"{last / first:.1f}x" if first and last else "–"
@@ -262,12 +312,13 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8765)
     parser.add_argument("--json", dest="json_out", type=Path, help="also write the figures as JSON here")
     parser.add_argument("--build-only", action="store_true", help="build the databases and stop")
+    parser.add_argument("--ranks", type=int, default=0, help="also one run of this many rank files (256)")
     options = parser.parse_args()
     options.work.mkdir(parents=True, exist_ok=True)
     only = {name.strip() for name in options.only.split(",") if name.strip()} or None
     results = {}
     for folders in (int(n) for n in options.runs.split(",")):
-        db = options.work / f"scale{folders}.db"
+        db = options.work / f"scale{folders}-v2.db"  # v2: folders with times of their own
         build(db, folders, options.work)
         if not options.build_only:
             results[folders] = measure(db, options.rounds, only, options.port)
@@ -275,6 +326,12 @@ def main() -> None:
                 options.json_out.write_text(json.dumps(results, indent=1))
     if results:
         print(table(results))
+    if options.ranks:
+        from ranks import measure_ranks
+
+        found = measure_ranks(options.work, options.ranks, options.rounds, options.port)
+        if options.json_out:
+            options.json_out.with_suffix(".ranks.json").write_text(json.dumps(found, indent=1))
     if options.json_out:
         options.json_out.write_text(json.dumps(results, indent=1))
 

@@ -168,3 +168,31 @@ def test_the_counts_agree_with_the_lists_and_records_without_a_compile_id_are_co
     assert s["matched"] == sum(1 for c in real if c["a"] and c["b"])
     assert s["without_compile_id"]["matched"] >= 1
     assert any(line.startswith("records without a compile id ([-/-]") for line in as_text(result))
+
+
+def test_compiles_of_one_run_only_are_listed_in_rank_order_and_said_once_per_compile_id(db):
+    """A 4-rank run against a 2-rank one: ranks 2 and 3 compiled alone; every compile id several ranks have alone is
+    one line naming them, and the entries (JSON too) come rank by rank in numeric order."""
+    from tlindex.answers.diff import as_text
+    from tlindex.answers.findings.words import rank_list
+
+    (four,) = scenario_run(db, "ddp_4ranks_diverge")
+    (two,) = scenario_run(db, "ddp_2ranks")
+    result = diff(db, str(four), str(two))
+    alone = [c["a"] for c in result["compiles"] if c["b"] is None]
+    ranks = [side["rank"] for side in alone]
+    assert ranks == sorted(ranks) and {2, 3} <= set(ranks)
+    groups: dict[tuple, list[int]] = {}
+    for side in alone:
+        groups.setdefault((side["compile_id"], side["co_name"]), []).append(side["rank"])
+    assert any(len(group) > 1 for group in groups.values())
+    lines = as_text(result)
+    for (compile_id, co_name), group in groups.items():
+        one = [line for line in lines if line.startswith(f"  [{compile_id}] {co_name or ''}: only in A, on ")]
+        each = [line for line in lines if any(line.startswith(f"  [{compile_id}] rank {rank} {co_name or ''}: only in A")
+                                              for rank in group)]
+        if len(group) > 1:
+            assert one == [f"  [{compile_id}] {co_name or ''}: only in A, on {len(group)} ranks ({rank_list(group)})"]
+            assert each == []
+        else:
+            assert one == [] and len(each) == 1

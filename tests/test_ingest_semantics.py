@@ -51,6 +51,22 @@ def test_ingesting_the_same_logs_again_is_a_no_op(tmp_path):
     assert counts(db_path) == before
 
 
+def test_a_bulk_ingest_of_copies_says_so_in_a_few_lines_with_a_count(tmp_path):
+    """Hundreds of copied folders (a benchmark, a job's identical ranks): three notes, then one line counting the
+    rest, where every copy had its own line."""
+    log = scenario_logs("export")[0]
+    for n in range(12):
+        (tmp_path / "logs" / f"copy-{n}").mkdir(parents=True)
+        shutil.copy(log, tmp_path / "logs" / f"copy-{n}" / log.name)
+    result = CliRunner().invoke(cli, ["ingest", str(tmp_path / "logs"), "--db", str(tmp_path / "t.db")])
+    assert result.exit_code == 0, result.output
+    notes = [line for line in result.output.splitlines() if line.startswith("note:")]
+    assert len(notes) == 4 and all("byte-identical copy of" in note for note in notes[:3])
+    assert notes[3] == ("note: and 8 more byte-identical copies of files ingested before (each ingested as its own "
+                        "file; files.copy_of names the first)")
+    assert "12 files ingested" in result.output
+
+
 def test_a_byte_identical_copy_is_its_own_file_and_says_whose_copy_it_is(tmp_path):
     """Two rank files of one job can be byte-identical: each is a file and a source of its own."""
     db_path = tmp_path / "t.db"

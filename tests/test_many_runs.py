@@ -112,15 +112,25 @@ def test_commands_list_the_last_runs_and_say_how_many_were_left_out(many_runs, t
     assert [row["run_id"] for row in json.loads(trend.stdout)] == everything[-4:]
 
 
-def test_the_trend_page_shows_the_last_hundred_and_links_to_all(many_runs):
+def test_the_trend_page_shows_the_last_hundred_and_pages_back_through_the_rest(many_runs):
     conn = connect_read_only(many_runs)
     try:
         data = trend_data(conn, Args({"last": "5"}))
-        assert [row["run_id"] for row in data["rows"]] == ordered_ids(many_runs)[-5:]
-        assert data["matching"] == RUNS and data["last"] == 5
-        assert len(trend_data(conn, Args({"all": "1"}))["rows"]) == RUNS
-        with pytest.raises(UsageError):
-            trend_data(conn, Args({"last": "0"}))
+        everything = ordered_ids(many_runs)
+        assert [row["run_id"] for row in data["rows"]] == everything[-5:]
+        assert data["matching"] == RUNS and data["last"] == 5 and data["pages"] == {"older": "last=5&offset=5",
+                                                                                    "newer": None}
+        seen, query = [], "last=5"
+        while query is not None:  # older and older, each page once, to the first run
+            page = trend_data(conn, Args(dict(pair.split("=") for pair in query.split("&"))))
+            seen = [row["run_id"] for row in page["rows"]] + seen
+            query = page["pages"]["older"]
+        assert seen == everything
+        back = trend_data(conn, Args({"last": "5", "offset": "10"}))
+        assert back["pages"]["newer"] == "last=5&offset=5"
+        for bad in ({"last": "0"}, {"last": "501"}, {"offset": "-1"}):
+            with pytest.raises(UsageError):
+                trend_data(conn, Args(bad))
     finally:
         conn.close()
 

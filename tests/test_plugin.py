@@ -153,9 +153,9 @@ async def test_compile_page_sets_its_collectives_beside_the_other_ranks(ds, trac
     ids = dict(conn.execute("SELECT rank, id FROM compiles WHERE run_id = ? AND compile_id = '0/0'", (run,)).fetchall())
     html = (await ds.client.get(f"/traces/-/tlindex/compile/{ids[1]}")).text
     ranks = html.split('class="rows-and-columns collective-ranks"', 1)[1].split("</table>", 1)[0]
-    # rank 1 scheduled one all_reduce more than ranks 0 and 2 (tests/data/README.md)
-    assert re.findall(r'compile/(\d+)">rank (\d+)</a></td><td>([^<]+)</td><td class="(\w+)"', ranks) == [
-        (str(ids[0]), "0", "all_reduce wait", "differs"), (str(ids[2]), "2", "all_reduce wait", "differs")]
+    # rank 1 scheduled one all_reduce more than ranks 0 and 2 (tests/data/README.md): theirs is one row, one schedule
+    assert re.findall(r'compile/(\d+)">(ranks? [\d, ]+)</a></td><td>([^<]+)</td><td class="(\w+)"', ranks) == [
+        (str(ids[0]), "ranks 0, 2", "all_reduce wait", "differs")]
     table = html.split('class="rows-and-columns collectives"', 1)[1].split("</table>", 1)[0]
     assert re.findall(r'<tr class="(\w+)"><td>\d+</td><td><code title="([^"]+)">', table) == [
         ("same", f"torch.ops._c10d_functional.{op}.default")

@@ -360,3 +360,41 @@ def test_raw_jsonl_rereads_a_log_only_while_it_is_the_file_ingested(tmp_path):
     assert not (tmp_path / "replaced" / "raw.jsonl").exists()
     (warning,) = [w for w in replaced.warnings if "raw.jsonl" in w]
     assert f"{live.resolve()} is no longer the log that was ingested" in warning and "ingest it again" in warning
+
+
+@pytest.mark.parametrize("whole_up_to", [8, 3])
+def test_a_ranked_runs_traces_are_written_under_tlparses_names(fixtures_db, tmp_path, monkeypatch, whole_up_to):
+    """Each rank's trace in its folder (rank_<R>/chromium_events.json, as tlparse), and the whole run's beside the
+    index while it has a few processes; a run of more (here: more than 3) gets its overview instead."""
+    import tlindex.pages.run
+    from tlindex.formats.chromium import trace_chunks
+
+    monkeypatch.setattr(tlindex.pages.run, "WHOLE_TRACE_UP_TO", whole_up_to)
+    conn = connect(fixtures_db)
+    (run,) = scenario_run(conn, "ddp_4ranks_diverge")
+    out = tmp_path / "report"
+    write_report(fixtures_db, out, [run], overwrite=False)
+    for rank in range(4):
+        assert (out / f"rank_{rank}" / "chromium_events.json").read_bytes() == b"".join(trace_chunks(conn, run, [rank]))
+    whole, overview = out / "chromium_events.json", out / "chromium_overview.json"
+    if whole_up_to == 8:
+        assert whole.read_bytes() == b"".join(trace_chunks(conn, run)) and not overview.exists()
+    else:
+        assert overview.read_bytes() == b"".join(trace_chunks(conn, run, overview=True)) and not whole.exists()
+    index = (out / "index.html").read_text()
+    assert all(f'href="rank_{rank}/chromium_events.json"' in index for rank in range(4))
+    assert broken_links(out) == []
+
+
+def test_a_ranks_trie_reads_that_ranks_compiles_through_the_index(fixtures_db):
+    """A report writes a trie per rank: each reads its rank's compiles through the (run_id, rank) index, not every
+    rank's rows of the run (`? IS NULL OR rank = ?` did: a 256-rank run's tries read its compiles 256 times)."""
+    from tlindex.answers.sql import of_one_rank
+
+    conn = connect(fixtures_db)
+    of_rank, params = of_one_rank("rank", 1)
+    plan = [row[3] for row in conn.execute(
+        f"EXPLAIN QUERY PLAN SELECT id FROM compiles WHERE run_id = ?{of_rank} AND dynamo_start IS NOT NULL",
+        (1, *params))]
+    assert plan == ["SEARCH compiles USING INDEX compiles_run (run_id=? AND rank=?)"]
+    assert of_one_rank("rank", None) == ("", ())

@@ -130,13 +130,13 @@ def test_a_streamed_file_that_fails_midway_leaves_no_half_file(fixtures_db, tmp_
     result = CliRunner().invoke(cli, ["report", "--db", str(fixtures_db), "--run", str(run), "-o", str(out), "-j", "1"])
     assert result.exit_code == 0, result.output
     degraded = {entry["file"]: entry for entry in json.loads((out / "tlindex-report.json").read_text())["degraded"]}
-    assert set(degraded) == {"chromium.json", "compile_directory.json"} and "disk I/O error" in result.output
-    assert not (out / "chromium.json").exists() and not (out / "compile_directory.json").exists()
+    assert set(degraded) == {"chromium_events.json", "compile_directory.json"} and "disk I/O error" in result.output
+    assert not (out / "chromium_events.json").exists() and not (out / "compile_directory.json").exists()
     assert not list(out.rglob("*.partial"))
     assert (out / "raw.jsonl").stat().st_size > 1000  # the log's other tlparse file is written all the same
     index = (out / "index.html").read_text()
     assert "2 files of this report could not be rendered" in index
-    assert 'href="chromium.json"' not in index.split("could not be rendered")[1].split("</div>")[0]  # nothing to open
+    assert 'href="chromium_events.json"' not in index.split("could not be rendered")[1].split("</div>")[0]  # nothing
     assert list((out / "compiles").glob("*.html"))
 
 

@@ -275,3 +275,27 @@ async def test_a_run_with_only_vllm_pass_dumps_has_a_vllm_page_with_its_passes(d
     assert data["calls"] == [] and len(data["pass_compiles"]) == 1
     passes = (await ds.client.get(f"/traces/-/tlindex/compile/{data['pass_compiles'][0]['compile']}/passes")).text
     assert "vllm_post_grad.0.NoopFusion" in passes
+
+
+def test_two_compiles_of_the_same_graphs_show_the_same_passes(fixtures_db):
+    """Every rank of a job logs the same graphs: the pass-by-pass page compares each pair of snapshots once per
+    process (by their payloads' hashes) and shows every compile the same comparison as it would alone."""
+    from conftest import connect
+
+    import tlindex.pages.passes as passes
+    from tlindex.pages.rows import Args
+
+    conn = connect(fixtures_db)
+    rows = conn.execute("""SELECT a.compile, group_concat(a.payload) FROM artifacts a WHERE a.payload IS NOT NULL
+                           AND a.kind LIKE '%graph' GROUP BY a.compile ORDER BY a.compile""").fetchall()
+    by_graphs: dict[str, list[int]] = {}
+    for compile, payloads in rows:
+        by_graphs.setdefault(payloads, []).append(compile)
+    twins = next(compiles for compiles in by_graphs.values() if len(compiles) > 1)  # the ranks of a job
+    passes.COMPARED.clear()
+    first = passes.passes_data(conn, Args(), compile=twins[0])
+    passes.COMPARED.clear()
+    alone = passes.passes_data(conn, Args(), compile=twins[1])
+    again = passes.passes_data(conn, Args(), compile=twins[1])  # its pairs compared already
+    strip = lambda data: [[{k: v for k, v in s.items() if k != "step"} for s in way] for way in data["ways"]]  # noqa: E731
+    assert strip(again) == strip(alone) == strip(first) and any(s["hunks"] for way in alone["ways"] for s in way)

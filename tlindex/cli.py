@@ -519,8 +519,11 @@ def parquet(out_dir: str, db_path: str, tables: tuple[str, ...], replace: bool) 
 @click.argument("out", type=click.Path(dir_okay=False, allow_dash=True))
 @db_option
 @click.option("--run", "run_name", required=True, help="The run (id, label, log directory or unique label prefix)")
+@click.option("--rank", "ranks", type=int, multiple=True, help="Only this rank's processes (repeat for several)")
+@click.option("--overview", is_flag=True, help="Only each process's outermost spans (its compiles): a trace of "
+              "hundreds of ranks that a trace viewer opens")
 @click.option("--replace", is_flag=True, help="Overwrite OUT when it is a file tlindex did not write")
-def chromium(out: str, db_path: str, run_name: str, replace: bool) -> None:
+def chromium(out: str, db_path: str, run_name: str, ranks: tuple[int, ...], overview: bool, replace: bool) -> None:
     """Write a run's chromium events as one trace for Perfetto or chrome://tracing (OUT, - for stdout).
 
     Each rank is a process; spans carry the args of their begin and end events. An existing OUT that is not a
@@ -532,7 +535,7 @@ def chromium(out: str, db_path: str, run_name: str, replace: bool) -> None:
     from tlindex.owned import atomic_file
 
     with database(db_path) as db:
-        chunks = db.chromium_trace(run_name)
+        chunks = db.chromium_trace(run_name, list(ranks) or None, overview)
         if out == "-":
             for chunk in chunks:
                 sys.stdout.buffer.write(chunk)

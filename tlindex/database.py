@@ -265,8 +265,9 @@ class Database:
 
         return export_parquet(self.path, out, list(tables) if tables else None, replace)
 
-    def chromium_trace(self, run: str) -> Iterator[bytes]:
-        """A run's chromium events as one trace for Perfetto, in chunks."""
+    def chromium_trace(self, run: str, ranks: list[int] | None = None, overview: bool = False) -> Iterator[bytes]:
+        """A run's chromium events as one trace for Perfetto, in chunks: every process's, or `ranks`' only, or
+        (`overview`) each process's outermost spans."""
         from tlindex.formats.chromium import trace_chunks
 
-        return trace_chunks(self.conn, self.run(run)["id"])
+        return trace_chunks(self.conn, self.run(run)["id"], ranks, overview)

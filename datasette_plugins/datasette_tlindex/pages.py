@@ -17,7 +17,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from datasette.utils.asgi import AsgiStream, BadRequest, Base400, NotFound, Response
+from datasette.utils.asgi import BadRequest, Base400, NotFound, Response
 
 from tlindex import pages
 from tlindex.errors import NotFound as NoSuchThing
@@ -126,23 +126,46 @@ def handler(page: Page):
 
 
 async def _chromium(opened, page: Page, request, args: Args):
-    """The run's chromium events as one Perfetto trace (tlindex.formats.chromium), streamed batch by batch."""
-    from tlindex.formats.chromium import TraceEncoder, event_batch
+    """A Perfetto trace of the run (tlindex.formats.chromium: the whole run, some ranks, or its overview), streamed
+    batch by batch, gzip-encoded when the client accepts it (a trace's JSON is a tenth of its size so)."""
+    from tlindex.formats.chromium import trace_parts
 
     data = await read(opened, page, request, args)
-    run, pids, db = data["run"], data["pids"], opened.db
+    run, db = data["run"], opened.db
+    encoder, reader = await db.execute_fn(lambda conn: trace_parts(conn, run, data["ranks"], data["overview"]))
+    gzipped = "gzip" in request.headers.get("accept-encoding", "")
 
-    async def stream(writer) -> None:
-        encoder = TraceEncoder(pids)
-        await writer.write(encoder.head().decode())
-        after = 0
-        while after is not None:
-            events, after = await db.execute_fn(lambda conn: event_batch(conn, run, pids, after))
-            await writer.write(encoder.batch(events).decode())
-        await writer.write(encoder.tail.decode())
+    async def pieces():
+        yield encoder.head()
+        while (events := await db.execute_fn(reader.batch)) is not None:
+            yield encoder.batch(events)
+        yield encoder.tail
 
-    return AsgiStream(stream, content_type="application/json", headers={
-        "content-disposition": f'attachment; filename="run-{run}-chromium.json"'})
+    name = f"run-{run}" + "".join(f"-rank-{rank}" for rank in data["ranks"] or ()) + \
+        ("-overview" if data["overview"] else "")
+    headers = {"content-disposition": f'attachment; filename="{name}-chromium.json"', "vary": "accept-encoding"}
+    if gzipped:
+        headers["content-encoding"] = "gzip"
+    return _BytesStream(pieces(), gzipped, headers)
+
+
+class _BytesStream:
+    """An ASGI response of bytes as they come, gzip-encoded or not (Datasette's AsgiStream writes text)."""
+
+    def __init__(self, pieces, gzipped: bool, headers: dict[str, str]):
+        self.pieces, self.gzipped, self.headers = pieces, gzipped, headers
+
+    async def asgi_send(self, send) -> None:
+        import zlib
+
+        headers = [[k.encode(), v.encode()] for k, v in {**self.headers, "content-type": "application/json"}.items()]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        packer = zlib.compressobj(6, zlib.DEFLATED, 31) if self.gzipped else None  # 31: the gzip format
+        async for piece in self.pieces:
+            body = packer.compress(piece) if packer else piece
+            if body:
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+        await send({"type": "http.response.body", "body": packer.flush() if packer else b""})
 
 
 async def _bytecode_listings(datasette, request) -> list[tuple[str, str]]:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from tlindex.answers.configs import config_changes, config_lines
 from tlindex.answers.counters import content_key
-from tlindex.answers.findings.words import short
+from tlindex.answers.findings.words import rank_list, short
 from tlindex.answers.names import resolve_run
 from tlindex.ingest.guard_keys import guard_identity
 from tlindex.store.kinds import GRAPH_KINDS
@@ -272,6 +272,11 @@ def _importance(entry: dict) -> tuple:
     return (not failed, not new_breaks, not alone, -regression, not changes)
 
 
+def _rank_order(entry: dict) -> tuple:
+    rank = (entry["b"] or entry["a"])["rank"]
+    return (rank is None, rank if isinstance(rank, int) else 0)
+
+
 def diff(conn: sqlite3.Connection, run_a: str, run_b: str, graphs: bool = False) -> dict:
     """The diff of two runs (ids or label prefixes), as one JSON-ready dict; with graphs, each compile
     whose graphs changed carries `graph_diffs`, the unified diffs of its changed graphs and code."""
@@ -289,7 +294,7 @@ def diff(conn: sqlite3.Connection, run_a: str, run_b: str, graphs: bool = False)
         if detail:
             entry["detail"] = detail
         compiles.append(entry)
-    compiles.sort(key=_importance)
+    compiles.sort(key=lambda entry: (*_importance(entry), _rank_order(entry)))  # ranks in order, each in log order
     if graphs:
         for entry in compiles:
             if "graph" in entry["changes"]:
@@ -441,18 +446,46 @@ def as_text(result: dict) -> list[str]:
     if any(loose.values()):
         lines.append(f"records without a compile id ([-/-], one set per process): {loose['matched']} matched, "
                      f"{loose['changed']} changed, {loose['alone']} in one run only")
+    alone = _alone_on_ranks(result["compiles"])
     for entry in result["compiles"]:
         if not entry["changes"] and entry["a"] and entry["b"]:
             continue
-        lines += entry_lines(entry)
+        group = alone.get(id(entry))
+        if group is None:
+            lines += entry_lines(entry)
+        elif group:  # the first of its group: one line for every rank
+            side = entry["b"] or entry["a"]
+            lines.append(f"  [{side['compile_id']}] {side['co_name'] or ''}: {_where(entry)}, on {len(group)} ranks "
+                         f"({rank_list(group)})")
     return lines
+
+
+def _where(entry: dict) -> str:
+    return "only in A" if entry["b"] is None else "only in B" if entry["a"] is None else ", ".join(entry["changes"])
+
+
+def _alone_on_ranks(compiles: list[dict]) -> dict[int, list[int]]:
+    """The compiles of one run only that several ranks share (the same compile id and function, e.g. every rank a
+    256-rank run has and a 4-rank run lacks): said in one line. {id(entry): its group's ranks for the first entry of a
+    group, [] for the others}."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for entry in compiles:
+        side = entry["b"] or entry["a"]
+        if (entry["a"] is None or entry["b"] is None) and isinstance(side["rank"], int):
+            groups[(entry["a"] is None, side["compile_id"], side["co_name"])].append(entry)
+    said: dict[int, list[int]] = {}
+    for entries in groups.values():
+        if len(entries) > 1:
+            said.update({id(entry): [] for entry in entries})
+            said[id(entries[0])] = [(entry["b"] or entry["a"])["rank"] for entry in entries]
+    return said
 
 
 def entry_lines(entry: dict) -> list[str]:
     """One compile of a diff as `tlindex diff` prints it: what changed, then its guards, new breaks and graphs."""
     lines = []
     side = entry["b"] or entry["a"]
-    where = "only in A" if entry["b"] is None else "only in B" if entry["a"] is None else ", ".join(entry["changes"])
+    where = _where(entry)
     rank = f" rank {side['rank']}" if side["rank"] is not None else ""
     detail = entry.get("detail", {})
     time_change, extra = detail.get("compile_time"), ""

@@ -139,18 +139,19 @@ def incomplete(conn: sqlite3.Connection, run_id: int) -> list[str]:
 
 
 def select_runs(conn: sqlite3.Connection, names: list[str] | tuple[str, ...] = (), label: str | None = None,
-                last: int | None = None) -> list[int]:
+                last: int | None = None, offset: int = 0) -> list[int]:
     """The runs a trend shows, oldest first: those named (id, label or unique label prefix, as everywhere), else
-    every run; with `label`, only those whose label starts with it; with `last`, the last so many of them. Raises
-    UnknownRun for a name that matches none."""
+    every run; with `label`, only those whose label starts with it; with `last`, the last so many of them (before the
+    `offset` newest, unless named). Raises UnknownRun for a name that matches none."""
     if names:
         ids = {resolve_run(conn, name)["id"] for name in names}
         rows = conn.execute("SELECT id, label FROM runs ORDER BY start_time, id").fetchall()
         kept = [run_id for run_id, run_label in rows if run_id in ids and (label is None or run_label.startswith(label))]
     else:
         where, params = ("WHERE substr(label, 1, ?) = ?", [len(label), label]) if label is not None else ("", [])
-        kept = [row[0] for row in conn.execute(f"SELECT id FROM runs {where} ORDER BY start_time DESC, id DESC LIMIT ?",
-                                               [*params, -1 if last is None else last])][::-1]
+        kept = [row[0] for row in conn.execute(
+            f"SELECT id FROM runs {where} ORDER BY start_time DESC, id DESC LIMIT ? OFFSET ?",
+            [*params, -1 if last is None else last, offset])][::-1]
     return kept if last is None else kept[-last:]
 
 

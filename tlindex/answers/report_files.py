@@ -40,8 +40,8 @@ def config_payloads(conn: sqlite3.Connection, runs: list[int]) -> set[str]:
             for digest in row if digest}
 
 
-def log_processes(conn: sqlite3.Connection, run: int) -> list[tuple[int, str | None]]:
-    """Each log file of a run with its first process, by rank, then restart, then file."""
+def log_processes(conn: sqlite3.Connection, run: int) -> list[tuple[int, str | None, int | None]]:
+    """Each log file of a run with its first process and its rank, by rank, then restart, then file."""
     return conn.execute("""
-            SELECT file_id, min(process) FROM sources WHERE run_id = ? GROUP BY file_id
+            SELECT file_id, min(process), min(rank) FROM sources WHERE run_id = ? GROUP BY file_id
             ORDER BY min(rank), min(coalesce(restart, 0)), file_id""", (run,)).fetchall()

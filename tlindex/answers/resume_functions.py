@@ -28,6 +28,7 @@ from tlindex.answers.bytecode import (
     resume_target,
 )
 from tlindex.answers.decompile import Decompiled, decompile
+from tlindex.answers.sql import of_one_rank
 
 SUFFIXES = ("_ORIGINAL_BYTECODE", "_MODIFIED_BYTECODE")
 TRACEBACK_FRAME = re.compile(r'^  File "(?P<file>[^"]*)", line (?P<line>\d+), in (?P<fn>.*)$')
@@ -95,10 +96,12 @@ def has_bytecode(conn: sqlite3.Connection, compile_row: int) -> bool:
                         (compile_row,)).fetchone() is not None
 
 
-def run_compiles_with_bytecode(conn: sqlite3.Connection, run_id: int) -> set[int]:
-    """The compiles of a run that have a modified bytecode listing."""
+def run_compiles_with_bytecode(conn: sqlite3.Connection, run_id: int, rank: int | None = None) -> set[int]:
+    """The compiles of a run (of one rank's processes, when given) that have a modified bytecode listing."""
+    of_rank, params = of_one_rank("c.rank", rank)
     return {r[0] for r in conn.execute(f"SELECT DISTINCT a.compile FROM compiles c JOIN artifacts a "
-                                       f"ON a.compile = c.id WHERE c.run_id = ? AND {MODIFIED_LISTING}", (run_id,))}
+                                       f"ON a.compile = c.id WHERE c.run_id = ?{of_rank} AND {MODIFIED_LISTING}",
+                                       (run_id, *params))}
 
 
 def resumes_created(conn: sqlite3.Connection, compile_: dict) -> list[dict]:

@@ -15,7 +15,7 @@ import json
 import sqlite3
 from dataclasses import dataclass, field
 
-from tlindex.answers.sql import dicts
+from tlindex.answers.sql import dicts, of_one_rank
 
 FrameKey = tuple  # (filename, line, name, loc)
 
@@ -54,10 +54,10 @@ def _strip_dynamo_frames(frames: list[FrameKey]) -> list[FrameKey]:
 
 def build_trie(conn: sqlite3.Connection, run_id: int, rank: int | None) -> Node:
     """The trie of the run's dynamo_start stacks (one rank, or every rank when rank is None)."""
-    compiles = conn.execute("""
+    of_rank, params = of_one_rank("rank", rank)
+    compiles = conn.execute(f"""
         SELECT id, compile_id, status, rank, dynamo_start, stack_print FROM compiles
-        WHERE run_id = ? AND (? IS NULL OR rank = ?) AND dynamo_start IS NOT NULL ORDER BY id""",
-        (run_id, rank, rank)).fetchall()
+        WHERE run_id = ?{of_rank} AND dynamo_start IS NOT NULL ORDER BY id""", (run_id, *params)).fetchall()
     # Most compiles share their stack with others: the frames of one dynamo_start are read per
     # distinct stack (compiles.stack_print), those of each compile only where the print is unknown.
     keys = [(stack_print,) if stack_print is not None else (None, start) for *_, start, stack_print in compiles]
@@ -115,17 +115,19 @@ def run_ranks(conn: sqlite3.Connection, run: int) -> list[int | None]:
 def unattributed_kinds(conn: sqlite3.Connection, run: int, rank: int | None) -> list[dict]:
     """The kinds of record with a context stack but no compile id (of one rank, or every rank when None), counted."""
     # records without a compile id are those of the [-/-] compiles: found through them, not every envelope
-    return dicts(conn.execute("""
+    of_rank, params = of_one_rank("c.rank", rank)
+    return dicts(conn.execute(f"""
         SELECT e.kind, count(*) AS n FROM compiles c CROSS JOIN envelopes e
-        WHERE c.run_id = ? AND (? IS NULL OR c.rank = ?) AND c.compile_id = '-/-' AND e.compile = c.id
+        WHERE c.run_id = ?{of_rank} AND c.compile_id = '-/-' AND e.compile = c.id
           AND e.compile_id = '-/-'
           AND EXISTS (SELECT 1 FROM frames f WHERE f.envelope_id = e.id AND f.stack = 'context')
-        GROUP BY e.kind ORDER BY n DESC, e.kind""", (run, rank, rank)))
+        GROUP BY e.kind ORDER BY n DESC, e.kind""", (run, *params)))
 
 
 def anonymous_compiles(conn: sqlite3.Connection, run: int, rank: int | None, limit: int) -> list[dict]:
     """The first `limit` [-/-] compiles of a run (of one rank, or every rank when None), by rank."""
-    return dicts(conn.execute("""
+    of_rank, params = of_one_rank("rank", rank)
+    return dicts(conn.execute(f"""
         SELECT id, rank, status, fail_type, envelope_count FROM compiles
-        WHERE run_id = ? AND (? IS NULL OR rank = ?) AND compile_id = '-/-' ORDER BY rank, id LIMIT ?""",
-        (run, rank, rank, limit)))
+        WHERE run_id = ?{of_rank} AND compile_id = '-/-' ORDER BY rank, id LIMIT ?""", (run, *params, limit)))
+

@@ -6,8 +6,9 @@ Tools built on tlparse's output read these two files; `tlindex report` writes th
 - `compile_directory.json`: `{"[0/0]": {"artifacts": [{"name", "url", "number", "suffix",
   "readable_url"}, ...]}, ...}`, keyed as tlparse keys compiles (attempts kept: `[0/0_1]`;
   `[-/-]` for records without a compile id), keys sorted as tlparse's JSON map sorts them. `number` is tlparse's global
-  output counter, `name` its file name (`dynamo_output_graph_2.txt`). `url` leads to the payload's
-  text (each distinct payload is one file of the report) or, for the kinds tlparse renders as a
+  output counter, `name` its file name (`dynamo_output_graph_2.txt`); the records tlparse skips as another rank's
+  (after a log's first ranked record, those without its rank) are left out, as tlparse leaves them out. `url` leads
+  to the payload's text (each distinct payload is one file of the report) or, for the kinds tlparse renders as a
   page (compilation metrics, guards), to the compile page; `readable_url` to the highlighted page.
 - `raw.jsonl`: line 1 `{"string_table": [...]}` (indexed by string id, null where none), then
   every record except `str` and `chromium_event`: its envelope as logged, plus `timestamp`,
@@ -79,13 +80,18 @@ def compile_directory(conn: sqlite3.Connection, file_id: int, links: Links) -> I
     Each artifact is kept as its JSON text until the compiles are sorted (tlparse's serde map sorts its
     keys), and the document is never built whole: a 1 GB log's was 76 MB of objects and strings."""
     directory: dict[str, list[str]] = {}
-    number = 0
-    for (kind, name, payload, metadata, compile, traces, *context) in conn.execute(f"""
+    number, latched = 0, None
+    for (kind, name, payload, metadata, compile, traces, rank, *context) in conn.execute(f"""
             SELECT e.kind, e.name, e.payload, e.metadata, e.compile,
                    CASE WHEN e.name LIKE '{READABLE}%' THEN (SELECT text FROM payloads WHERE hash = e.payload) END,
-                   e.compile_id, e.compiled_autograd_id, e.frame_id, e.frame_compile_id, e.attempt
+                   e.rank, e.compile_id, e.compiled_autograd_id, e.frame_id, e.frame_compile_id, e.attempt
             FROM envelopes e JOIN sources s ON s.id = e.source_id
             WHERE s.file_id = ? AND e.kind != 'str' ORDER BY e.id""", (file_id,)):
+        # tlparse reads a log as its first rank's: once a record names a rank, it skips every later one that does
+        # not name the same (torch logs its torch_version artifact without one), and numbers none of them
+        latched = rank if latched is None else latched
+        if latched is not None and rank != latched:
+            continue
         artifacts = directory.setdefault(_key(tuple(context)), [])
         stem = output_name(kind, name)
         if stem is None:

@@ -84,17 +84,32 @@ class IngestSummary:
                 f"in {self.seconds:.1f} s")
 
     def notes(self) -> list[str]:
-        """What the summary line does not say: copies kept as their own files, logs moved."""
-        return ([f"{path}: a byte-identical copy of {earlier} (ingested as its own file; files.copy_of)"
-                 for path, earlier in self.copies] +
-                [f"{path}: already ingested as {earlier}, which is gone (the file moved; path updated)"
-                 for path, earlier in self.moved] +
-                [f"{path}: changed in place since it was ingested (not a continuation): re-ingested, "
-                 f"replacing what was read before" for path in self.rewritten] +
+        """What the summary line does not say: copies kept as their own files, logs moved; each kind said once per
+        file up to NOTES_EACH times, then in one line with a count (a bulk ingest of copies is not thousands of
+        lines)."""
+        return (_few([f"{path}: a byte-identical copy of {earlier} (ingested as its own file; files.copy_of)"
+                      for path, earlier in self.copies], "byte-identical copies of files ingested before (each "
+                                                         "ingested as its own file; files.copy_of names the first)") +
+                _few([f"{path}: already ingested as {earlier}, which is gone (the file moved; path updated)"
+                      for path, earlier in self.moved], "files already ingested under a path that is gone (paths "
+                                                        "updated)") +
+                _few([f"{path}: changed in place since it was ingested (not a continuation): re-ingested, "
+                      f"replacing what was read before" for path in self.rewritten],
+                     "files changed in place since they were ingested, re-ingested") +
                 [f"run {label}: {decision}" for label, decision in self.rank_decisions] +
                 [line for line in (unknown_words(self.unknown),) if line] +
                 [f"run {run} {label}: what a stopped ingest had merged, grouped into a run of its own now (that "
                  f"ingest ended before it grouped its files)" for run, label in self.regrouped])
+
+
+NOTES_EACH = 3  # notes of one kind said one by one; past that, the first ones and a line with the count of the rest
+
+
+def _few(notes: list[str], what: str) -> list[str]:
+    """Notes of one kind: all of them, or the first NOTES_EACH and one line counting the rest."""
+    if len(notes) <= NOTES_EACH + 1:
+        return notes
+    return notes[:NOTES_EACH] + [f"and {len(notes) - NOTES_EACH:,} more {what}"]
 
 
 @dataclass

@@ -40,6 +40,17 @@ def _artifact_file(files: Files, values: dict, args: Args) -> str | None:
                                                                        f"artifact/{values['artifact']}.html")
 
 
+def _chromium_file(files: Files, values: dict, args: Args) -> str | None:
+    """A run's trace under tlparse's name (chromium_events.json, in DIR, or in DIR/rank_<R>/ for a rank's), its
+    overview beside it; a trace of several chosen ranks is the server's."""
+    ranks, run = args.getlist("rank"), values["run"]
+    if args.get("overview"):
+        return None if ranks else files.of_run(run, "chromium_overview.json")
+    if len(ranks) == 1 and ranks[0].isdigit():
+        return files.of_rank(run, int(ranks[0]), "chromium_events.json")
+    return None if ranks else files.of_run(run, "chromium_events.json")
+
+
 RUNS = Arg("run", many=True)  # ?run=1&run=2: the runs a page over runs shows (every run: none)
 PAGES: tuple[Page, ...] = (
     Page("runs", "/-/tlindex", runs.runs_data, "runs.html", lambda f, v, a: f.top("index.html"), args=(RUNS,)),
@@ -62,8 +73,8 @@ PAGES: tuple[Page, ...] = (
          database=False),
     Page("run", "/-/tlindex/run/{run}", run.run_data, "run.html", lambda f, v, a: f.of_run(v["run"], "index.html"),
          without="runs"),  # a compile not yet grouped into a run (an ingest killed between its merge and grouping)
-    Page("chromium", "/-/tlindex/run/{run}/chromium.json", run.chromium_data, None,
-         lambda f, v, a: f.of_run(v["run"], "chromium.json"), kind="json"),
+    Page("chromium", "/-/tlindex/run/{run}/chromium.json", run.chromium_data, None, _chromium_file, kind="json",
+         args=(Arg("rank", many=True), Arg("overview", "flag"))),
     Page("trie", "/-/tlindex/trie/{run}", trie.trie_data, "trie.html", _trie_file, args=(Arg("rank"),)),
     Page("trie_node", "/-/tlindex/trie/{run}/node/{node}", trie.trie_node_data, None, None,
          "the report renders each trie whole", kind="fragment", args=(Arg("rank"),)),

@@ -11,6 +11,7 @@ from tlindex.answers import compiles, shapes
 from tlindex.answers.artifacts import runtime_wrappers
 from tlindex.answers.clip import clip
 from tlindex.answers.configs import compile_config
+from tlindex.answers.findings.words import rank_list
 from tlindex.answers.passes import snapshot_counts
 from tlindex.answers.provenance import MAPPINGS
 from tlindex.answers.resume_functions import has_bytecode, resumes_created
@@ -37,9 +38,8 @@ def compile_data(conn: sqlite3.Connection, args: Args, compile: int) -> dict:
     found["artifacts"] = _artifacts(conn, compile)
     found["artifact_groups"] = _by_subgraph(found["artifacts"])
     found.update(collectives_data(conn, found))
-    found["config"] = [{"name": name, "payload": c["payload"], "note": c["note"],
-                        "values": c["values"] or ()}
-                       for name, c in compile_config(conn, compile).items()]
+    found["config"] = [{"name": name, "payload": c["payload"], "note": c["note"], "keys": len(c["values"] or ())}
+                       for name, c in compile_config(conn, compile).items()]  # each config on its payload's page
     found["provenance"] = [a["id"] for a in found["artifacts"] if a["name"] == MAPPINGS and a["payload"]]
     found["siblings"] = compiles.siblings(conn, found)
     return {"compile": found}
@@ -139,11 +139,16 @@ def collectives_data(conn: sqlite3.Connection, compile: dict) -> dict:
     rows = [{"position": i, "schedule": s, "code": k, "same": bool(s and k and s["op"] == k["op"])}
             for i, (s, k) in enumerate(zip_longest(ops["schedule"], ops["code"]))]
     mine = " ".join(op["op"] for op in ops["schedule"])
-    ranks = compiles.collective_ranks(conn, compile)
-    for rank in ranks:
-        rank["same"] = rank["ops"] == mine
+    groups: dict[str, dict] = {}  # the other ranks by their schedule: a row a schedule, not a row a rank
+    for rank in compiles.collective_ranks(conn, compile):
+        group = groups.setdefault(rank["ops"], {"id": rank["id"], "ranks": [], "shown": rank["shown"],
+                                                "same": rank["ops"] == mine})
+        group["ranks"].append(rank["rank"])
+    for group in groups.values():
+        group["said"] = rank_list(group["ranks"])
     estimate = compiles.op_estimate(conn, compile["id"])
-    return {"collectives": rows, "collective_ranks": ranks, "estimate": estimate if estimate["ops"] else None}
+    return {"collectives": rows, "collective_ranks": list(groups.values()),
+            "estimate": estimate if estimate["ops"] else None}
 
 
 SHOWN_ABOVE = {"fail_type", "fail_reason", "fail_user_frame_filename", "fail_user_frame_lineno", "restart_reasons",

@@ -27,13 +27,29 @@ def _ways(conn: sqlite3.Connection, compile: int | None = None, piece: int | Non
         for step in way:
             shown = {"step": step, "hunks": None, "changed": 0, "lang": None}
             if step.compared:
-                after, before = _text(conn, step.payload), _text(conn, step.before_payload)
-                shown["lang"] = language(step.kind, step.name, None, after)
-                shown["hunks"] = hunks(before, after)
-                shown["changed"] = changed_lines(shown["hunks"])
+                shown.update(_compared(conn, step))
             steps.append(shown)
         ways.append(steps)
     return {"compile": found.compile, "piece": found.piece, "pieces": found.pieces, "ways": ways}
+
+
+COMPARED: dict[tuple, dict] = {}  # two snapshots compared, by their payloads' hashes (which name their content):
+COMPARED_KEPT = 64  # every rank of a job logs the same graphs, so a report compares each pair once per process
+
+
+def _compared(conn: sqlite3.Connection, step) -> dict:
+    """A snapshot against the one before it: its language, its hunks, how many lines changed."""
+    key = (step.kind, step.name, step.before_payload, step.payload)
+    found = COMPARED.get(key) if step.payload and step.before_payload else None
+    if found is None:
+        after, before = _text(conn, step.payload), _text(conn, step.before_payload)
+        found = {"lang": language(step.kind, step.name, None, after), "hunks": hunks(before, after)}
+        found["changed"] = changed_lines(found["hunks"])
+        if step.payload and step.before_payload:
+            if len(COMPARED) >= COMPARED_KEPT:
+                COMPARED.clear()
+            COMPARED[key] = found
+    return found
 
 
 def passes_data(conn: sqlite3.Connection, args: Args, compile: int) -> dict:

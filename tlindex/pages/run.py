@@ -32,6 +32,7 @@ def run_data(conn: sqlite3.Connection, args: Args, run: int) -> dict:
     found["ran"] = runs.command_facts(found)
     found["uploads"] = posted_as(conn, run)  # a team's server's: shown instead of its spool folder
     found.update(_sources(conn, run))
+    found["timelines"] = timelines(found["sources"])
     found["by_rank"] = runs.compiles_by_rank(conn, run)
     found["rank_decisions"] = rank_decisions(conn, run)
     found["totals"] = runs.run_totals(conn, run) or {}
@@ -68,11 +69,26 @@ def export_verdict(conn: sqlite3.Connection, run_id: int) -> dict | None:
     return {"issues": export_issue_count(conn, run_id), "programs": programs}
 
 
-def chromium_data(conn: sqlite3.Connection, args: Args, run: int) -> dict:
-    """The run's Perfetto trace, as what streams it needs: the run and its processes' ids in the trace
-    (the events themselves are read batch by batch: tlindex.formats.chromium)."""
-    from tlindex.formats.chromium import process_ids
+WHOLE_TRACE_UP_TO = 8  # processes: a run of more is offered as its overview and a trace per rank (a 256-rank run's
+# whole trace is hundreds of MB, more than a trace viewer opens)
 
+
+def timelines(sources: list[dict]) -> dict:
+    """Which traces of a run its page offers: the whole run (a few processes), its overview (many), each rank's."""
+    ranks = sorted({s["rank"] for s in sources if s["rank"] is not None})
+    many = len(sources) > WHOLE_TRACE_UP_TO
+    return {"whole": not many, "overview": many, "ranks": ranks if len(sources) > 1 else []}
+
+
+def chromium_data(conn: sqlite3.Connection, args: Args, run: int) -> dict:
+    """A Perfetto trace of the run, as what streams it needs: the run, the ranks chosen (`?rank=`, repeated; None:
+    every process) and whether it is the overview (each process's outermost spans); the events themselves are read
+    batch by batch (tlindex.formats.chromium)."""
     if not runs.run_exists(conn, run):
         raise NotFound(f"No run {run}")
-    return {"run": run, "pids": process_ids(conn, run)}
+    from tlindex.formats.chromium import trace_sources
+
+    ranks = args.integers("rank")
+    if ranks and not trace_sources(conn, run, ranks):
+        raise NotFound(f"Run {run} has no rank {', '.join(map(str, ranks))}")
+    return {"run": run, "ranks": ranks or None, "overview": bool(args.get("overview"))}

@@ -13,18 +13,22 @@ from tlindex.errors import UsageError
 from tlindex.pages.rows import Args
 
 BREAKS_SHOWN = 50
-LAST_SHOWN = 100  # runs the trend page shows by default (the newest; ?all=1 for every run)
+LAST_SHOWN = 100  # runs the trend page shows by default (the newest; ?offset=N pages back, ?last=N for more)
+LAST_MOST = 500  # runs one page shows at most (every run of 3,000 was 2 s and 9.7 MB)
 
 
 def trend_data(conn: sqlite3.Connection, args: Args) -> dict:
-    """The runs named (?run=, any name), else the last 100 (?last=N, ?all=1 for every run), oldest first
-    (?label=PREFIX keeps those whose label starts with it), with their health, and one series per metric that any
-    of them logged."""
+    """The runs named (?run=, any name), else a page of the last 100 (?last=N, at most 500; ?offset=N skips the
+    newest N: the page before), oldest first (?label=PREFIX keeps those whose label starts with it), with their
+    health, and one series per metric that any of them logged."""
     label, named = args.get("label") or None, [name for name in args.getlist("run") if name]
-    last = None if named or args.get("all", "") not in ("", "0") else args.integer("last", LAST_SHOWN)
-    if last is not None and last < 1:
-        raise UsageError(f"last must be a whole number of runs, 1 or more, not {last}")
-    runs = select_runs(conn, named, label, last)
+    last = None if named else args.integer("last", LAST_SHOWN)
+    offset = 0 if named else args.integer("offset", 0)
+    if last is not None and not 1 <= last <= LAST_MOST:
+        raise UsageError(f"last must be a whole number of runs from 1 to {LAST_MOST}, not {last}")
+    if offset < 0:
+        raise UsageError(f"offset must be a whole number of runs, 0 or more, not {offset}")
+    runs = select_runs(conn, named, label, last, offset)
     rows = mark_torch_changes(health(conn, runs))
     series = []
     for metric in METRICS:
@@ -34,8 +38,19 @@ def trend_data(conn: sqlite3.Connection, args: Args) -> dict:
         if any(point["value"] is not None for point in points):
             series.append({"metric": metric.name, "column": metric.column, "unit": metric.unit, "what": metric.what,
                            "points": points})
+    matching = len(runs) if last is None else count_runs(conn, label)
+    pages = None if last is None else {  # the pages before (older) and after (newer) this one, as query strings
+        "older": _page_query(label, last, offset + last) if offset + last < matching else None,
+        "newer": _page_query(label, last, max(0, offset - last)) if offset else None}
     return {"rows": rows, "series": series, "label": args.get("label") or "", "named": args.getlist("run"),
-            "last": last, "matching": len(runs) if last is None else count_runs(conn, label)}
+            "last": last, "offset": offset, "matching": matching, "pages": pages}
+
+
+def _page_query(label: str | None, last: int, offset: int) -> str:
+    from urllib.parse import urlencode
+
+    return urlencode([*([("label", label)] if label else []), *([("last", last)] if last != LAST_SHOWN else []),
+                      *([("offset", offset)] if offset else [])])
 
 
 def graph_breaks_data(conn: sqlite3.Connection, args: Args) -> dict:

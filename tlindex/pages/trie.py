@@ -30,7 +30,7 @@ def trie_data(conn: sqlite3.Connection, args: Args, run: int) -> dict:
     return {"run": found, "rank": rank, "ranks": ranks, "trie": trie, "nodes": size(trie) - 1,
             "unknown": unknown, "anonymous": anonymous[:ANONYMOUS_SHOWN],
             "more_anonymous": len(anonymous) > ANONYMOUS_SHOWN,
-            "with_bytecode": run_compiles_with_bytecode(conn, run)}
+            "with_bytecode": run_compiles_with_bytecode(conn, run, rank)}
 
 
 def trie_node_data(conn: sqlite3.Connection, args: Args, run: int, node: int) -> dict:
@@ -38,4 +38,4 @@ def trie_node_data(conn: sqlite3.Connection, args: Args, run: int, node: int) ->
     found = find(build_trie(conn, run, rank), node)
     if found is None:
         raise NotFound("No such trie node")
-    return {"run": run, "rank": rank, "node": found, "with_bytecode": run_compiles_with_bytecode(conn, run)}
+    return {"run": run, "rank": rank, "node": found, "with_bytecode": run_compiles_with_bytecode(conn, run, rank)}

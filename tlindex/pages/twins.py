@@ -27,8 +27,11 @@ TWINS: dict[str, tuple[tuple[str, str], ...]] = {
     "trend": (("rows", "run_health's rows of the runs, oldest first, each with torch_changed_from: the torch version of "
                        "the run before it when its own is another"), ("series", "each number as a chart's points"),
               ("label", "the label prefix asked for, or null"), ("named", "the runs named, or null"),
-              ("last", "how many of the newest runs are shown (100 by default), or null for all"),
-              ("matching", "runs the label and names keep, shown or not")),
+              ("last", "how many of the newest runs are shown (100 by default, 500 at most), or null for the runs "
+                       "named"),
+              ("offset", "how many of the newest runs this page skips (0: the newest)"),
+              ("matching", "runs the label and names keep, shown or not"),
+              ("pages", "the query strings of the older and newer pages (null where there is none), or null")),
     "graph_breaks": (("run", "the runs asked for, or null"), ("label", "their label prefix, or null"),
                      ("groups", "the graph-break groups (top_graph_breaks' rows), costliest first"),
                      ("count", "groups in all")),
@@ -45,10 +48,10 @@ TWINS: dict[str, tuple[tuple[str, str], ...]] = {
                       ("hunks", "the diff's hunks"), ("changed", "lines changed"),
                       ("no_payload", "a side that has no payload, or null")),
     "glossary": (("sections", "the glossary's sections, each with its terms and what they mean"),),
-    "run": (("run", "the run: its row, sources, ranks, compile totals (run_totals), restarts, findings, compiles; "
-                    "its groups of ranks that compiled the same (groups), what was compiling at its last record "
-                    "(compiling), and refresh_s: the seconds between two refreshes while its logs are being "
-                    "ingested (else null)"),
+    "run": (("run", "the run: its row, sources, ranks, compile totals (run_totals), restarts, findings, "
+                    "the timelines it offers (whole, overview, ranks), compiles; its groups of ranks that compiled "
+                    "the same (groups), what was compiling at its last record (compiling), and refresh_s: the seconds "
+                    "between two refreshes while its logs are being ingested (else null)"),
             ("queries", "the canned queries that take a run")),
     "trie": (("run", "the run"), ("rank", "the rank shown, or null"), ("ranks", "the run's ranks"),
              ("trie", "the stack trie's top nodes"), ("nodes", "nodes in all"),

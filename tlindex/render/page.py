@@ -249,20 +249,10 @@ def chart_svg(series: dict, urls) -> Markup:
         CHART_W, CHART_H, CHART_W, CHART_H, axis, lines, dots)
 
 
-CONFIG_START, CONFIG_END = '<table class="rows-and-columns config"><tbody>', "</tbody></table>"  # escaped text only
-@functools.lru_cache(maxsize=64)  # compiles repeat the same configs: each table is rendered once per process
-def _config_table(values: tuple[tuple[str, str], ...]) -> Markup:
-    """A config's table of keys and values (hundreds of rows)."""
-    rows = "".join(f"<tr><th><code>{escape(k)}</code></th><td><code>{escape(v)}</code></td></tr>" for k, v in values)
-    return Markup(CONFIG_START) + Markup(rows) + Markup(CONFIG_END)
-
-
 def _compile(data: dict, urls, args: Args) -> dict:
-    """Each config's table of keys and values (hundreds of rows), rendered once per process for each config."""
-    tables = {config["payload"]: _config_table(tuple(config["values"]))
-              for config in data["compile"]["config"] if config["values"]}
+    """The compile's timeline, metrics fields and guards as HTML."""
     compile = data["compile"]
-    return {"config_tables": tables, "timeline": _timeline(compile["spans"]),
+    return {"timeline": _timeline(compile["spans"]),
             "field_rows": [_field_rows(m["fields"]) for m in compile["metrics"]],
             "guard_rows": [_guard_rows(origin, guards, with_reason) for origin, guards, with_reason in
                            compile["guard_groups"]]}

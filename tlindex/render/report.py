@@ -16,7 +16,7 @@ from tlindex.pages import Page
 from tlindex.pages.rows import Args
 from tlindex.render.cells import cell_link
 from tlindex.render.highlight import CODE_END, CODE_START, escape_text  # the report leaves a payload's text unlinked
-from tlindex.render.page import CONFIG_END, CONFIG_START, Terms, page_context
+from tlindex.render.page import Terms, page_context
 from tlindex.render.site import ReportSite, asset
 from tlindex.render.urls import Urls
 
@@ -25,7 +25,7 @@ class ReportRenderer:
     """HTML of the pages of one database, as `tlindex report` writes them."""
 
     # Blocks of escaped text that hold no link, which the report need not relink: a payload's, a config's table
-    unlinked = [(CODE_START, CODE_END), (CONFIG_START, CONFIG_END)]
+    unlinked = [(CODE_START, CODE_END)]
 
     def __init__(self, db_path: Path):
         self.site = ReportSite(Path(db_path).stem)

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 
 from tlindex.answers.artifacts import payload_row
 from tlindex.answers.queries import load_queries
-from tlindex.answers.runs import withhold_run_facts
+from tlindex.answers.runs import run_sources, withhold_run_facts
+from tlindex.pages.run import timelines
 from tlindex.report.files import ReportFiles, log_folders
 from tlindex.report.output import Output, ReportSummary, note_degraded
 from tlindex.report.pages import PageWriter, seeds
@@ -34,6 +35,7 @@ PARALLEL_FROM = 100  # pages of the tasks (compile and payload pages, ~2 ms each
 # them as fast as forked workers (a fork starts in milliseconds)
 SPAWNED_FROM = 600  # the same where a fork is unsafe: a spawned worker imports the renderer (~0.4 s)
 TASK_PAGES = 50  # pages per task given to a worker (small: the workers end together)
+TASK_TRACES = 32  # a run's traces per task (a 256-rank run's are 256 small ones and its overview)
 TASK_COMPILES = 10  # compile pages per task at most: each renders its passes and bytecode pages too (a vLLM log's
 # compile with its pieces' pages is the work of ~25 payload pages)
 COMPILE_TASKS_PER_JOB = 4  # fewer compiles per task while each worker would get fewer tasks of them than this
@@ -56,12 +58,13 @@ class PagesTask:
 
 @dataclass(frozen=True)
 class TraceTask:
-    """A run's Perfetto trace (one long file: first, else it is a serial tail)."""
+    """Perfetto traces of a run that its page links (the whole run, its overview, each rank's: run.timelines), a
+    few to a task; a long one first, else it is a serial tail."""
 
-    run: int
+    urls: tuple[str, ...]
 
     def files(self, files: ReportFiles) -> set[str]:
-        return {files.page_file("chromium", run=self.run)}
+        return {files.target(url) for url in self.urls} - {None}
 
 
 @dataclass(frozen=True)
@@ -172,7 +175,10 @@ class Report:
         per = max(1, min(TASK_COMPILES, len(compiles) // (jobs * COMPILE_TASKS_PER_JOB)))
         pages = [urls.payload(digest) for digest in sorted(self.files.payload_pages)]  # each writes its text too
         pages += [urls.provenance(artifact) for artifact in self.files.provenance]
-        tasks: list[Task] = [TraceTask(run) for run in self.runs]
+        tasks: list[Task] = []
+        for run in self.runs:
+            traces = trace_urls(urls, run, timelines(run_sources(self.conn, run)))
+            tasks += [TraceTask(tuple(traces[i:i + TASK_TRACES])) for i in range(0, len(traces), TASK_TRACES)]
         for run in self.runs:
             folders = log_folders(self.conn, run)
             tasks += [TlparseTask(run, file_id, folder, len(folders)) for file_id, folder in folders.items()]
@@ -186,9 +192,12 @@ class Report:
         if isinstance(task, PagesTask):
             self.write_pages(task, found)
         elif isinstance(task, TraceTask):
-            path = self.files.page_file("chromium", run=task.run)
-            self.done.add(path)
-            self.output.isolated(path, lambda: self.writer.write_chromium(task.run, path))
+            for url in task.urls:
+                trace, path = self.files.parse(url), self.files.target(url)
+                if path is not None:
+                    self.done.add(path)
+                    self.output.isolated(path, lambda: self.writer.write_chromium(trace.values["run"], trace.args,
+                                                                                  path))
         else:
             write_tlparse_files(self.conn, self.output, self.files, task.run, task.file_id, task.folder, task.logs,
                                 self.payload_text)
@@ -268,6 +277,13 @@ class Report:
         elif path is not None and path not in self.done:
             self.done.add(path)
             queue.append((url, path))
+
+
+def trace_urls(urls, run: int, offered: dict) -> list[str]:
+    """The URLs of the traces the run page offers (tlindex.pages.run.timelines), the longest first."""
+    found = [urls.chromium(run)] if offered["whole"] else []
+    found += [urls.chromium(run, overview=1)] if offered["overview"] else []
+    return found + [urls.chromium(run, rank) for rank in offered["ranks"]]
 
 
 _WORKER: dict[tuple, Report] = {}  # in a worker process: its Report, set up once (a forked one inherits it)

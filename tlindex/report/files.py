@@ -10,7 +10,8 @@ Layout (one run: DIR is that run's folder; several: DIR/index.html lists them, e
     provenance/<artifact>.html, artifact/<artifact>.html (an artifact without payload), vllm.html
     queries/<name>[--<param>-<value>].html, failures_and_restarts.html (the failures query, as tlparse names it)
     compile_directory.json, raw.jsonl   tlparse's formats (one folder per log in multi-log runs: log_folders)
-    chromium.json         the run's Perfetto trace
+    chromium_events.json  the run's Perfetto trace (tlparse's name), when it has a few processes; else
+    chromium_overview.json  each process's outermost spans, and rank_<R>/chromium_events.json, each rank's trace
     ../payloads/<md5>.html, .txt   each distinct payload once (artifact links lead here)
     ../assets/            Datasette's and the pages' own CSS and JS
 """
@@ -61,6 +62,7 @@ class ReportFiles:
         # the compile pages also link the configs of their metrics (payloads, not artifacts)
         configs = report_files.config_payloads(conn, self.runs)
         self.payload_pages = {digest for digest in self.artifact_payloads.values() if digest} | configs
+        self.rank_folders = {run: rank_folders(conn, run) for run in self.runs}  # where each rank's trace goes
         # a URL's file, remembered (a link is met on many pages), and the compile page it is rendered with
         self.target: Callable[[str], str | None] = functools.lru_cache(maxsize=TARGETS_KEPT)(self._target)
         self.within: Callable[[str], str | None] = functools.lru_cache(maxsize=TARGETS_KEPT)(self._within)
@@ -98,6 +100,12 @@ class ReportFiles:
         if len(named) == 1 and named[0] in self.runs:
             return self.of_run(named[0], name)
         return name if named == self.runs else None
+
+    def of_rank(self, run: int, rank: int, name: str) -> str | None:
+        """A file of one rank of a run of several logs, in its first log's folder (DIR/rank_<R>/, as tlparse); None
+        for a rank the run lacks, and in a run of one log (its files are the run's)."""
+        folder = self.rank_folders.get(run, {}).get(rank)
+        return None if folder is None else f"{self.run_dir(run)}{folder}/{name}"
 
     def payload_page(self, artifact: int) -> str | None:
         """An artifact with a payload is shown on its payload's page (each payload once, whoever carries it)."""
@@ -176,10 +184,23 @@ def log_folders(conn: sqlite3.Connection, run: int) -> dict[int, str]:
     rank's later process is rank_<R>_restart_<N>, processes sharing a rank add their pid, and a file
     whose name is still taken, or that has no rank, is named by its file id."""
     folders: dict[int, str] = {}
-    for file_id, process in report_files.log_processes(conn, run):
+    for file_id, process, _ in report_files.log_processes(conn, run):
         name = "rank_" + re.sub(r"[^0-9A-Za-z]+", "_", process).strip("_") if process is not None else f"file_{file_id}"
         folders[file_id] = name if name not in folders.values() else f"{name}_file_{file_id}"
     return folders
+
+
+def rank_folders(conn: sqlite3.Connection, run: int) -> dict[int, str]:
+    """Each rank of a run with the folder of its first log (log_folders), where its trace goes; {} for a run of one
+    log (its files are the run's)."""
+    folders = log_folders(conn, run)
+    if len(folders) < 2:
+        return {}
+    found: dict[int, str] = {}
+    for file_id, _, rank in report_files.log_processes(conn, run):
+        if rank is not None:
+            found.setdefault(rank, folders[file_id])
+    return found
 
 
 def relative(target: str, folder: str) -> str:

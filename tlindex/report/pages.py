@@ -50,7 +50,7 @@ class PageWriter:
         it is written already or is another's, as `claim` says; `owned`: the text is this writer's)."""
         found = self.files.parse(url)  # None: an asset
         if found is not None and found.page.kind == "json":
-            self.write_chromium(found.values["run"], path)
+            self.write_chromium(found.values["run"], found.args, path)
             return
         self.text = None
         body = self.render(url, path, found)
@@ -98,11 +98,13 @@ class PageWriter:
         columns, rows = canned_rows(self.conn, name, params, QUERY_ROWS + 1)
         return self.renderer.query(query, params, columns, rows[:QUERY_ROWS], len(rows) > QUERY_ROWS, QUERY_ROWS)
 
-    def write_chromium(self, run: int, path: str) -> None:
-        """The run's Perfetto trace, streamed batch by batch to its file (it can be hundreds of MB)."""
+    def write_chromium(self, run: int, args: Args, path: str) -> None:
+        """A Perfetto trace of the run (the whole run, a rank's, its overview, as `args` say), streamed batch by
+        batch to its file (a run's can be hundreds of MB)."""
         from tlindex.formats.chromium import trace_chunks
 
-        self.output.stream(path, trace_chunks(self.conn, run))
+        data = pages.BY_NAME["chromium"].read(self.conn, args, run=run)
+        self.output.stream(path, trace_chunks(self.conn, run, data["ranks"], data["overview"]))
 
     def relink(self, page: str, path: str) -> str:
         """Links to report files made relative to `path`; links to anything else, and forms, dropped."""
