@@ -49,9 +49,16 @@ class CannedQuery:
 
     @property
     def summary(self) -> str:
-        """The description's first sentence: what the query answers, in one line."""
-        first = re.split(r"(?<=[.:;])\s", self.description, maxsplit=1)[0]
-        return first.rstrip(".:;") + "."
+        """The description's first sentence (a stop outside parentheses): what the query answers, in one line."""
+        text, depth = self.description, 0
+        for at, char in enumerate(text):
+            depth += (char == "(") - (char == ")")
+            if depth == 0 and char in ".:;" and text[at + 1:at + 2].isspace():
+                text = text[:at]
+                break
+        if len(text) > 140:  # a long one without its parentheses
+            text = re.sub(r"\s*\((?:[^()]|\([^()]*\))*\)", "", text)
+        return text.rstrip(".:;") + "."
 
 
 def parse_query(name: str, text: str) -> CannedQuery:

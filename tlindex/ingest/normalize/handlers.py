@@ -57,6 +57,9 @@ def on_dynamo_start(n: Normalizer, proc, rec, envelope_id, compile, meta, text) 
     compile.started_attempts.add(rec.data.get("attempt") or 0)
     if compile.dynamo_start is None:
         compile.dynamo_start = envelope_id  # a compile without metrics is named by its stack's last frame, at merge
+    stack = meta.get("stack") if isinstance(meta, dict) else None
+    if stack is not None and not isinstance(stack, list):  # its frames are not read: said, the rest lands
+        raise ValueError(f"its stack is {type(stack).__name__.replace('dict', 'an object')}, not a list of frames")
 
 
 def on_metrics(n: Normalizer, proc, rec, envelope_id, compile, meta, text) -> None:
