@@ -67,6 +67,7 @@ async def timed(datasette, path: str, **params) -> tuple[float, int, str]:
     return time.monotonic() - started, response.status_code, response.text
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 @pytest.mark.asyncio
 @pytest.mark.parametrize("sql", HEAVY, ids=range(len(HEAVY)))
 async def test_a_statement_that_would_run_on_or_fill_the_server_is_stopped_in_its_worker(served, traces_db, sql):
@@ -94,6 +95,7 @@ async def test_readers_are_answered_while_hostile_statements_run(served, traces_
         assert done[0] < 2 * BOUND_S
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 @pytest.mark.asyncio
 async def test_every_function_of_sqlite_called_with_long_arguments_answers_in_bounded_time(served, traces_db):
     """A quick pass over every scalar function SQLite has (-m slow: each with every argument long, one by one)."""

@@ -80,6 +80,7 @@ def shot(page, name: str) -> None:
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_run_page_trie_compile_and_artifact(server, page):
     base, path = server
     conn = sqlite3.connect(path)
@@ -379,6 +380,7 @@ def fresh_server(tmp_path_factory):
     process.wait(10)
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_a_kernel_name_searched_from_the_runs_page_of_a_fresh_database_is_found(fresh_server, page):
     """At 1400 px the runs page fits, its worst finding in view; a kernel name typed into its search box
     finds the output code that defines it (the ingest indexed the payload text: nothing else ran)."""
@@ -508,6 +510,7 @@ def team_server(tmp_path):
         yield served.url(), db, token
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 @pytest.mark.parametrize("what", ["a log", "a folder of rank logs"])
 def test_a_log_or_a_folder_dropped_on_the_runs_page_becomes_a_run_whose_page_opens(team_server, page, what):
     """The runs page's form, as a colleague uses it: a file or a folder chosen (the folder packed as a tar by the

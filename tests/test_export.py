@@ -25,6 +25,7 @@ def export_dir(fixtures_db, tmp_path_factory):
     return out
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_every_table_reads_back_equal(fixtures_db, export_dir):
     import pyarrow.dataset as ds
 

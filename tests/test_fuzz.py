@@ -147,6 +147,7 @@ def hostile(tmp_path_factory) -> tuple[Path, dict[Path, tuple[int, int]]]:
     return db_path, expected
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_no_input_crashes_the_ingest_and_every_byte_and_line_is_accounted(hostile):
     db_path, expected = hostile
     conn = connect(db_path)
@@ -163,6 +164,7 @@ def test_no_input_crashes_the_ingest_and_every_byte_and_line_is_accounted(hostil
         assert (indexed_bytes + error_bytes, indexed_lines + error_lines) == (size, lines), path.name
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_records_a_handler_cannot_read_are_handler_errors_with_their_envelope_kept(hostile):
     db_path, _ = hostile
     conn = connect(db_path)

@@ -102,6 +102,7 @@ def trend(db: Path, *args: str):
     return CliRunner().invoke(cli, ["trend", "--db", str(db), *args])
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 @pytest.mark.parametrize("clock", CLOCKS)
 @pytest.mark.parametrize("order", ORDERS)
 @pytest.mark.parametrize("metric", METRICS, ids=[metric.name for metric in METRICS])

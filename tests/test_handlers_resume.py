@@ -31,6 +31,7 @@ def cuts(content: bytes) -> list[int]:
     return sorted(set(points))
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 @pytest.mark.parametrize("log", sampled(LOGS, 4, ids=lambda p: f"{p.parent.name}/{p.name}"))
 def test_a_log_read_as_it_grows_equals_one_pass(tmp_path, log):
     content = log.read_bytes()

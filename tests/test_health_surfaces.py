@@ -121,6 +121,7 @@ def test_every_surface_shows_every_run_health_column_as_the_view_says(conn, view
     assert covered["trend --json"] >= set(COLUMNS) - {"autotune_time_s"}  # (no fixture autotuned: CPU)
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_ingest_says_the_compiles_the_runs_count(tmp_path, conn):
     """The summary line of an ingest of one scenario counts what run_health counts for its runs."""
     from conftest import ingest

@@ -422,6 +422,7 @@ def both_long(functions: dict[str, list[tuple[str, int]]], fts: tuple[str, str])
 COSTLY = ("instr", "replace", "like", "glob", "trim", "ltrim", "rtrim")
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 @pytest.mark.asyncio
 async def test_no_call_with_two_long_arguments_outlasts_the_time_limit_sample(traces_db):
     """Through an anonymous Datasette request: each call of the functions whose cost is the product of their
@@ -461,6 +462,7 @@ def test_huge_arguments_through_tlindex_query_sample(traces_db):
     assert any(r["outcome"].startswith("refused: SQL error: a value would exceed") for r in results)
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 @pytest.mark.asyncio
 async def test_huge_arguments_through_datasette_sample(traces_db):
     cases = sample(await datasette_functions(traces_db), full_text_table(traces_db))

@@ -63,6 +63,7 @@ def test_rank_sets_are_said_as_people_say_them():
     assert rank_list(scattered, world) == "14 of 256 ranks (0, 5–7, 16, 24, 26, 30, 31 and 5 more)"
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_every_finding_of_a_256_rank_run_fits_in_a_few_lines(big):
     logs, db = big
     counts = {rank_of(path): len(compiles_in(path)) for path in sorted(logs.iterdir())}
@@ -84,6 +85,7 @@ def test_every_finding_of_a_256_rank_run_fits_in_a_few_lines(big):
     assert all(", " in row["ranks"] or "," not in row["ranks"] for row in rows)  # a wide list wraps
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_ranks_are_grouped_by_what_they_compiled(big):
     logs, db = big
     compiled = {rank_of(path): tuple(compiles_in(path)) for path in logs.iterdir()}

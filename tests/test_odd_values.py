@@ -147,6 +147,7 @@ def hostile_db(tmp_path_factory) -> Path:
     return db
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_the_graph_breaks_of_a_10_mb_explanation_are_shown_cut_and_said_in_one_line(hostile_db):
     """`tlindex show graph_breaks` was a DataError traceback (string or blob too big) after 10 s at 3.7 GB."""
     result = CliRunner().invoke(cli, ["show", "graph_breaks", "--db", str(hostile_db), "--json"])
@@ -376,6 +377,7 @@ async def test_every_page_of_the_sample_answers_long_values_and_deep_nesting(tmp
     assert not result.errors, result.errors[:5]
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_every_command_runs_on_odd_values_without_a_traceback(odd_sample, tmp_path):
     import shutil
 

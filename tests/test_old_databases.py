@@ -69,6 +69,7 @@ def run_commands(db: Path, commands) -> list:
     return failures
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 @pytest.mark.parametrize("last", SAMPLE)
 def test_a_reading_command_brings_an_older_database_up_to_date_and_every_reader_answers(fresh, tmp_path, last):
     db = old(fresh, tmp_path, last)
@@ -115,6 +116,7 @@ async def crawl_database(db: Path, per_route: int | None):
         conn.close()
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 @pytest.mark.asyncio
 @pytest.mark.parametrize("last", SAMPLE[:2])
 async def test_the_server_brings_an_older_database_up_to_date_and_every_page_answers(fresh, tmp_path, last):

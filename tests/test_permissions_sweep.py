@@ -210,6 +210,7 @@ def test_the_sweep_finds_every_kind_of_surface(swept_db):
     assert surfaces["payloads_fts_data"].behind == ("payload_data", "payloads", "payloads_fts")
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 @pytest.mark.asyncio
 async def test_a_sample_of_every_surface_refuses_a_denied_table_behind_it(swept_db):
     """Each view, index and canned query once, one table behind it denied, one format (rotating)."""

@@ -51,6 +51,7 @@ def _pages(conn) -> list[str]:
     {"databases": {"traces": {"tables": {"payloads": {"allow": {"id": "root"}}}}}},
     {"allow": {"id": "root"}},
 ], ids=["database", "one table", "instance"])
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 async def test_a_denied_database_leaks_nothing_through_tlindex_pages_or_links(traces_db, denial):
     ds = _datasette([traces_db], denial)
     await ds.invoke_startup()
@@ -126,6 +127,7 @@ def _reads() -> dict[str, list[str]]:
     return {name: sorted(tables_read(query.sql)) for name, query in sorted(load_queries().items())}
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 @pytest.mark.asyncio
 @pytest.mark.parametrize("name,table", [(name, table) for name, tables in _reads().items() for table in tables])
 async def test_a_canned_query_answers_only_who_may_view_every_table_it_reads(traces_db, name, table):

@@ -46,6 +46,7 @@ def broken_links(folder: Path) -> list[str]:
     return broken
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_every_link_and_asset_of_every_page_resolves_in_the_folder(fixtures_db, scenario, tmp_path):
     conn = connect(fixtures_db)

@@ -100,6 +100,7 @@ def _statements(path: Path, page: pages.Page, values: dict, args: Args) -> tuple
         conn.close()
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_a_page_about_one_run_runs_as_many_statements_among_50_runs_as_among_5(databases):
     small, large = databases
     conn = connect_read_only(small)

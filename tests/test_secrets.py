@@ -269,6 +269,7 @@ HUGE = ("a", "=", "&", '"', "'", "-", ":", " ", "\\", "{", "a=", "a: ", '"a":', 
     *[char * (5_000_000 // len(char)) for char in HUGE[:10]],
     *[char * (1_000_000 // len(char)) + " token" for char in HUGE],  # with a secret word: every pass reads it
 ], ids=[f"{char!r}x5MB" for char in HUGE[:10]] + [f"{char!r}x1MB" for char in HUGE])
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_redaction_takes_linear_time_on_a_huge_word(word):
     for redaction in (redact_text, scrub, redact_words, storable):
         started = time.perf_counter()

@@ -369,12 +369,14 @@ def stop_midway(case: Case, name: str, inputs: Inputs, point: str, way: str) -> 
         assert re.search(r"^tlindex [a-z -]+: (stopped|interrupted)", err.strip().splitlines()[-1]), err
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_a_report_stopped_by_sigterm_leaves_no_worker_partial_folder_or_temporary_database(case, inputs):
     """Reproduction: SIGTERM to the report alone (`timeout`, a job runner, a closed terminal) left its page
     workers running, .OUT.partial-* beside OUT and tlindex-report-* (the temporary database) in TMPDIR."""
     stop_midway(case, "report", inputs, "page workers", "SIGTERM to the main process")
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 @pytest.mark.parametrize("name, point, way", list(stop_cases(sample=True)))
 def test_a_command_stopped_midway_leaves_nothing(case, inputs, name, point, way):
     stop_midway(case, name, inputs, point, way)
@@ -516,6 +518,7 @@ def _merged(db: Path) -> bool:
         return False
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 @pytest.mark.parametrize("name, point, way", list(merged_cases(sample=True)))
 def test_a_stopped_ingest_leaves_no_row_without_a_run(case, inputs, tmp_path, name, point, way):
     """Reproduction: a stopped ingest left sources (and their files and compiles) without a run, which the next
@@ -531,6 +534,7 @@ def test_every_stopped_ingest_leaves_no_row_without_a_run(case, inputs, tmp_path
     test_a_stopped_ingest_leaves_no_row_without_a_run(case, inputs, tmp_path, name, point, way)
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 @pytest.mark.parametrize("name, point", [("ingest", "workers"), ("run", "ingest workers")])
 def test_an_ingest_killed_after_a_merge_leaves_runs_the_next_ingest_regroups(case, inputs, tmp_path, name, point):
     """kill -9 after a file is merged: what it merged is in a run already (the run of its label, or a provisional

@@ -125,6 +125,7 @@ def test_a_folder_of_ranks_posted_by_push_becomes_one_run_and_push_waits_for_it(
     assert again.returncode == 0 and "posted before" in again.stdout and f"run {run}:" in again.stdout
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_the_gate_is_judged_on_the_server_and_push_exits_as_the_gate_says(team):
     crossed = subprocess.run([sys.executable, "-m", "tlindex", "push", team["base"], str(DATA / "graph_breaks"),
                               "--token", team["upload"], "--fail-on", "graph_breaks>0"],
@@ -141,6 +142,7 @@ def test_the_gate_is_judged_on_the_server_and_push_exits_as_the_gate_says(team):
     assert usage.returncode == 2
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 @pytest.mark.parametrize("case", ["no token", "wrong token", "revoked", "expired", "upload token for admin"])
 def test_a_token_that_does_not_check_out_is_refused_and_nothing_is_stored(team, case):
     token = {"no token": None, "wrong token": "tli_" + "x" * 43, "revoked": team["upload"],
@@ -206,6 +208,7 @@ def test_an_upload_past_the_size_cap_is_a_413_and_leaves_nothing(team):
     assert spooled(team["db"]) == [] and rows(team["db"], "SELECT count(*) FROM uploads") == [(0,)]
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 @pytest.mark.parametrize("member", ["../escaped.log", "/tmp/absolute.log", "link", "fifo"])
 def test_an_archive_member_outside_its_folder_a_link_or_a_device_is_refused(team, member):
     """HAND-MADE archives: a real log beside a member that would be written outside the spool, or is not a file."""
@@ -289,6 +292,7 @@ def test_a_client_that_goes_away_midway_leaves_nothing(team):
     assert spooled(team["db"]) == [] and rows(team["db"], "SELECT count(*) FROM uploads") == [(0,)]
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_retention_keeps_the_newest_runs_and_the_runs_people_named(tmp_path):
     db = tmp_path / "traces.db"
     ingest(db, [str(DATA / "recompiles")], run_label="baseline", jobs=1)  # named: kept
