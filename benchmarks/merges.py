@@ -28,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tlindex import Database  # noqa: E402
 from tlindex.ingest import chunks, pipeline  # noqa: E402
 
 SAMPLE_S = 0.25
@@ -88,8 +89,9 @@ def main() -> None:
     sampler = threading.Thread(target=busy_cores, args=(samples, stop, started), daemon=True)
     sampler.start()
     with tempfile.TemporaryDirectory(prefix="tlindex-merges-") as folder:
-        pipeline.ingest(Path(folder) / "traces.db", [str(args.log)], jobs=args.jobs,
-                        chunk_bytes=int(args.chunk_mb * 2**20) if args.chunk_mb else None)
+        with Database(Path(folder) / "traces.db", create=True) as db:
+            db.ingest([str(args.log)], jobs=args.jobs,
+                      chunk_bytes=int(args.chunk_mb * 2**20) if args.chunk_mb else None)
         wall = time.perf_counter() - started
     stop.set()
     sampler.join()

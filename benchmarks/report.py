@@ -173,16 +173,18 @@ def stage_times(path: Path, work: Path, settle_seconds: float = 0) -> dict:
     subprocess.run([sys.executable, "-m", "tlindex", "ingest", str(path), "--db", str(db), "--silent"], check=True)
     ingest = time.perf_counter() - started
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "from tlindex.report import renderer; import tlindex.cli; "
-                    "renderer()"], check=True)
+    subprocess.run([sys.executable, "-c", "from tlindex.render.report import ReportRenderer; import tlindex.cli"],
+                   check=True)
     startup = time.perf_counter() - started
 
     from contextlib import closing
 
     from tlindex import pages as page_table
+    from tlindex.answers.runs import runs_by_name
     from tlindex.render import highlight, site
     from tlindex.render import page as render
-    from tlindex.report import build, output, renderer, runs_by_name
+    from tlindex.render.report import ReportRenderer
+    from tlindex.report import build, output
     from tlindex.report import pages as report_pages
     from tlindex.store.db import connect_read_only
 
@@ -203,11 +205,11 @@ def stage_times(path: Path, work: Path, settle_seconds: float = 0) -> dict:
     out.mkdir()
     started = time.perf_counter()
     with closing(connect_read_only(db)) as conn:
-        summary = build.Report(conn, db, out, runs_by_name(conn, []), renderer()).write(1)
+        summary = build.Report(conn, db, out, runs_by_name(conn, []), ReportRenderer).write(1)
     total = time.perf_counter() - started
     shutil.rmtree(out, ignore_errors=True)
     return {"ingest (tlindex ingest --jobs 1, its own process)": round(ingest, 3),
-            "start-up (python, imports, the renderer found)": round(startup, 3),
+            "start-up (python, imports)": round(startup, 3),
             "render total (in process, jobs 1)": round(total, 3),
             "pages": summary.pages, "payloads": summary.payloads,
             "stages": {stage: [round(seconds, 3), stages.calls[stage]]
@@ -278,7 +280,7 @@ def markdown(results: list[dict]) -> str:
         s = case["stages"]
         lines += ["", f"Stages of `tlindex report` on {case['input']} ({s['pages']} pages, {s['payloads']} payload "
                   "texts; seconds, exclusive):", "", "| stage | s | calls |", "|---|---|---|"]
-        for key in ("ingest (tlindex ingest --jobs 1, its own process)", "start-up (python, imports, the renderer found)"):
+        for key in ("ingest (tlindex ingest --jobs 1, its own process)", "start-up (python, imports)"):
             lines.append(f"| {key} | {s[key]} | 1 |")
         for stage, (seconds, calls) in s["stages"].items():
             lines.append(f"| {stage} | {seconds} | {calls} |")

@@ -113,10 +113,13 @@ async def test_an_answer_is_the_answer_sqlite_gives(served, traces_db):
     conn = sqlite3.connect(traces_db)
     expected = conn.execute("select id, label from runs order by id").fetchall()
     conn.close()
+    # Datasette 1.0 answers /db.json?sql= with a redirect to /db/-/query.json
     response = await served.client.get(f"/{traces_db.stem}.json", params={"sql": "select id, label from runs order "
-                                                                                   "by id", "_shape": "array"})
+                                                                                   "by id", "_shape": "array"},
+                                       follow_redirects=True)
     assert [(row["id"], row["label"]) for row in response.json()] == [tuple(row) for row in expected]
-    bad = await served.client.get(f"/{traces_db.stem}.json", params={"sql": "select nonsense from runs"})
+    bad = await served.client.get(f"/{traces_db.stem}.json", params={"sql": "select nonsense from runs"},
+                                  follow_redirects=True)
     assert bad.status_code == 400 and "no such column: nonsense" in bad.text
     table = await served.client.get(f"/{traces_db.stem}/runs.json", params={"_shape": "array"})
     assert table.status_code == 200 and len(table.json()) == len(expected)

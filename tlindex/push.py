@@ -63,6 +63,8 @@ def target_of(url: str, token: str | None) -> Target:
         databases = _json(f"{base}/-/databases.json", token)
     except (OSError, ValueError) as error:
         raise PushFailed(f"{base}: cannot ask which databases it serves ({error})") from None
+    if isinstance(databases, dict):  # Datasette 1.0: {"ok": true, "databases": [...]}; 0.65: the list
+        databases = databases.get("databases") or []
     names = [d["name"] for d in databases if isinstance(d, dict) and not d.get("name", "_").startswith("_")]
     if len(names) != 1:
         raise UsageError(f"{base} serves {len(names)} databases ({', '.join(names)}): give the URL of one, "
