@@ -290,6 +290,7 @@ def test_a_report_opened_from_file_urls_leads_from_trie_to_compile_to_artifact(s
     shot(page, "report_artifact")
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_a_report_s_payload_pages_are_coloured_in_the_browser_as_the_server_colours_them(server, page, tmp_path):
     """The report writes a payload's page with its text escaped, uncoloured; payload.js colours it offline with
     the same spans as highlight.py, lays JSON out as json.dumps(indent=2) does, and numbers the lines."""

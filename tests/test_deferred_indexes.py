@@ -50,6 +50,7 @@ def kept(tmp_path_factory):
     return db
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_an_ingest_into_an_empty_database_makes_its_indexes_after_the_merges(tmp_path, monkeypatch, kept, jobs):
     monkeypatch.setattr(deferred_indexes, "DEFER_FROM", 0)

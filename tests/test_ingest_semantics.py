@@ -210,6 +210,7 @@ def counts_or_none(db_path, table: str) -> int | None:
         return None
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_parallel_jobs_give_the_same_database(tmp_path, fixtures_db):
     serial = tmp_path / "serial.db"
     ingest(serial, fixture_paths(), jobs=1)

@@ -67,6 +67,7 @@ def test_the_variants_carry_every_odd_value():
 
 # --- the reproduction of the issue ----------------------------------------------------------------
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 @pytest.mark.parametrize("odd", ["x", "", [1], {}])
 @pytest.mark.asyncio
 async def test_one_odd_compile_time_no_longer_takes_the_database_down(tmp_path, odd):

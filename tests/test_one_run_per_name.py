@@ -280,6 +280,7 @@ def test_a_compile_named_by_numbers_past_sqlite_names_no_compile(hostile, name):
     assert "no compile" in result.output or "names no run" in result.output, result.output
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 @pytest.mark.asyncio
 async def test_pages_and_canned_queries_answer_404_for_a_name_of_nothing(hostile):
     """Reproduction: canned `?run=`, guards_diff `?compile=`, search and trend `?run=` with a number past 2^63

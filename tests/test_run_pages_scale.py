@@ -139,6 +139,7 @@ def _instructions(path: Path, sql: str, params: dict) -> int:
         conn.close()
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_a_canned_query_of_one_run_costs_as_much_among_50_runs_as_among_5(databases):
     small, large = databases
     runs = [row[0] for row in sqlite3.connect(small).execute("SELECT id FROM runs ORDER BY id")]

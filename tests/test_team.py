@@ -114,6 +114,7 @@ def test_a_log_posted_becomes_a_run_and_the_same_bytes_posted_again_are_that_run
     assert owns(spool_of(team["db"]), "upload") and owns(spool_of(team["db"]) / digest, "upload")  # tlindex's own
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_a_folder_of_ranks_posted_by_push_becomes_one_run_and_push_waits_for_it(team):
     result = subprocess.run([sys.executable, "-m", "tlindex", "push", team["base"], str(RANKS), "--wait",
                              "--token", team["upload"]], capture_output=True, text=True, timeout=120)
@@ -394,6 +395,7 @@ def test_kill_9_in_the_middle_of_a_body_discards_it_on_restart(tmp_path):
         server.wait(timeout=30)
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_run_push_runs_the_command_then_posts_what_it_wrote(team, tmp_path):
     writer = tmp_path / "writer.py"
     writer.write_text(f"import os, shutil\nshutil.copy({str(LOG)!r}, os.path.join(os.environ['TORCH_TRACE'], "
