@@ -296,6 +296,7 @@ def test_a_rank_known_only_from_the_file_name_is_the_rank(tmp_path):
     assert [tuple(r) for r in conn.execute("SELECT world_size, source_count FROM runs")] == [(2, 2)]
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_kill_9_takes_the_workers_with_it_and_the_next_ingest_clears_its_staging(tmp_path):
     db_path = tmp_path / "t.db"
     command = [sys.executable, "-m", "tlindex", "ingest", *fixture_paths(), "--db", str(db_path), "-j", "2", "--silent"]

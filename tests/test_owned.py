@@ -229,6 +229,7 @@ time.sleep(60)
 """
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_a_report_killed_by_sigkill_leaves_a_partial_the_next_report_removes(tmp_path):
     """Reproduction: a report stopped by SIGKILL left a 26 MB `.OUT.partial-*` that the next report did not remove.
     The partial of a report still running (its lock held) is left alone."""

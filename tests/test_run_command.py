@@ -129,6 +129,7 @@ sys.exit(int(sys.argv[2]))
 """
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 @pytest.mark.parametrize("ending, code, exit_code, signal_name", [("3", 3, 3, None), ("TERM", 143, None, "SIGTERM")])
 def test_a_run_keeps_what_its_command_was_and_how_it_ended(tmp_path, ending, code, exit_code, signal_name):
     """A command that writes a real log (tests/data/series, copied into TORCH_TRACE), then exits 3 or is killed:

@@ -365,6 +365,7 @@ def test_kill_9_during_uploads_and_ingests_leaves_every_complete_upload_a_run_ex
     assert not [name for name in spooled(db) if name.startswith(".receiving-")]
 
 
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
 def test_kill_9_in_the_middle_of_a_body_discards_it_on_restart(tmp_path):
     import http.client
 
