@@ -69,6 +69,23 @@ def test_chunked_ingest_of_the_tlparse_corpus_equals_one_pass(tmp_path):
         assert got[table] == whole[table], table
 
 
+@pytest.mark.skipif(not (SHARED_CORPUS / "artifacts.log").exists(), reason="needs ../shared/corpus/tlparse")
+@pytest.mark.parametrize("chunk_bytes", [None, 20_000])
+def test_a_compile_is_named_by_its_metrics_not_its_stacks_last_frame_however_it_is_chunked(tmp_path, chunk_bytes):
+    """artifacts.log (an older torch) logs a dynamo_start whose stack ends in torch's own _convert_frame; its
+    compilation_metrics name the frame compiled: `fn` of test_codecache.py, line 439. In one pass and in chunks."""
+    import json
+
+    log = SHARED_CORPUS / "artifacts.log"
+    metrics = [json.loads(line.split("] ", 1)[1])["compilation_metrics"] for line in log.read_text().splitlines()
+               if '] {"compilation_metrics"' in line]
+    ingest(tmp_path / "t.db", [str(log)], jobs=2 if chunk_bytes else 1, chunk_bytes=chunk_bytes)
+    conn = sqlite3.connect(tmp_path / "t.db")
+    named = conn.execute("SELECT co_name, co_filename, co_firstlineno FROM compiles WHERE compile_id != '-/-'").fetchall()
+    conn.close()
+    assert named == [(m["co_name"], m["co_filename"], m["co_firstlineno"]) for m in metrics]
+
+
 def test_split_points_fall_on_envelope_lines():
     log = sorted((DATA / "train_step").iterdir())[0]
     content = log.read_bytes()
