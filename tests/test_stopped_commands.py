@@ -449,6 +449,74 @@ def test_a_stop_swallowed_by_a_sqlite_function_is_raised_again():
         proc.kill()
 
 
+AUTHORIZED = """
+import sqlite3
+from tlindex.answers.queries import read_only, run_sql
+from tlindex.stopping import stoppable
+from tlindex.store.limits import connect
+
+conn = connect(":memory:")
+conn.execute("CREATE TABLE t (x)")
+wide = "SELECT " + ", ".join(["x"] * 2000) + " FROM t"  # its preparation: nearly all of it in the authorizer
+try:
+    with stoppable() as stop:
+        print("ready", flush=True)
+        while True:  # as a canned query's page that degrades alone would: a failed statement is not the end
+            try:
+                run_sql(read_only(conn), wide).fetchone()
+            except sqlite3.Error:
+                pass
+            finally:
+                conn.set_authorizer(None)
+except KeyboardInterrupt:
+    print("stopped by", stop.name, flush=True)
+"""
+
+
+def test_a_stop_swallowed_by_the_read_only_authorizer_is_raised_again():
+    """Reproduction (CI, a report stopped by SIGTERM wrote every page and exited 0): a signal handled while SQLite
+    asked the read-only authorizer became "not authorized", which a canned query's page degraded on, and the report
+    carried on. Three processes, each stopped once mid-preparation: on the old code about half of them carried on."""
+    procs = [subprocess.Popen([sys.executable, "-c", AUTHORIZED], stdout=subprocess.PIPE, text=True) for _ in range(3)]
+    try:
+        for proc in procs:
+            assert proc.stdout.readline() == "ready\n"
+        time.sleep(0.3)
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        assert [proc.communicate(timeout=10)[0] for proc in procs] == ["stopped by SIGTERM\n"] * 3
+    finally:
+        for proc in procs:
+            proc.kill()
+
+
+CARRIES_ON = """
+import os, signal, click
+from tlindex.cli import Commands
+
+@click.group(cls=Commands)
+def cli():
+    pass
+
+@cli.command()
+def swallow():
+    try:
+        os.kill(os.getpid(), signal.SIGTERM)
+    except KeyboardInterrupt:
+        pass  # code that carries on from a stop
+    print("carried on", flush=True)
+
+cli()
+"""
+
+
+def test_a_command_that_carries_on_from_a_stop_still_exits_as_stopped():
+    """Whatever swallowed the stop, a command that was stopped says so and exits 128 + the signal, not 0."""
+    result = subprocess.run([sys.executable, "-c", CARRIES_ON, "swallow"], capture_output=True, text=True, timeout=60)
+    assert (result.returncode, result.stdout) == (128 + signal.SIGTERM, "carried on\n"), result.stderr
+    assert "tlindex swallow: stopped (SIGTERM)" in result.stderr
+
+
 # --- a stopped ingest leaves no row without a run, and nothing for the next run to adopt ----------------------------
 
 NEXT = DATA / "graph_breaks"  # what the next ingest reads, as a run of its own (one log, one process)

@@ -137,7 +137,10 @@ class Commands(click.Group):
         spared = stopping.children()  # (a process that calls the command line may have its own)
         with stopping.stoppable() as stop:
             try:
-                return super().invoke(ctx)
+                result = super().invoke(ctx)
+                if stop.signum is None:
+                    return result
+                # stopped, though the command carried on (a stop swallowed where SQLite called Python): it stopped
             except BaseException as error:
                 if stop.signum is None and not isinstance(error, KeyboardInterrupt):
                     raise _one_line(error)
