@@ -616,3 +616,24 @@ def test_an_ingest_killed_after_a_merge_leaves_runs_the_next_ingest_regroups(cas
     conn = sqlite3.connect(db)
     assert conn.execute("SELECT count(*) FROM runs WHERE ingest IS NOT NULL").fetchone()[0] == 0
     assert ("what a stopped ingest had merged, grouped into a run of its own now" in said) == bool(provisional), said
+
+
+def test_a_search_leaves_its_connection_stoppable():
+    """Reproduction: the payload scan of `tlindex search` bounded its statement with a progress handler of its own and
+    then set none, so a stop no longer interrupted the connection's statements (and one handled inside the scan's
+    handler was swallowed as its deadline): the scan's deadline now keeps the stop, and puts it back after."""
+    from tlindex.answers.search import _payload_scan
+    from tlindex.stopping import STOP
+    from tlindex.store.limits import connect
+
+    conn = connect(":memory:")
+    conn.execute("CREATE TABLE payloads (hash TEXT, text TEXT)")
+    conn.execute("INSERT INTO payloads VALUES ('h', 'nothing to find')")
+    assert _payload_scan(conn, "absent", None, 10, 5.0) == ([], True)
+    STOP.pending = True
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="interrupted"):
+            conn.execute("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10000000) "
+                         "SELECT count(*) FROM n").fetchone()
+    finally:
+        STOP.pending = False

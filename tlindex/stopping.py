@@ -146,6 +146,18 @@ def stoppable() -> Iterator[Stop]:
             signal.signal(sig, handler)
 
 
+@contextmanager
+def deadline(conn, seconds: float, steps: int = PROGRESS_STEPS) -> Iterator[None]:
+    """Statements on `conn` interrupted after `seconds` ("interrupted"), as by a stop still; its stoppable progress
+    handler back after (a handler of one's own would drop it, and a stop handled inside would be swallowed)."""
+    until = time.monotonic() + seconds
+    conn.set_progress_handler(callback(lambda: STOP.pending or time.monotonic() > until), steps)
+    try:
+        yield
+    finally:
+        conn.set_progress_handler(STOP.progress, PROGRESS_STEPS)
+
+
 def relay(signum: int, to: int) -> None:
     """While the command runs, take `signum` as what stopped it but deliver `to` instead: for a server that
     shuts down gracefully on `to` (its own handler), then raises it again for this module to see."""
