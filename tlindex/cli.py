@@ -140,13 +140,13 @@ class Commands(click.Group):
                 result = super().invoke(ctx)
                 if stop.signum is None:
                     return result
-                # stopped, though the command carried on (a stop swallowed where SQLite called Python): it stopped
+                stop.take()  # stopped, though the command carried on (a stop swallowed where SQLite called Python)
             except BaseException as error:
                 if stop.signum is None and not isinstance(error, KeyboardInterrupt):
                     raise _one_line(error)
                 if stop.signum is None:
                     stop.signum = signal.SIGINT  # (raised by Python itself: a Ctrl-C before the handlers)
-                # stopped: however the command unwound (a statement the stop interrupted became an error), it stopped
+                stop.take()  # stopped: however the command unwound (a statement the stop interrupted became an error)
             finally:
                 left = stopping.end_children(spared)
                 _say_what_is_left(" ".join(ctx.meta.get(COMMAND_WORDS, [])), stop, left)

@@ -40,6 +40,8 @@ class Stop:
         self.count = 0
         self.pending = False  # a signal noted inside a callback, to be raised again once SQLite returns
         self.later: threading.Timer | None = None  # what raises it again
+        self.again = False  # the signal being handled is one raised again (not a new one)
+        self.taken = False  # the command has its stop and is cleaning up: nothing more is raised
         self.active = False   # a command is stoppable (its handlers installed)
 
     @property
@@ -52,16 +54,24 @@ class Stop:
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
         """The handler of SIGNALS while a command runs."""
-        if not self.pending:  # (a signal raised again below is the same stop)
+        again, self.again = self.again, False
+        if not (self.pending or again):  # (a signal raised again below is the same stop)
             self.count += 1
         if self.count >= FORCE_AFTER:
             os._exit(128 + (self.signum or signum))
         if self.signum is None:
             self.signum = signum
+        if self.taken:  # raised again once the command had caught it, or a second signal during its cleanup
+            return
         if _in_callback(frame):
             # Raised inside, SQLite would swallow it: noted, the callback ends its statement, and the signal is
             # raised again from another thread a moment later, to be handled once SQLite has returned.
             self.pending = True
+            self._raise_later()
+            return
+        if again and sys.exc_info()[1] is not None and not _unwinding():
+            # an error is being handled (the statement the stop ended?): raised again once it is handled, or taken by
+            # the command it reaches (Commands.invoke), not raised inside its handler
             self._raise_later()
             return
         self.pending = False
@@ -72,9 +82,21 @@ class Stop:
         """The signal raised again in the main thread RAISE_AGAIN_S from now, from a thread of its own (raised from the
         main thread, it would be handled at once, inside the callback again)."""
         if self.later is None or not self.later.is_alive():
-            self.later = threading.Timer(RAISE_AGAIN_S, _thread.interrupt_main, (self.signum or signal.SIGINT,))
+            self.later = threading.Timer(RAISE_AGAIN_S, self._again)
             self.later.daemon = True
             self.later.start()
+
+    def _again(self) -> None:
+        self.again = True
+        _thread.interrupt_main(self.signum or signal.SIGINT)
+
+    def take(self) -> None:
+        """The command has caught its stop (however it unwound) and cleans up: a stop noted in a callback is not
+        raised again, and the statements of the cleanup run."""
+        self.taken, self.pending = True, False
+        if self.later is not None:
+            self.later.cancel()
+            self.later.join()  # (one already raising: handled, and ignored, before the handlers are put back)
 
     def progress(self) -> bool:
         """SQLite's progress handler on tlindex's connections: whether to interrupt the statement (a stop came)."""
@@ -133,15 +155,14 @@ def stoppable() -> Iterator[Stop]:
     if threading.current_thread() is not threading.main_thread():  # signals reach only the main thread
         yield STOP
         return
-    STOP.signum, STOP.count, STOP.pending = None, 0, False
+    STOP.signum, STOP.count, STOP.pending, STOP.taken, STOP.again = None, 0, False, False, False
     previous = {sig: signal.signal(sig, STOP.handle) for sig in SIGNALS}
     STOP.active = True
     try:
         yield STOP
     finally:
-        STOP.active, STOP.pending = False, False
-        if STOP.later is not None:
-            STOP.later.cancel()  # (the command is out: nothing is raised again)
+        STOP.take()  # (the command is out: nothing is raised again)
+        STOP.active = False
         for sig, handler in previous.items():
             signal.signal(sig, handler)
 
