@@ -17,7 +17,7 @@ from pathlib import Path
 import many_ranks
 import oracle
 import pytest
-from conftest import VERSIONS, connect, ingest, raw_envelopes
+from conftest import VERSIONS, connect, ingest, raw_envelopes, write_report
 
 from tlindex import Database
 from tlindex.answers.findings import findings, rank_list
@@ -185,6 +185,61 @@ def test_logs_that_stop_mid_compile_are_said_and_the_run_page_follows_them(tmp_p
     assert "logs stop mid-compile" in shown.output
 
 
+def compile_pages(folder: Path) -> dict[str, list[str]]:
+    """A report's compile pages (not their bytecode or passes pages) by the compile id each shows."""
+    found: dict[str, list[str]] = {}
+    for page in (folder / "compiles").glob("*.html"):
+        if page.stem.isdigit():
+            shown = re.search(r'<h1><span class="compile [^"]*">\[([^\]]+)\]', page.read_text(encoding="utf-8"))
+            found.setdefault(shown.group(1), []).append(page.name)
+    return found
+
+
+@pytest.mark.slow  # a sweep or a long run: CI runs it (-m "slow or not slow")
+def test_a_256_rank_report_writes_a_compile_page_per_rank_group_not_per_rank(big, tmp_path):
+    from test_report import broken_links
+
+    logs, db = big
+    compiled = {rank_of(path): compiles_in(path) for path in logs.iterdir()}
+    groups: dict[tuple, list[int]] = {}
+    for rank in sorted(compiled):
+        groups.setdefault(tuple(compiled[rank]), []).append(rank)
+    write_report(db, tmp_path / "report", [1], jobs=2)
+    pages = compile_pages(tmp_path / "report")
+    # a page for each compile of each group (its first rank's), and [-/-] (what a process logged outside any
+    # compile: never another's) for each of the 256
+    expected = Counter(f"{frame}/{count}" for ranks in groups.values() for frame, count in compiled[ranks[0]])
+    assert {cid: len(files) for cid, files in pages.items() if cid != "-/-"} == expected
+    assert len(pages["-/-"]) == WORLD and len(groups) == 2
+    assert broken_links(tmp_path / "report") == []  # every rank's compile links lead to its group's page
+    # [4/1] (rank 1's recompile, and its 63 copies'): one page, listing each rank of the group with its own row
+    (recompile,) = pages["4/1"]
+    text = (tmp_path / "report" / "compiles" / recompile).read_text(encoding="utf-8")
+    rows = text.split('<table class="rows-and-columns alike">')[1].split("</table>")[0]
+    with_it = sorted(rank for rank, ids in compiled.items() if (4, 1) in ids)
+    assert re.findall(r'<tr(?: class="here")?><td><a href="[^"]*">(\d+)</a>', rows) == [str(r) for r in with_it]
+    assert f"compiled the same on {rank_list(with_it, list(range(WORLD)))}, the rank group of rank 1" in text
+
+
+@pytest.mark.asyncio
+async def test_a_compile_page_lists_the_same_compile_on_each_rank_of_its_group(big):
+    from datasette.app import Datasette
+
+    logs, db = big
+    compiled = {rank_of(path): compiles_in(path) for path in logs.iterdir()}
+    like_0 = [rank for rank in sorted(compiled) if compiled[rank] == compiled[0]]
+    conn = connect(db)
+    (compile,) = conn.execute("SELECT c.id FROM compiles c JOIN sources s ON s.id = c.source_id "
+                              "WHERE s.rank = 38 AND c.compile_id = '4/0'").fetchone()
+    page = (await Datasette([str(db)]).client.get(f"/traces/-/tlindex/compile/{compile}.json")).json()
+    alike = page["compile"]["alike"]
+    assert [int(row["rank"]) for row in alike["rows"]] == like_0 and alike["first"] == "0"
+    ids = dict(conn.execute("SELECT s.rank, c.id FROM compiles c JOIN sources s ON s.id = c.source_id "
+                            "WHERE c.compile_id = '4/0'").fetchall())
+    assert [row["id"] for row in alike["rows"]] == [ids[rank] for rank in like_0]  # each rank's own [4/0]
+    assert alike["said"] == "192 of 256 ranks (all but every 4th from 1)"
+
+
 @pytest.mark.asyncio
 async def test_the_run_page_of_256_ranks_shows_groups_not_ranks(big):
     from datasette.app import Datasette
@@ -195,6 +250,9 @@ async def test_the_run_page_of_256_ranks_shows_groups_not_ranks(big):
     assert "192 of 256 ranks (all but every 4th from 1)" in groups and "64 of 256 ranks (every 4th from 1)" in groups
     assert '<details class="per-rank"><summary>Every rank (256)</summary>' in html  # folded
     assert html.count('href="/traces/-/tlindex/trie/1?rank=') == 2  # a stack trie per group, not per rank
+    for trie in ("/traces/-/tlindex/trie/1", "/traces/-/tlindex/trie/1?rank=37"):  # and so do the tries' own links
+        links = (await Datasette([str(db)]).client.get(trie)).text.split('class="trie-links"')[1].split("</p>")[0]
+        assert links.count("?rank=") == 2 and "and the 191 like it" in links, links
     assert 'http-equiv="refresh"' in html  # ingested a moment ago
 
 

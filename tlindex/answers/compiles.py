@@ -46,6 +46,68 @@ def siblings(conn: sqlite3.Connection, compile: dict) -> list[dict]:
          compile["id"])))
 
 
+def alike(conn: sqlite3.Connection, run: int | None) -> dict[int, int]:
+    """Each compile of a run's rank groups (rank_divergence's `group` rows: processes that compiled the same) with the
+    same compile on its group's first process (that one's own with itself), for each process whose compiles match the
+    first's one for one: compile id, status, code and cache results ([-/-], what a process logged outside any compile,
+    is its own); {} when no two processes compiled the same."""
+    if run is None or conn.execute("SELECT count(*) FROM sources WHERE run_id = ? AND process IS NOT NULL",
+                                   (run,)).fetchone()[0] < 2:
+        return {}
+    groups = rank_groups(conn, run)
+    if not any(len(group) > 1 for group in groups):
+        return {}
+    found: dict[str, list[tuple[int, str]]] = {}
+    for process, compile, said in conn.execute("""
+            SELECT s.process, c.id, c.compile_id || '|' || c.status || '|' || coalesce(c.co_name, '') || '|'
+                   || coalesce((SELECT group_concat(e.result, ' ') FROM cache_events e WHERE e.compile = c.id), '')
+            FROM sources s JOIN compiles c ON c.source_id = s.id
+            WHERE s.run_id = ? AND s.process IS NOT NULL ORDER BY s.id, c.id""", (run,)):
+        found.setdefault(process, []).append((compile, said))  # (its [-/-] too: no compile, never another's)
+    same: dict[int, int] = {}
+    for first, *others in (group for group in groups if len(group) > 1):
+        mine = found.get(first, [])
+        for other in others:
+            theirs = found.get(other, [])
+            if [said for _, said in theirs] == [said for _, said in mine]:
+                same.update({compile: to for (compile, said), (to, _) in zip(theirs, mine) if not said.startswith("-/-|")})
+                same.update({to: to for to, said in mine if not said.startswith("-/-|")})
+    return same
+
+
+def rank_groups(conn: sqlite3.Connection, run: int) -> list[list[str]]:
+    """The processes of each of a run's rank groups (rank_divergence's `group` rows), in rank order, the largest group
+    first: stored by the writer, computed while the run is not derived."""
+    if conn.execute("SELECT 1 FROM run_answers_fresh WHERE run_id = ?", (run,)).fetchone():
+        rows = conn.execute("SELECT ranks FROM run_rank_divergence WHERE run_id = ? AND finding = 'group'", (run,))
+    else:
+        from tlindex.answers.queries import load_queries, run_sql
+
+        rows = run_sql(conn, "SELECT ranks FROM (" + load_queries()["rank_divergence"].sql + ") WHERE finding = "
+                             "'group'", {"run": str(run)})
+    return sorted(([name.strip() for name in str(ranks).split(",")] for (ranks,) in rows), key=lambda g: -len(g))
+
+
+def run_processes(conn: sqlite3.Connection, run: int) -> list[str]:
+    """The names of a run's ranked processes (sources.process: "3", "1 (restart 1)")."""
+    return [process for (process,) in conn.execute(
+        "SELECT DISTINCT process FROM sources WHERE run_id = ? AND process IS NOT NULL", (run,))]
+
+
+def alike_ranks(conn: sqlite3.Connection, compile: dict) -> list[dict]:
+    """The same compile on every process of its rank group (alike), in rank order: id, rank, status, compile time and
+    start; [] when no other process compiled it the same."""
+    same = alike(conn, compile["run_id"])
+    first = same.get(compile["id"])
+    ids = [found for found, to in same.items() if to == first] if first is not None else []
+    if len(ids) < 2:
+        return []
+    return dicts(conn.execute(f"""
+        SELECT c.id, s.process AS rank, c.status, t.compile_time_s, c.start_time
+        FROM compiles c JOIN sources s ON s.id = c.source_id LEFT JOIN compile_times t ON t.compile = c.id
+        WHERE c.id IN ({", ".join("?" * len(ids))}) ORDER BY s.rank, coalesce(s.restart, 0), s.pid""", ids))
+
+
 def _cut(column: str, chars: int) -> str:
     """SQL for a column of a log's text read up to one character past `chars` (enough to say it was longer)."""
     return f"substr({column}, 1, {chars + 1}) AS {column}"

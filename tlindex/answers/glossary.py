@@ -49,6 +49,10 @@ WORDS = (
          "bytes, the compile that logged most, torch's version and the log directory.", "runs"),
     Term("process", "process", "One process's records (a pid in a log file). A rank its launcher restarted is a "
          "new process, named `1 (restart 1)`; two processes claiming one rank are told apart by pid.", "runs"),
+    Term("rank-group", "rank group", "Processes of a run that compiled the same: the same compiles (matched by "
+         "code object, not compile id), graphs and guards. A compile page lists the same compile on each process of "
+         "its group, with its time; a report of more than 8 processes writes that page once, its first rank's, for "
+         "every rank whose compiles match it one for one (id, status, code, cache results).", "runs"),
     Term("frame", "frame", "A Python function call that Dynamo intercepts and compiles. Dynamo numbers each "
          "function (code object) it compiles in a process, from 0; a graph break goes on in a resume function, "
          "a frame of its own.", "runs"),

@@ -6,7 +6,10 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 
+from tlindex.answers.compiles import alike
 from tlindex.store.tables import METRICS_CONFIGS
+
+GROUPED_FROM = 9  # processes: a run of more has a compile page per rank group, not per rank (alike_compiles)
 
 
 def _marks(runs: list[int]) -> str:
@@ -16,6 +19,18 @@ def _marks(runs: list[int]) -> str:
 def compile_runs(conn: sqlite3.Connection, runs: list[int]) -> dict[int, int]:
     """compile row -> its run, of the runs."""
     return dict(conn.execute(f"SELECT id, run_id FROM compiles WHERE run_id IN ({_marks(runs)})", runs).fetchall())
+
+
+def alike_compiles(conn: sqlite3.Connection, runs: list[int]) -> dict[int, int]:
+    """Of runs of GROUPED_FROM processes or more: each compile whose page is its rank group's first rank's (the same
+    compile there: compiles.alike; that page lists every rank's), without the compiles of vLLM pieces (a page each)."""
+    same: dict[int, int] = {}
+    for (run,) in conn.execute(f"""SELECT run_id FROM sources WHERE run_id IN ({_marks(runs)}) GROUP BY run_id
+                                   HAVING count(*) >= {GROUPED_FROM}""", runs).fetchall():
+        same.update((compile, first) for compile, first in alike(conn, run).items() if compile != first)
+    pieces = {compile for (compile,) in conn.execute(f"""SELECT DISTINCT p.compile FROM piece_compiles p
+                JOIN compiles c ON c.id = p.compile WHERE c.run_id IN ({_marks(runs)})""", runs)}
+    return {compile: first for compile, first in same.items() if not {compile, first} & pieces}
 
 
 def piece_compiles(conn: sqlite3.Connection, runs: list[int]) -> dict[int, int]:

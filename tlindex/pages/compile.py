@@ -42,7 +42,28 @@ def compile_data(conn: sqlite3.Connection, args: Args, compile: int) -> dict:
                        for name, c in compile_config(conn, compile).items()]  # each config on its payload's page
     found["provenance"] = [a["id"] for a in found["artifacts"] if a["name"] == MAPPINGS and a["payload"]]
     found["siblings"] = compiles.siblings(conn, found)
+    found["alike"] = alike_data(conn, found)
     return {"compile": found}
+
+
+def alike_data(conn: sqlite3.Connection, compile: dict) -> dict | None:
+    """The same compile on the other processes of its rank group (compiles.alike): the ranks as people say them, the
+    spread of their compile times and the slowest, each rank's row; None when no other process compiled it the same."""
+    rows = compiles.alike_ranks(conn, compile)
+    if not rows:
+        return None
+    def named(process: str) -> int | str:
+        return int(process) if str(process).lstrip("-").isdigit() else process
+
+    ranks = [named(r["rank"]) for r in rows]
+    world = [named(process) for process in compiles.run_processes(conn, compile["run_id"])]
+    timed = sorted((r for r in rows if r["compile_time_s"] is not None), key=lambda r: r["compile_time_s"])
+    spread = None
+    if timed:
+        middle = timed[len(timed) // 2]["compile_time_s"] if len(timed) % 2 else \
+            (timed[len(timed) // 2 - 1]["compile_time_s"] + timed[len(timed) // 2]["compile_time_s"]) / 2
+        spread = {"fastest": timed[0]["compile_time_s"], "median": middle, "slowest": timed[-1]}
+    return {"said": rank_list(ranks, world), "count": len(rows), "first": rows[0]["rank"], "spread": spread, "rows": rows}
 
 
 def _why(conn: sqlite3.Connection, compile: dict) -> dict:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import sqlite3
 
+from tlindex.answers import compiles
 from tlindex.answers.resume_functions import run_compiles_with_bytecode
 from tlindex.answers.runs import run_row
 from tlindex.answers.trie import anonymous_compiles, build_trie, find, run_ranks, size, unattributed_kinds
 from tlindex.errors import NotFound
 from tlindex.pages.rows import Args
+from tlindex.pages.run import WHOLE_TRACE_UP_TO
 
 ANONYMOUS_SHOWN = 50  # [-/-] compiles listed (one per process and reset); the rest in the compiles table
 
@@ -27,7 +29,11 @@ def trie_data(conn: sqlite3.Connection, args: Args, run: int) -> dict:
     unknown = unattributed_kinds(conn, run, rank)
     anonymous = anonymous_compiles(conn, run, rank, ANONYMOUS_SHOWN + 1)
     trie = build_trie(conn, run, rank)
-    return {"run": found, "rank": rank, "ranks": ranks, "trie": trie, "nodes": size(trie) - 1,
+    groups = [{"like": int(g[0]) if g[0].lstrip("-").isdigit() else g[0], "count": len(g)}
+              for g in compiles.rank_groups(conn, run)] if len(ranks) > WHOLE_TRACE_UP_TO else []
+    return {"run": found, "rank": rank, "ranks": ranks, "groups": groups,
+            "rank_apart": rank is not None and rank not in [g["like"] for g in groups],  # not a group's first
+            "trie": trie, "nodes": size(trie) - 1,
             "unknown": unknown, "anonymous": anonymous[:ANONYMOUS_SHOWN],
             "more_anonymous": len(anonymous) > ANONYMOUS_SHOWN,
             "with_bytecode": run_compiles_with_bytecode(conn, run, rank)}

@@ -54,13 +54,16 @@ TWINS: dict[str, tuple[tuple[str, str], ...]] = {
                     "between two refreshes while its logs are being ingested (else null)"),
             ("queries", "the canned queries that take a run")),
     "trie": (("run", "the run"), ("rank", "the rank shown, or null"), ("ranks", "the run's ranks"),
+             ("groups", "a run of more than 8 processes: its rank groups (like: the first rank, count), linked "
+                        "instead of every rank"), ("rank_apart", "whether the rank shown is no group's first"),
              ("trie", "the stack trie's top nodes"), ("nodes", "nodes in all"),
              ("unknown", "compiles whose stack is unknown"), ("anonymous", "[-/-] records listed"),
              ("more_anonymous", "[-/-] records not listed"), ("with_bytecode", "compiles with a bytecode listing")),
     "trie_node": (("run", "the run"), ("rank", "the rank, or null"), ("node", "the node with its children"),
                   ("with_bytecode", "compiles with a bytecode listing")),
     "compile": (("compile", "the compile: its row, process, metrics, guards, spans, artifacts, graph breaks, "
-                            "failed guards, symbols, configs and siblings"),),
+                            "failed guards, symbols, configs and siblings; alike: the same compile on each process "
+                            "of its rank group (said, count, first, spread of compile times, rows), or null"),),
     "bytecode": (("view", "the resume function's bytecode, original and modified, with the source it came from"),
                  ("compile", "the compile"), ("read_files", "whether source files may be read")),
     "passes": (("compile", "the compile"), ("piece", "the vLLM piece, or null"), ("pieces", "the compile's pieces"),

@@ -31,8 +31,8 @@ from tlindex.store.db import connect_read_only
 if TYPE_CHECKING:  # a report of a few pages starts no worker, and imports no concurrent.futures
     from concurrent.futures import Executor, Future
 
-PARALLEL_FROM = 100  # pages of the tasks (compile and payload pages, ~2 ms each): below, one process renders
-# them as fast as forked workers (a fork starts in milliseconds)
+PARALLEL_FROM = 100  # files of the tasks (compile and payload pages, traces, a log's tlparse files: ~2 ms each):
+# below, one process renders them as fast as forked workers (a fork starts in milliseconds)
 SPAWNED_FROM = 600  # the same where a fork is unsafe: a spawned worker imports the renderer (~0.4 s)
 TASK_PAGES = 50  # pages per task given to a worker (small: the workers end together)
 TASK_TRACES = 32  # a run's traces per task (a 256-rank run's are 256 small ones and its overview)
@@ -135,9 +135,10 @@ class Report:
 
     @staticmethod
     def parallel(tasks: list[Task], forked: bool) -> bool:
-        """Whether the tasks have pages enough for worker processes (forked ones start at once, spawned ones not)."""
-        pages = sum(len(task.urls) for task in tasks if isinstance(task, PagesTask))
-        return pages >= (PARALLEL_FROM if forked else SPAWNED_FROM)
+        """Whether the tasks have files enough for worker processes (forked ones start at once, spawned ones not): a
+        page, a trace, a log's tlparse files count one each (each a few milliseconds)."""
+        files = sum(1 if isinstance(task, TlparseTask) else len(task.urls) for task in tasks)
+        return files >= (PARALLEL_FROM if forked else SPAWNED_FROM)
 
     def _write(self, jobs: int, tasks: list[Task]) -> ReportSummary:
         self.output.summary = self.total  # what this process writes counts in the total (a task counts its own)
@@ -171,7 +172,7 @@ class Report:
         run's Perfetto trace, each log's tlparse files, compile pages (a few to a task, so that `jobs` workers share
         a log's few heavy compiles), then payload pages with their texts."""
         urls = self.renderer.urls
-        compiles = [urls.compile(c) for c in sorted(self.files.compile_runs)]
+        compiles = [urls.compile(c) for c in sorted(self.files.compile_runs) if c not in self.files.alike]
         per = max(1, min(TASK_COMPILES, len(compiles) // (jobs * COMPILE_TASKS_PER_JOB)))
         pages = [urls.payload(digest) for digest in sorted(self.files.payload_pages)]  # each writes its text too
         pages += [urls.provenance(artifact) for artifact in self.files.provenance]

@@ -7,6 +7,8 @@ Layout (one run: DIR is that run's folder; several: DIR/index.html lists them, e
     index.html            the run page (findings first)
     trie.html, trie-rank-<R>.html
     compiles/<id>.html, compiles/<id>-bytecode.html, compiles/<id>-passes.html, compiles/<id>-piece-<P>-passes.html
+                          (a run of many processes: a compile of a rank group on its first rank's page, which lists
+                          every rank's: report_files.alike_compiles)
     provenance/<artifact>.html, artifact/<artifact>.html (an artifact without payload), vllm.html
     queries/<name>[--<param>-<value>].html, failures_and_restarts.html (the failures query, as tlparse names it)
     compile_directory.json, raw.jsonl   tlparse's formats (one folder per log in multi-log runs: log_folders)
@@ -53,6 +55,7 @@ class ReportFiles:
         self.queries = queries
         self.compile_runs = report_files.compile_runs(conn, self.runs)
         self.piece_compiles = report_files.piece_compiles(conn, self.runs)
+        self.alike = report_files.alike_compiles(conn, self.runs)  # compile -> the one whose page is its page
         self.artifact_runs, self.artifact_payloads = {}, {}
         self.provenance = []  # artifacts with a provenance page
         for artifact, run, payload, mapping in report_files.run_artifacts(conn, self.runs):
@@ -159,7 +162,10 @@ class ReportFiles:
             found = self.parse(url)
             if found is None or found.page.file is None:  # the server's
                 return None
-            return found.page.file(self, found.values, found.args)
+            values = found.values
+            if values.get("compile") in self.alike:  # a compile of a rank group: its group's page
+                values = {**values, "compile": self.alike[values["compile"]]}
+            return found.page.file(self, values, found.args)
         except Exception:  # an id past 64 bits, a value no file has: no file
             return None
 
@@ -172,7 +178,7 @@ class ReportFiles:
         if found is None or found.page.within != "compile":
             return None
         compile = found.values.get("compile", self.piece_compiles.get(found.values.get("piece")))
-        return None if compile is None else self.page_file("compile", compile=compile)
+        return None if compile is None else self.page_file("compile", compile=self.alike.get(compile, compile))
 
 
 QUERY_RE = re.compile(pages.QUERY.pattern)
