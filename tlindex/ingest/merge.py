@@ -32,14 +32,28 @@ def _shift(column: str, offset: int) -> str:
     return f"CASE WHEN {column} < 0 THEN -{column} ELSE {column} + {offset} END"
 
 
+_SHAPES: dict[str, dict[str, tuple[list[str], dict[str, str]]]] = {}  # a schema's text -> its tables' shapes
+
+
+def table_shapes(conn: sqlite3.Connection) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """{table: (its columns, its foreign keys)} of every table the normalizer writes, read once per schema (a bulk
+    ingest merges hundreds of files: their pragmas were a tenth of each merge)."""
+    (schema,) = conn.execute("SELECT group_concat(sql, ';') FROM main.sqlite_schema").fetchone()
+    if schema not in _SHAPES:
+        if len(_SHAPES) >= 4:  # (a process that migrates databases meets a few)
+            _SHAPES.clear()
+        _SHAPES[schema] = {table: ([row[1] for row in conn.execute(f"PRAGMA main.table_info({table})")], fks)
+                           for table, fks in foreign_keys(conn).items()}
+    return _SHAPES[schema]
+
+
 def merge_statements(conn: sqlite3.Connection) -> tuple[list[str], dict[str, int]]:
     """The INSERT ... SELECT of every table, and the id offsets (read inside the transaction)."""
-    fks = foreign_keys(conn)
+    shapes = table_shapes(conn)
     offsets = {table: conn.execute(f"SELECT coalesce(max(id), 0) FROM main.{table}").fetchone()[0]
-               for table in fks if table not in NATURAL_KEYS}
+               for table in shapes if table not in NATURAL_KEYS}
     statements = []
-    for table, table_fks in fks.items():
-        columns = [row[1] for row in conn.execute(f"PRAGMA main.table_info({table})")]
+    for table, (columns, table_fks) in shapes.items():
         select = []
         for column in columns:
             if column == "id" and table not in NATURAL_KEYS:
