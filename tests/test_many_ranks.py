@@ -129,6 +129,17 @@ def test_a_rank_far_slower_than_the_ranks_that_compiled_the_same_is_named(tmp_pa
     assert slow.text.startswith(f"Rank 6 compiled far slower than the ranks that compiled the same: "
                                 f"{round(seconds[6], 1)} s compiling, {round(seconds[6] - median, 1)} s more than "
                                 f"the median ({round(median, 1)} s) of the {len(same)} that compiled the same")
+    # and its compiles' pages name it the slowest of its rank group, with its own time beside theirs
+    from tlindex.answers.compiles import compile_row
+    from tlindex.pages.compile import alike_data
+
+    conn = connect(tmp_path / "t.db")
+    (forward,) = conn.execute("SELECT c.id FROM compiles c JOIN sources s ON s.id = c.source_id "
+                              "WHERE s.rank = 0 AND c.compile_id = '4/0'").fetchone()
+    alike = alike_data(conn, compile_row(conn, forward))
+    times = {int(row["rank"]): row["compile_time_s"] for row in alike["rows"]}
+    assert sorted(times) == [rank for rank in range(16) if rank % 4 != 1]
+    assert alike["spread"]["slowest"]["rank"] == "6" and times[6] - times[0] > 29  # the 30 s added to its metrics
 
 
 def _clock(text: str) -> float:
@@ -219,6 +230,7 @@ def test_a_256_rank_report_writes_a_compile_page_per_rank_group_not_per_rank(big
     with_it = sorted(rank for rank, ids in compiled.items() if (4, 1) in ids)
     assert re.findall(r'<tr(?: class="here")?><td><a href="[^"]*">(\d+)</a>', rows) == [str(r) for r in with_it]
     assert f"compiled the same on {rank_list(with_it, list(range(WORLD)))}, the rank group of rank 1" in text
+    assert " s on each." in text  # copies of one rank's log: one time, no slowest named
 
 
 @pytest.mark.asyncio
