@@ -97,6 +97,8 @@ def run_processes(conn: sqlite3.Connection, run: int) -> list[str]:
 def alike_ranks(conn: sqlite3.Connection, compile: dict) -> list[dict]:
     """The same compile on every process of its rank group (alike), in rank order: id, rank, status, compile time and
     start; [] when no other process compiled it the same."""
+    if compile["compile_id"] == "-/-":  # no compile: never another's (alike)
+        return []
     same = alike(conn, compile["run_id"])
     first = same.get(compile["id"])
     ids = [found for found, to in same.items() if to == first] if first is not None else []
