@@ -637,3 +637,35 @@ def test_a_search_leaves_its_connection_stoppable():
                          "SELECT count(*) FROM n").fetchone()
     finally:
         STOP.pending = False
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # (the callbacks' StatementStopped)
+def test_a_connection_stays_stoppable_whatever_handlers_are_set_on_it():
+    """Every connection tlindex opens (tlindex.store.limits.connect) keeps its statements stoppable, whoever sets a
+    handler on it: an authorizer runs as a callback (a stop noted inside is not swallowed, its statement ends), a
+    progress handler of one's own still ends its statement when a stop comes, and none is the stop's handler again."""
+    import sys
+
+    from tlindex.stopping import STOP, _in_callback
+    from tlindex.store.limits import connect
+
+    long = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 10000000) SELECT count(*) FROM n"
+    conn = connect(":memory:")
+    inside = []
+    conn.set_authorizer(lambda *args: inside.append(_in_callback(sys._getframe())) or sqlite3.SQLITE_OK)
+    conn.execute("SELECT 1").fetchone()
+    assert inside and all(inside)  # a signal handled there is noted, to be raised once SQLite has returned
+    STOP.pending = True
+    try:
+        with pytest.raises(sqlite3.DatabaseError, match="not authorized"):
+            conn.execute("SELECT 2")
+        conn.set_authorizer(None)
+        conn.set_progress_handler(lambda: False, 1_000)  # a handler of one's own, which would never interrupt
+        with pytest.raises(sqlite3.OperationalError, match="interrupted"):
+            conn.execute(long).fetchone()
+        conn.set_progress_handler(None, 0)  # none: the stop's handler again
+        with pytest.raises(sqlite3.OperationalError, match="interrupted"):
+            conn.execute(long).fetchone()
+    finally:
+        STOP.pending = False
+    assert conn.execute("SELECT 3").fetchone() == (3,)

@@ -111,8 +111,9 @@ class StatementStopped(Exception):
 
 
 def callback(function: Callable) -> Callable:
-    """A function SQLite calls (a SQL function registered on a tlindex connection), made safe for a stop: a signal
-    that comes while it runs ends its statement and is raised once SQLite has returned."""
+    """A function SQLite calls (a SQL function registered on a tlindex connection; its authorizers and progress
+    handlers are wrapped by tlindex.store.limits.StoppableConnection), made safe for a stop: a signal that comes while
+    it runs ends its statement and is raised once SQLite has returned."""
 
     @functools.wraps(function)
     def called(*args):
@@ -165,18 +166,6 @@ def stoppable() -> Iterator[Stop]:
         STOP.active = False
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-@contextmanager
-def deadline(conn, seconds: float, steps: int = PROGRESS_STEPS) -> Iterator[None]:
-    """Statements on `conn` interrupted after `seconds` ("interrupted"), as by a stop still; its stoppable progress
-    handler back after (a handler of one's own would drop it, and a stop handled inside would be swallowed)."""
-    until = time.monotonic() + seconds
-    conn.set_progress_handler(callback(lambda: STOP.pending or time.monotonic() > until), steps)
-    try:
-        yield
-    finally:
-        conn.set_progress_handler(STOP.progress, PROGRESS_STEPS)
 
 
 def relay(signum: int, to: int) -> None:

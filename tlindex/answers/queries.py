@@ -18,7 +18,6 @@ import sys
 from dataclasses import dataclass, field
 
 from tlindex.errors import UsageError
-from tlindex.stopping import callback
 from tlindex.store.resources import resource_dir
 
 PARAM_RE = re.compile(r"^--\s*:(\w+)\s+(.*)$")
@@ -145,7 +144,6 @@ ALLOWED_FUNCTIONS = frozenset("""
 DENIED_FUNCTIONS = frozenset({"fts3_tokenizer", "load_extension", "fts5", "sqlite_log", "zeroblob", "randomblob"})
 
 
-@callback  # (a stop that comes while SQLite asks is raised once it has returned: tlindex.stopping)
 def _read_only(action: int, arg1, arg2, database, trigger) -> int:
     if action == sqlite3.SQLITE_FUNCTION:
         return sqlite3.SQLITE_OK if str(arg2).lower() in ALLOWED_FUNCTIONS else sqlite3.SQLITE_DENY
@@ -163,7 +161,6 @@ def read_only(conn: sqlite3.Connection) -> sqlite3.Connection:
     return conn
 
 
-@callback
 def _functions_guarded(action: int, arg1, arg2, database, trigger) -> int:
     if action == sqlite3.SQLITE_FUNCTION and str(arg2).lower() in DENIED_FUNCTIONS:
         return sqlite3.SQLITE_DENY

@@ -10,12 +10,12 @@ and compile, the groups with the most hits first.
 from __future__ import annotations
 
 import sqlite3
+import time
 from dataclasses import asdict, dataclass
 
 from tlindex.answers.names import ATTEMPT_RE, without_attempt
 from tlindex.errors import SearchError  # noqa: F401 (raised here, imported from here by callers)
 from tlindex.ingest.text_index import PAYLOAD_INDEX, has_payload_index
-from tlindex.stopping import deadline
 from tlindex.store.compression import register
 
 MIN_CHARS = 3          # shorter terms match too much to be worth a search
@@ -200,18 +200,21 @@ def _payload_scan(conn: sqlite3.Connection, term: str, run: int | None, limit: i
     """Payloads containing the term (case-insensitive, as the index matches), found by reading
     them (no index) for at most `seconds`: (hits, whether the whole text was read). LIKE is as case-blind as
     the index (ASCII) and allocates nothing; inflating the text is the cost (about 200 MB of text a second)."""
+    deadline = time.monotonic() + seconds
+    conn.set_progress_handler(lambda: time.monotonic() > deadline, 20_000)  # (a stop still interrupts it: limits.connect)
     found: list[tuple[str, str]] = []
     try:
         pattern = "%" + term.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
-        with deadline(conn, seconds, 20_000):
-            for row in conn.execute("SELECT hash, text FROM payloads WHERE text LIKE ? ESCAPE '\\' LIMIT ?",
-                                    (pattern, limit)):
-                found.append(row)
+        cursor = conn.execute("SELECT hash, text FROM payloads WHERE text LIKE ? ESCAPE '\\' LIMIT ?", (pattern, limit))
+        for row in cursor:
+            found.append(row)
         stopped = False
     except sqlite3.OperationalError as error:
         if "interrupted" not in str(error):
             raise
         stopped = True
+    finally:
+        conn.set_progress_handler(None, 0)  # (the stop's handler again)
     return [hit for hash_, text in found for hit in _artifact_hits(conn, hash_, text, term, run)], not stopped
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from tlindex.stopping import PROGRESS_STEPS, STOP
+from tlindex.stopping import PROGRESS_STEPS, STOP, callback
 
 # The value: every value tlindex stores comes from one record of a log, and the reader holds no record
 # past 64 MiB (tlindex.ingest.reader.MAX_RECORD_BYTES), so no payload text, envelope or other value
@@ -33,11 +33,27 @@ def limit_connection(conn: sqlite3.Connection) -> sqlite3.Connection:
     return conn
 
 
+class StoppableConnection(sqlite3.Connection):
+    """A connection that stays stoppable (tlindex.stopping): an authorizer or progress handler set on it is made safe
+    for a stop (`callback`), and a progress handler of one's own still ends its statement when a stop comes; none
+    is the stop's handler again."""
+
+    def set_authorizer(self, authorizer_callback):
+        super().set_authorizer(None if authorizer_callback is None else callback(authorizer_callback))
+
+    def set_progress_handler(self, progress_handler, n):
+        if progress_handler is None:
+            super().set_progress_handler(STOP.progress, PROGRESS_STEPS)
+        else:
+            super().set_progress_handler(callback(lambda: STOP.pending or progress_handler()), n)
+
+
 def connect(database: str | Path, **kwargs) -> sqlite3.Connection:
-    """sqlite3.connect, limited and stoppable (a stop interrupts its statement: tlindex.stopping): the only place
-    tlindex opens a SQLite connection."""
-    conn = limit_connection(sqlite3.connect(database, **kwargs))
-    conn.set_progress_handler(STOP.progress, PROGRESS_STEPS)
+    """sqlite3.connect, limited and stoppable (a stop interrupts its statement, and one that comes while SQLite calls
+    an authorizer or progress handler set on it is raised once SQLite has returned: StoppableConnection): the only
+    place tlindex opens a SQLite connection."""
+    conn = limit_connection(sqlite3.connect(database, factory=StoppableConnection, **kwargs))
+    conn.set_progress_handler(None, 0)  # (none: the stop's, STOP.progress)
     return conn
 
 

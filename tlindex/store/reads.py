@@ -15,7 +15,6 @@ import re
 import sqlite3
 from typing import Callable, Iterable
 
-from tlindex.stopping import callback
 from tlindex.store.limits import connect
 
 SchemaRow = tuple[str, str, "str | None"]  # sqlite_master's type, name and sql
@@ -139,7 +138,6 @@ class SchemaCopy:
         (an EXPLAIN's: its first instruction)."""
         seen: set[str] = set()
 
-        @callback
         def record(action: int, table, column, database, inner) -> int:
             if action == sqlite3.SQLITE_READ and table in self.kinds:
                 seen.add(table)
