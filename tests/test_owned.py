@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -513,9 +514,28 @@ def test_a_stop_held_back_while_a_temporary_folder_was_made_removes_it(tmp_path,
 
     def mark_then_signalled(path, kind):
         marked(path, kind)
-        os.kill(os.getpid(), signal.SIGTERM)  # pending: held until the folder is whole
+        # pending: held until the folder is whole. Sent to the main thread: sent to the process, another thread of
+        # the test's worker (pytest-xdist's) may take it, and Python runs the handler at once (the next test) or only
+        # once the main thread has left the step (about 1 in 700): a process's signal reaches the thread the kernel picks
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGTERM)
 
     monkeypatch.setattr(owned, "mark", mark_then_signalled)
     with stopping.stoppable(), pytest.raises(KeyboardInterrupt):
         owned.TemporaryFolder(".t.partial-", tmp_path, "export")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_stop_another_thread_took_while_signals_were_held_is_raised_after_the_step(tmp_path):
+    """The handler runs in the main thread whichever thread took the signal: one that runs while the main thread holds
+    signals back (another thread took it) is raised when the step is done, not inside it."""
+    import signal
+
+    from tlindex import stopping
+
+    steps = []
+    with stopping.stoppable(), pytest.raises(KeyboardInterrupt):
+        with stopping.signals_held():
+            stopping.STOP.handle(signal.SIGTERM, None)  # as the handler runs when another thread took the signal
+            steps.append("the step went on")
+        steps.append("after the step")  # never: raised as the step ended
+    assert steps == ["the step went on"] and stopping.STOP.signum == signal.SIGTERM and stopping.STOP.count == 1

@@ -42,6 +42,8 @@ class Stop:
         self.later: threading.Timer | None = None  # what raises it again
         self.again = False  # the signal being handled is one raised again (not a new one)
         self.taken = False  # the command has its stop and is cleaning up: nothing more is raised
+        self.held = 0  # the main thread is in a step that must not stop half-way (signals_held), this deep
+        self.held_back: int | None = None  # a signal that came meanwhile (taken by another thread): raised after it
         self.active = False   # a command is stoppable (its handlers installed)
 
     @property
@@ -62,6 +64,9 @@ class Stop:
         if self.signum is None:
             self.signum = signum
         if self.taken:  # raised again once the command had caught it, or a second signal during its cleanup
+            return
+        if self.held:  # another thread took the signal the main thread holds back: raised when the step is done
+            self.held_back = signum
             return
         if _in_callback(frame):
             # Raised inside, SQLite would swallow it: noted, the callback ends its statement, and the signal is
@@ -157,6 +162,7 @@ def stoppable() -> Iterator[Stop]:
         yield STOP
         return
     STOP.signum, STOP.count, STOP.pending, STOP.taken, STOP.again = None, 0, False, False, False
+    STOP.held, STOP.held_back = 0, None
     previous = {sig: signal.signal(sig, STOP.handle) for sig in SIGNALS}
     STOP.active = True
     try:
@@ -186,11 +192,18 @@ def signals_held() -> Iterator[None]:
     if not hasattr(signal, "pthread_sigmask"):
         yield
         return
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    main = threading.current_thread() is threading.main_thread()
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)  # (in this thread, and in the processes it starts)
+    STOP.held += main  # a signal is process-wide: another thread may take it, and the handler runs here anyway
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        STOP.held -= main
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)  # one this thread held is handled here
+        if main and not STOP.held and STOP.held_back is not None:  # one another thread took
+            signum, STOP.held_back = STOP.held_back, None
+            STOP.again = True  # (the same stop: not counted twice)
+            signal.raise_signal(signum)
 
 
 # --- workers -----------------------------------------------------------------------------------------
@@ -201,7 +214,7 @@ def worker_started(parent: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for sig in SIGNALS[1:]:
         signal.signal(sig, signal.SIG_DFL)
-    STOP.signum, STOP.pending, STOP.active = None, False, False
+    STOP.signum, STOP.pending, STOP.active, STOP.held, STOP.held_back = None, False, False, 0, None
     die_with_parent(parent)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
