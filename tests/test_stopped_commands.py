@@ -517,6 +517,33 @@ def test_a_command_that_carries_on_from_a_stop_still_exits_as_stopped():
     assert "tlindex swallow: stopped (SIGTERM)" in result.stderr
 
 
+STOPPED_IN_EXEC = """
+import os, signal, click
+from tlindex.cli import Commands
+
+@click.group(cls=Commands)
+def cli():
+    pass
+
+@cli.command()
+def made():
+    exec("import os, signal; os.kill(os.getpid(), signal.SIGTERM)", {})  # as a dataclass is made, at an import
+
+cli()
+"""
+
+
+def test_a_command_stopped_inside_a_strings_exec_exits_as_stopped(tmp_path):
+    """Reproduction (CI, an ingest stopped by SIGTERM at its staging folder died of SIGINT, saying it stopped): under
+    `python -m`, CPython turns a KeyboardInterrupt that ended a string's exec into a SIGINT death at exit, even once it
+    is caught; the command exits 128 + the signal all the same."""
+    (tmp_path / "stopped_in_exec.py").write_text(STOPPED_IN_EXEC)
+    result = subprocess.run([sys.executable, "-m", "stopped_in_exec", "made"], capture_output=True, text=True,
+                            timeout=60, cwd=tmp_path)
+    assert result.returncode == 128 + signal.SIGTERM, result.stderr
+    assert "tlindex made: stopped (SIGTERM)" in result.stderr
+
+
 # --- a stopped ingest leaves no row without a run, and nothing for the next run to adopt ----------------------------
 
 NEXT = DATA / "graph_breaks"  # what the next ingest reads, as a run of its own (one log, one process)

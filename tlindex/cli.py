@@ -150,6 +150,8 @@ class Commands(click.Group):
             finally:
                 left = stopping.end_children(spared)
                 _say_what_is_left(" ".join(ctx.meta.get(COMMAND_WORDS, [])), stop, left)
+        eval("None")  # CPython notes a KeyboardInterrupt that ended a string's exec or eval (a dataclass made at an
+        # import, stopped), caught or not, and `python -m` dies of SIGINT at exit for it; the next string's eval forgets
         ctx.exit(stop.exit_code)  # 130 for Ctrl-C, 128 + N for the others
 
 
