@@ -94,6 +94,23 @@ def raw_envelopes(paths: list[Path]) -> list[dict]:
     return found
 
 
+def indexes_out_of_step(db_path) -> list[str]:
+    """The full-text indexes that do not hold exactly their table's rows (FTS5's check against the content)."""
+    from tlindex.ingest.text_index import FTS_COLUMNS, PAYLOAD_INDEX
+
+    conn, wrong = connect(Path(db_path)), []
+    for index, table in [(f"{t}_fts", t) for t in FTS_COLUMNS] + [(PAYLOAD_INDEX, "payloads")]:
+        try:
+            conn.execute(f"INSERT INTO [{index}] ([{index}], rank) VALUES ('integrity-check', 1)")
+        except sqlite3.DatabaseError as error:
+            wrong.append(f"{index}: {error}")
+        if conn.execute(f"SELECT count(*) FROM [{index}_docsize]").fetchone() != \
+                conn.execute(f"SELECT count(*) FROM [{table}]").fetchone():
+            wrong.append(f"{index}: not one entry per row")
+    conn.close()
+    return wrong
+
+
 def connect(path: Path) -> sqlite3.Connection:
     """A connection that reads the payloads view as every tlindex connection does (sqlar functions)."""
     from tlindex.store.compression import register

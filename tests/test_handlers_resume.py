@@ -11,7 +11,7 @@ some real log.
 from __future__ import annotations
 
 import pytest
-from conftest import SHARED_CORPUS, canonical, fixture_logs, ingest, raw_envelopes, sampled, sqlite_tables
+from conftest import SHARED_CORPUS, canonical, fixture_logs, indexes_out_of_step, ingest, raw_envelopes, sampled, sqlite_tables
 
 from tlindex.ingest.discover import discover
 from tlindex.ingest.normalize.handlers import ARTIFACT_HANDLERS, CACHE_NAME_RE, HANDLERS
@@ -44,6 +44,7 @@ def test_a_log_read_as_it_grows_equals_one_pass(tmp_path, log):
     live.write_bytes(content)
     summary = ingest(db_path, [str(live)], jobs=1)
     assert summary.continued == 1
+    assert indexes_out_of_step(db_path) == []  # (its deleted rows left the search indexes, its new ones joined)
     whole = tmp_path / "whole.db"
     ingest(whole, [str(live)], jobs=1)
     grown, once = canonical(sqlite_tables(db_path)), canonical(sqlite_tables(whole))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -12,9 +13,10 @@ import time
 
 import pytest
 from click.testing import CliRunner
-from conftest import DATA, connect, fixture_paths, ingest, scenario_logs
+from conftest import DATA, connect, fixture_paths, indexes_out_of_step, ingest, scenario_logs
 
 import tlindex.ingest.merge
+import tlindex.store.db
 from tlindex.cli import cli
 
 TABLES = ("files", "sources", "envelopes", "payloads", "compiles", "frames", "artifacts", "guards",
@@ -143,6 +145,43 @@ def test_a_grown_log_is_continued_not_duplicated(tmp_path):
     ingest(whole, [str(log)], jobs=1)
     assert counts(db_path) == counts(whole)
     assert snapshot(db_path) == snapshot(whole)
+
+
+def test_a_grown_log_and_a_replaced_one_keep_every_search_index_exact_without_making_it_again(tmp_path,
+                                                                                              monkeypatch):
+    """Reproduction: every ingest that continued a grown log (each round of `tlindex watch`) or replaced one made
+    every full-text index of the database again, 2.4 s a round in a database of 3,682 runs. The rows it deletes
+    leave the indexes as they go and its new rows join them; only `compiles`, whose rows a continued log rewrites in
+    place, is made again. Every index holds exactly its table's rows after each ingest."""
+    log = scenario_logs("train_step")[0]
+    content = log.read_bytes()
+    live = tmp_path / "trace" / log.name
+    live.parent.mkdir()
+    live.write_bytes(content[:content.index(b"\nV", len(content) // 2) + 41])  # halfway, a line being written
+    db_path = tmp_path / "t.db"
+    ingest(db_path, [str(DATA / "recompiles"), str(live)], jobs=1)  # (another run's rows stay indexed)
+    assert indexes_out_of_step(db_path) == []
+
+    made_again = []
+
+    def traced(*args, **kwargs):
+        conn = real_connect(*args, **kwargs)
+        conn.set_trace_callback(lambda sql: made_again.extend(re.findall(r"INSERT INTO \[?(\w+)\]? \(\[?\w+\]?\) "
+                                                                         r"VALUES \('rebuild'\)", sql)))
+        return conn
+
+    real_connect = tlindex.store.db.connect
+    monkeypatch.setattr(tlindex.store.db, "connect", traced)
+    live.write_bytes(content)
+    assert ingest(db_path, [str(live)], jobs=1).continued == 1
+    assert (made_again, indexes_out_of_step(db_path)) == (["compiles_fts"], [])
+    made_again.clear()
+    assert ingest(db_path, [str(live)], jobs=1, replace=True).files == 1
+    assert (made_again, indexes_out_of_step(db_path)) == (["compiles_fts"], [])
+    monkeypatch.undo()
+    whole = tmp_path / "whole.db"
+    ingest(whole, [str(DATA / "recompiles"), str(log)], jobs=1)
+    assert counts(db_path) == counts(whole)
 
 
 def test_an_interrupted_merge_leaves_no_half_source_and_a_rerun_completes(tmp_path, monkeypatch):

@@ -13,6 +13,7 @@ import sqlite3
 from typing import Callable
 
 from tlindex.ingest.fingerprints import write_prints
+from tlindex.ingest.text_index import FTS_COLUMNS, REWRITTEN, unindex
 from tlindex.store.db import immediate
 from tlindex.store.tables import COLUMNS, METRICS_CONFIGS
 
@@ -88,24 +89,30 @@ def delete_file_rows(conn: sqlite3.Connection, file_id: int, after_line: int | N
     params = {"file": file_id, "line": after_line if after_line is not None else -1}
     sources = "SELECT id FROM main.sources WHERE file_id = :file"
     envelopes = f"SELECT id FROM main.envelopes WHERE source_id IN ({sources}) AND line > :line"
+
+    def delete(table: str, where: str, parameters=params) -> None:
+        if table in FTS_COLUMNS and table != REWRITTEN:  # (REWRITTEN's index is made again after the ingest)
+            unindex(conn, table, where, parameters)
+        conn.execute(f"DELETE FROM main.{table} WHERE {where}", parameters)
+
     for table, links in foreign_keys(conn).items():
         if table in ("files", "sources", "envelopes", "compiles", "strings"):
             continue
         if "envelope_id" in links:
-            conn.execute(f"DELETE FROM main.{table} WHERE envelope_id IN ({envelopes})", params)
+            delete(table, f"envelope_id IN ({envelopes})")
         elif table == "chromium_events":
-            conn.execute(f"DELETE FROM main.{table} WHERE begin_envelope IN ({envelopes}) "
-                         f"OR end_envelope IN ({envelopes})", params)
+            delete(table, f"begin_envelope IN ({envelopes}) OR end_envelope IN ({envelopes})")
         elif "file_id" in links:
-            conn.execute(f"DELETE FROM main.{table} WHERE file_id = :file AND line > :line", params)
-    conn.execute(f"DELETE FROM main.envelopes WHERE id IN ({envelopes})", params)
+            delete(table, "file_id = :file AND line > :line")
+    delete("envelopes", f"id IN ({envelopes})")
     if after_line is not None:
         return
     for table in ("compiles", "strings", "volume"):
-        conn.execute(f"DELETE FROM main.{table} WHERE source_id IN ({sources})", params)
-    conn.execute("DELETE FROM main.sources WHERE file_id = :file", params)
-    conn.execute("DELETE FROM main.files WHERE id = :file", params)
-    conn.execute(f"DELETE FROM main.payload_data WHERE rowid IN ({UNUSED_PAYLOADS})")
+        delete(table, f"source_id IN ({sources})")
+    delete("sources", "file_id = :file")
+    delete("files", "id = :file")
+    unindex(conn, "payloads", f"id IN ({UNUSED_PAYLOADS})")
+    delete("payload_data", f"rowid IN ({UNUSED_PAYLOADS})", ())
 
 
 def refresh_volume(conn: sqlite3.Connection, file_id: int) -> None:

@@ -315,14 +315,14 @@ def ingest(conn: sqlite3.Connection, db_path: Path, paths: list[str], *, run_lab
         total = sum(p.size for p in planned)
         deferred = defer_indexes(conn, total)
         attach = Attacher(run_label, staging_dir.name, unique_label, label_source)
-        merger = Merger(conn, summary, planned, attach, search_index and not replace)
+        merger = Merger(conn, summary, planned, attach, search_index)
         runner = run_serially if max(1, min(workers, len(planned))) == 1 else run_in_parallel
         runner(planned, min(workers, len(planned)), merger, summary,
                (lambda done: progress(done, total)) if progress else None)
         if deferred:
             make_deferred_indexes(conn)
         if summary.files and search_index:  # the search text, before the runs it belongs to are whole
-            refresh_fts(conn, rebuild=replace or summary.continued > 0)
+            refresh_fts(conn, rewritten=replace or summary.continued > 0)
         summary.runs = assign_runs(conn, run_label, tuple(merger.continued_files), tuple(merger.attach.touched),
                                    regroup=(staging_dir.name,) if run_label is None else (),
                                    replaced=tuple(merger.replaced_runs), derive=derive, ingest=staging_dir.name)
@@ -379,7 +379,7 @@ class Merger:
     def between(self) -> None:
         """While workers still parse: the full-text indexes of the tables no later merge rewrites brought up
         to date (guards and artifacts are most of their rows), instead of all of it after the last merge,
-        on one core. An ingest that ends by rebuilding them (a grown log continued) has done this for nothing."""
+        on one core."""
         if self.index_early:
             refresh_fts(self.conn, tables=APPEND_ONLY)
 

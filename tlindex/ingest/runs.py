@@ -419,7 +419,7 @@ def remove_runs(conn: sqlite3.Connection, run_ids: list[int], live: Callable[[],
     Returns how many runs, files and processes went. Raises RunBusy, deleting nothing, when an ingest still running
     (`live()`: their staging folders, asked while this holds the write lock) is writing one of them."""
     from tlindex.ingest.merge import UNUSED_PAYLOADS, foreign_keys
-    from tlindex.ingest.text_index import FTS_COLUMNS, PAYLOAD_INDEX
+    from tlindex.ingest.text_index import FTS_COLUMNS, unindex
     from tlindex.store.db import immediate
 
     ids = sorted(set(run_ids))
@@ -440,13 +440,8 @@ def remove_runs(conn: sqlite3.Connection, run_ids: list[int], live: Callable[[],
         counts = {"runs": conn.execute(f"SELECT count(*) FROM main.runs WHERE id IN ({marks})", ids).fetchone()[0],
                   "files": conn.execute(f"SELECT count(*) FROM ({files})", ids + ids).fetchone()[0],
                   "sources": conn.execute(f"SELECT count(*) FROM ({sources})", ids).fetchone()[0]}
-        for table, columns in FTS_COLUMNS.items():
-            if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (f"{table}_fts",)).fetchone():
-                continue
-            where, params = rows_of.get(table, (f"envelope_id IN ({envelopes})", ids))
-            names = ", ".join(f"[{c}]" for c in columns)
-            conn.execute(f"INSERT INTO [{table}_fts] ([{table}_fts], rowid, {names}) "
-                         f"SELECT 'delete', rowid, {names} FROM main.[{table}] WHERE {where}", params)
+        for table in FTS_COLUMNS:
+            unindex(conn, table, *rows_of.get(table, (f"envelope_id IN ({envelopes})", ids)))
         for table, links in foreign_keys(conn).items():
             if table in ("files", "sources", "envelopes", "payload_data"):
                 continue
@@ -462,11 +457,8 @@ def remove_runs(conn: sqlite3.Connection, run_ids: list[int], live: Callable[[],
         conn.execute(f"DELETE FROM main.sources WHERE run_id IN ({marks})", ids)
         conn.executemany("DELETE FROM main.files WHERE id = ?", [(file_id,) for file_id in doomed_files])
         conn.execute(f"DELETE FROM main.runs WHERE id IN ({marks})", ids)  # (a trigger: what was derived of them)
-        unused = UNUSED_PAYLOADS
-        if conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (PAYLOAD_INDEX,)).fetchone():
-            conn.execute(f"INSERT INTO {PAYLOAD_INDEX} ({PAYLOAD_INDEX}, rowid, text) "
-                         f"SELECT 'delete', id, text FROM payloads WHERE id IN ({unused})")
-        conn.execute(f"DELETE FROM main.payload_data WHERE rowid IN ({unused})")
+        unindex(conn, "payloads", f"id IN ({UNUSED_PAYLOADS})")
+        conn.execute(f"DELETE FROM main.payload_data WHERE rowid IN ({UNUSED_PAYLOADS})")
     return counts
 
 

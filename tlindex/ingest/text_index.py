@@ -2,8 +2,9 @@
 
 Datasette shows a search box on a table that has one. The indexes are
 external-content tables filled after each ingest rather than kept by triggers,
-which would slow the bulk load: new rows are appended to them, and an ingest
-that replaced or rewrote rows (--replace, a grown log) rebuilds them.
+which would slow the bulk load: new rows are appended to them, a row leaves them as it is deleted (`unindex`), and
+only `compiles`, whose rows a grown log's merge rewrites in place, is made again after an ingest that rewrote rows
+(--replace, a grown log): the cost of what it changed, not of the database.
 
 Payload text (graphs, generated code, guards) has an index of its own, `payloads_fts`, over each distinct
 payload once, kept by every ingest as the others are. Its tokenizer is FTS5's default, as the other indexes': words
@@ -36,11 +37,28 @@ PAYLOAD_INDEX = "payloads_fts"
 APPEND_ONLY = ("guards", "artifacts", "failed_guards", "graph_break_events")
 
 
+REWRITTEN = "compiles"  # the one table whose rows a merge replaces in place (a compile a grown log continues)
+
+
+def unindex(conn: sqlite3.Connection, table: str, where: str, params=()) -> None:
+    """Take the rows of `table` (or of the payloads) that `where` picks out of its full-text index before they are
+    deleted: those the index holds (up to its last rowid), given as they were indexed, which no later step rewrites."""
+    index, columns, key = (PAYLOAD_INDEX, ["text"], "id") if table == "payloads" else \
+        (f"{table}_fts", FTS_COLUMNS[table], "rowid")
+    if conn.execute("SELECT 1 FROM main.sqlite_master WHERE name = ?", (index,)).fetchone() is None:
+        return
+    register(conn)  # (the payloads view inflates them)
+    names = ", ".join(f"[{c}]" for c in columns)
+    conn.execute(f"INSERT INTO main.[{index}] ([{index}], rowid, {names}) SELECT 'delete', {key}, {names} "
+                 f"FROM main.[{table}] WHERE ({where}) AND {key} <= "
+                 f"(SELECT coalesce(max(id), 0) FROM main.[{index}_docsize])", params)
+
+
 def has_payload_index(conn) -> bool:
     return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (PAYLOAD_INDEX,)).fetchone() is not None
 
 
-def index_payloads(conn, rebuild: bool = False) -> None:
+def index_payloads(conn) -> None:
     """The payload index made if it is missing (or a trigram one an older tlindex made), and brought up to date
     (payloads are keyed by hash; their rowids only grow), in the caller's transaction."""
     register(conn)  # the index reads the payloads view
@@ -50,16 +68,16 @@ def index_payloads(conn, rebuild: bool = False) -> None:
         made = None
     if made is None:
         conn.execute(f"CREATE VIRTUAL TABLE {PAYLOAD_INDEX} USING FTS5 (text, content='payloads', content_rowid='id')")
-    if rebuild or made is None:
+    if made is None:
         conn.execute(f"INSERT INTO {PAYLOAD_INDEX} ({PAYLOAD_INDEX}) VALUES ('rebuild')")
     else:
         conn.execute(f"INSERT INTO {PAYLOAD_INDEX} (rowid, text) SELECT id, text FROM payloads "
                      f"WHERE id > (SELECT coalesce(max(id), 0) FROM {PAYLOAD_INDEX}_docsize)")
 
 
-def refresh_fts(conn: sqlite3.Connection, rebuild: bool = False, tables: tuple[str, ...] | None = None) -> None:
-    """Create the FTS indexes if missing and index the rows added since (all rows with rebuild); only those of
-    `tables` when given (then not the payload index).
+def refresh_fts(conn: sqlite3.Connection, rewritten: bool = False, tables: tuple[str, ...] | None = None) -> None:
+    """Create the FTS indexes if missing and index the rows added since (all of REWRITTEN's when rows were
+    `rewritten`); only those of `tables` when given (then not the payload index).
 
     Each table's index is created and filled under a write lock taken first, so ingests
     running at once wait for each other instead of failing on a lock upgrade. The index is
@@ -74,7 +92,7 @@ def refresh_fts(conn: sqlite3.Connection, rebuild: bool = False, tables: tuple[s
             exists = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (f"{table}_fts",)).fetchone()
             if not exists:
                 conn.execute(f"CREATE VIRTUAL TABLE [{table}_fts] USING FTS5 ({names}, content=[{table}])")
-            if rebuild or not exists:
+            if not exists or (rewritten and table == REWRITTEN):
                 conn.execute(f"INSERT INTO [{table}_fts] ([{table}_fts]) VALUES ('rebuild')")
             else:
                 # An external-content index answers max(rowid) from its content table;
@@ -83,4 +101,4 @@ def refresh_fts(conn: sqlite3.Connection, rebuild: bool = False, tables: tuple[s
                              f"WHERE rowid > (SELECT coalesce(max(id), 0) FROM [{table}_fts_docsize])")
     if tables is None:
         with immediate(conn):
-            index_payloads(conn, rebuild)
+            index_payloads(conn)
