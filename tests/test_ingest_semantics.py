@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from conftest import DATA, connect, fixture_paths, indexes_out_of_step, ingest, scenario_logs
 
 import tlindex.ingest.merge
+import tlindex.ingest.pipeline
 import tlindex.store.db
 from tlindex.cli import cli
 
@@ -147,17 +148,25 @@ def test_a_grown_log_is_continued_not_duplicated(tmp_path):
     assert snapshot(db_path) == snapshot(whole)
 
 
-def test_a_grown_log_and_a_replaced_one_keep_every_search_index_exact_without_making_it_again(tmp_path,
-                                                                                              monkeypatch):
-    """Reproduction: every ingest that continued a grown log (each round of `tlindex watch`) or replaced one made
-    every full-text index of the database again, 2.4 s a round in a database of 3,682 runs. The rows it deletes
-    leave the indexes as they go and its new rows join them; only `compiles`, whose rows a continued log rewrites in
-    place, is made again. Every index holds exactly its table's rows after each ingest."""
-    log = scenario_logs("train_step")[0]
+def cut_before_a_failed_compiles_metrics(tmp_path):
+    """A real log written up to a failed compile's metrics (they bring its failure, its name and file: the compile
+    the grown log continues changes indexed columns), a line being written after it; (log, its bytes, the copy)."""
+    log = scenario_logs("compile_errors")[0]
     content = log.read_bytes()
+    cut = [m.start() for m in re.finditer(rb"\nV[^\n]*compilation_metrics[^\n]*fail_type", content)][1] + 1
     live = tmp_path / "trace" / log.name
     live.parent.mkdir()
-    live.write_bytes(content[:content.index(b"\nV", len(content) // 2) + 41])  # halfway, a line being written
+    live.write_bytes(content[:cut + 41])
+    return log, content, live
+
+
+def test_every_ingest_keeps_every_search_index_exact_without_making_it_again(tmp_path, monkeypatch):
+    """Reproduction: every ingest that continued a grown log (each round of `tlindex watch`) or replaced one made
+    every full-text index of the database again, 2.4 s a round in a database of 3,682 runs; a log rewritten in place
+    (smaller, no --replace) left its compiles' entries behind, under rowids new compiles then took. Now the rows an
+    ingest deletes leave the indexes in its transaction, a compile it continues leaves and joins again, new rows join
+    after: after each ingest every index holds exactly its table's rows, and none was made again."""
+    log, content, live = cut_before_a_failed_compiles_metrics(tmp_path)
     db_path = tmp_path / "t.db"
     ingest(db_path, [str(DATA / "recompiles"), str(live)], jobs=1)  # (another run's rows stay indexed)
     assert indexes_out_of_step(db_path) == []
@@ -166,22 +175,46 @@ def test_a_grown_log_and_a_replaced_one_keep_every_search_index_exact_without_ma
 
     def traced(*args, **kwargs):
         conn = real_connect(*args, **kwargs)
-        conn.set_trace_callback(lambda sql: made_again.extend(re.findall(r"INSERT INTO \[?(\w+)\]? \(\[?\w+\]?\) "
-                                                                         r"VALUES \('rebuild'\)", sql)))
+        conn.set_trace_callback(lambda sql: made_again.extend(re.findall(r"INSERT INTO (?:main\.)?\[?(\w+)\]? "
+                                                                         r"\(\[?\w+\]?\) VALUES \('rebuild'\)", sql)))
         return conn
 
     real_connect = tlindex.store.db.connect
     monkeypatch.setattr(tlindex.store.db, "connect", traced)
     live.write_bytes(content)
     assert ingest(db_path, [str(live)], jobs=1).continued == 1
-    assert (made_again, indexes_out_of_step(db_path)) == (["compiles_fts"], [])
-    made_again.clear()
+    assert (made_again, indexes_out_of_step(db_path)) == ([], [])
     assert ingest(db_path, [str(live)], jobs=1, replace=True).files == 1
-    assert (made_again, indexes_out_of_step(db_path)) == (["compiles_fts"], [])
+    assert (made_again, indexes_out_of_step(db_path)) == ([], [])
+    live.write_bytes(scenario_logs("export")[0].read_bytes())  # rewritten in place, smaller
+    assert ingest(db_path, [str(live)], jobs=1).files == 1
+    assert (made_again, indexes_out_of_step(db_path)) == ([], [])
+    ingest(db_path, [str(DATA / "graph_breaks")], jobs=1)  # new compiles, at rowids the deleted ones had
+    assert (made_again, indexes_out_of_step(db_path)) == ([], [])
     monkeypatch.undo()
     whole = tmp_path / "whole.db"
-    ingest(whole, [str(DATA / "recompiles"), str(log)], jobs=1)
+    ingest(whole, [str(DATA / "recompiles"), str(live), str(DATA / "graph_breaks")], jobs=1)
     assert counts(db_path) == counts(whole)
+
+
+def test_an_ingest_stopped_after_its_merges_leaves_every_search_index_exact(tmp_path, monkeypatch):
+    """A grown log's continuation stopped after its merge, before the indexes take the new rows (a Ctrl-C), leaves
+    indexes the next ingest brings up to date: its continued compiles left and joined again in the merge's
+    transaction (the old code made them again only at the ingest's end, so a stop there left stale entries)."""
+    log, content, live = cut_before_a_failed_compiles_metrics(tmp_path)
+    db_path = tmp_path / "t.db"
+    ingest(db_path, [str(live)], jobs=1)
+    live.write_bytes(content)
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tlindex.ingest.pipeline, "refresh_fts", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        ingest(db_path, [str(live)], jobs=1)
+    monkeypatch.undo()
+    ingest(db_path, [str(DATA / "graph_breaks")], jobs=1)
+    assert indexes_out_of_step(db_path) == []
 
 
 def test_an_interrupted_merge_leaves_no_half_source_and_a_rerun_completes(tmp_path, monkeypatch):

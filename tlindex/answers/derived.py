@@ -74,9 +74,10 @@ def derive_runs(conn: sqlite3.Connection, run_ids: Iterable[int]) -> list[int]:
 
 
 def derive_every_run(conn: sqlite3.Connection) -> str | None:
-    """The step of a migration that changes what is derived: every run derived again, and the payload text indexed
-    (an older tlindex left that to the first search), in its transaction; what it says once (on stderr), or None."""
-    from tlindex.ingest.text_index import index_payloads
+    """The step of a migration that changes what is derived: every run derived again, the payload text indexed
+    (an older tlindex left that to the first search) and the compiles' again (027 filled in names and files), in its
+    transaction; what it says once (on stderr), or None."""
+    from tlindex.ingest.text_index import index_again, index_payloads
 
     ids = [run for (run,) in conn.execute("SELECT id FROM runs ORDER BY id")]
     if len(ids) >= SAY_FROM:
@@ -84,6 +85,7 @@ def derive_every_run(conn: sqlite3.Connection) -> str | None:
                          f"payloads for search (once, for this version of tlindex)\n")
     derive_runs(conn, ids)
     index_payloads(conn)
+    index_again(conn, "compiles")
     return None
 
 

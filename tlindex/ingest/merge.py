@@ -13,7 +13,7 @@ import sqlite3
 from typing import Callable
 
 from tlindex.ingest.fingerprints import write_prints
-from tlindex.ingest.text_index import FTS_COLUMNS, REWRITTEN, unindex
+from tlindex.ingest.text_index import FTS_COLUMNS, unindex
 from tlindex.store.db import immediate
 from tlindex.store.tables import COLUMNS, METRICS_CONFIGS
 
@@ -91,7 +91,7 @@ def delete_file_rows(conn: sqlite3.Connection, file_id: int, after_line: int | N
     envelopes = f"SELECT id FROM main.envelopes WHERE source_id IN ({sources}) AND line > :line"
 
     def delete(table: str, where: str, parameters=params) -> None:
-        if table in FTS_COLUMNS and table != REWRITTEN:  # (REWRITTEN's index is made again after the ingest)
+        if table in FTS_COLUMNS:
             unindex(conn, table, where, parameters)
         conn.execute(f"DELETE FROM main.{table} WHERE {where}", parameters)
 
@@ -199,6 +199,8 @@ def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | No
                 # Open spans were handed to the continuation, which writes them again.
                 conn.execute("DELETE FROM main.chromium_events WHERE ph = 'B' AND source_id IN "
                              "(SELECT id FROM main.sources WHERE file_id = ?)", (continuing,))
+            rewritten = "id IN (SELECT -id FROM staging.compiles WHERE id < 0)"  # compiles continued, in place
+            unindex(conn, "compiles", rewritten)
             statements, offsets = merge_statements(conn)
             for statement in statements:
                 conn.execute(statement)
@@ -209,6 +211,7 @@ def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | No
             elif continued_file is not None:
                 consolidate_volume(conn, file_id)
             fingerprint_compiles(conn, offsets["compiles"])
+            unindex(conn, "compiles", rewritten, verb="")  # (back in the index as they are now)
             if complete is not None:
                 complete(conn, file_id)
             if attach is not None:

@@ -322,7 +322,7 @@ def ingest(conn: sqlite3.Connection, db_path: Path, paths: list[str], *, run_lab
         if deferred:
             make_deferred_indexes(conn)
         if summary.files and search_index:  # the search text, before the runs it belongs to are whole
-            refresh_fts(conn, rewritten=replace or summary.continued > 0)
+            refresh_fts(conn)
         summary.runs = assign_runs(conn, run_label, tuple(merger.continued_files), tuple(merger.attach.touched),
                                    regroup=(staging_dir.name,) if run_label is None else (),
                                    replaced=tuple(merger.replaced_runs), derive=derive, ingest=staging_dir.name)

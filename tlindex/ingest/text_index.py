@@ -2,9 +2,10 @@
 
 Datasette shows a search box on a table that has one. The indexes are
 external-content tables filled after each ingest rather than kept by triggers,
-which would slow the bulk load: new rows are appended to them, a row leaves them as it is deleted (`unindex`), and
-only `compiles`, whose rows a grown log's merge rewrites in place, is made again after an ingest that rewrote rows
-(--replace, a grown log): the cost of what it changed, not of the database.
+which would slow the bulk load: new rows are appended to them (those past the last rowid an index holds), a row
+leaves them in the transaction that deletes it (`unindex`), and a compile a grown log's merge rewrites in place leaves
+and joins again in its merge: an index holds exactly its table's rows up to its last rowid, whatever stopped when,
+and an ingest costs what it changed, not what the database holds.
 
 Payload text (graphs, generated code, guards) has an index of its own, `payloads_fts`, over each distinct
 payload once, kept by every ingest as the others are. Its tokenizer is FTS5's default, as the other indexes': words
@@ -37,21 +38,25 @@ PAYLOAD_INDEX = "payloads_fts"
 APPEND_ONLY = ("guards", "artifacts", "failed_guards", "graph_break_events")
 
 
-REWRITTEN = "compiles"  # the one table whose rows a merge replaces in place (a compile a grown log continues)
-
-
-def unindex(conn: sqlite3.Connection, table: str, where: str, params=()) -> None:
+def unindex(conn: sqlite3.Connection, table: str, where: str, params=(), *, verb: str = "'delete', ") -> None:
     """Take the rows of `table` (or of the payloads) that `where` picks out of its full-text index before they are
-    deleted: those the index holds (up to its last rowid), given as they were indexed, which no later step rewrites."""
+    deleted or rewritten: those the index holds (up to its last rowid), given as they were indexed (no step rewrites
+    an indexed column once the row is indexed, but a merge that takes the row out first). `verb=""`: put them back."""
     index, columns, key = (PAYLOAD_INDEX, ["text"], "id") if table == "payloads" else \
         (f"{table}_fts", FTS_COLUMNS[table], "rowid")
     if conn.execute("SELECT 1 FROM main.sqlite_master WHERE name = ?", (index,)).fetchone() is None:
         return
     register(conn)  # (the payloads view inflates them)
     names = ", ".join(f"[{c}]" for c in columns)
-    conn.execute(f"INSERT INTO main.[{index}] ([{index}], rowid, {names}) SELECT 'delete', {key}, {names} "
-                 f"FROM main.[{table}] WHERE ({where}) AND {key} <= "
+    conn.execute(f"INSERT INTO main.[{index}] ({f'[{index}], ' if verb else ''}rowid, {names}) SELECT {verb}{key}, "
+                 f"{names} FROM main.[{table}] WHERE ({where}) AND {key} <= "
                  f"(SELECT coalesce(max(id), 0) FROM main.[{index}_docsize])", params)
+
+
+def index_again(conn: sqlite3.Connection, table: str) -> None:
+    """`table`'s index made again from its rows, if it has one (a migration rewrote indexed columns)."""
+    if conn.execute("SELECT 1 FROM main.sqlite_master WHERE name = ?", (f"{table}_fts",)).fetchone() is not None:
+        conn.execute(f"INSERT INTO main.[{table}_fts] ([{table}_fts]) VALUES ('rebuild')")
 
 
 def has_payload_index(conn) -> bool:
@@ -75,9 +80,9 @@ def index_payloads(conn) -> None:
                      f"WHERE id > (SELECT coalesce(max(id), 0) FROM {PAYLOAD_INDEX}_docsize)")
 
 
-def refresh_fts(conn: sqlite3.Connection, rewritten: bool = False, tables: tuple[str, ...] | None = None) -> None:
-    """Create the FTS indexes if missing and index the rows added since (all of REWRITTEN's when rows were
-    `rewritten`); only those of `tables` when given (then not the payload index).
+def refresh_fts(conn: sqlite3.Connection, tables: tuple[str, ...] | None = None) -> None:
+    """Create the FTS indexes if missing and index the rows added since; only those of `tables` when given (then
+    not the payload index).
 
     Each table's index is created and filled under a write lock taken first, so ingests
     running at once wait for each other instead of failing on a lock upgrade. The index is
@@ -92,7 +97,7 @@ def refresh_fts(conn: sqlite3.Connection, rewritten: bool = False, tables: tuple
             exists = conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (f"{table}_fts",)).fetchone()
             if not exists:
                 conn.execute(f"CREATE VIRTUAL TABLE [{table}_fts] USING FTS5 ({names}, content=[{table}])")
-            if not exists or (rewritten and table == REWRITTEN):
+            if not exists:
                 conn.execute(f"INSERT INTO [{table}_fts] ([{table}_fts]) VALUES ('rebuild')")
             else:
                 # An external-content index answers max(rowid) from its content table;
