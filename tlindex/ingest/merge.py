@@ -72,6 +72,8 @@ def merge_statements(conn: sqlite3.Connection) -> tuple[list[str], dict[str, int
     return statements, offsets
 
 
+CONTINUED_IN_PLACE = "id IN (SELECT -id FROM staging.compiles WHERE id < 0)"  # the compiles a merge rewrites
+
 # The payloads no record refers to any more (envelopes, and the config payloads of metrics).
 UNUSED_PAYLOADS = ("SELECT rowid FROM main.payload_data WHERE hash NOT IN (SELECT payload FROM main.envelopes "
                    "WHERE payload IS NOT NULL) AND hash NOT IN (SELECT value FROM main.metrics, json_each("
@@ -199,8 +201,7 @@ def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | No
                 # Open spans were handed to the continuation, which writes them again.
                 conn.execute("DELETE FROM main.chromium_events WHERE ph = 'B' AND source_id IN "
                              "(SELECT id FROM main.sources WHERE file_id = ?)", (continuing,))
-            rewritten = "id IN (SELECT -id FROM staging.compiles WHERE id < 0)"  # compiles continued, in place
-            unindex(conn, "compiles", rewritten)
+            unindex(conn, "compiles", CONTINUED_IN_PLACE)
             statements, offsets = merge_statements(conn)
             for statement in statements:
                 conn.execute(statement)
@@ -211,7 +212,7 @@ def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | No
             elif continued_file is not None:
                 consolidate_volume(conn, file_id)
             fingerprint_compiles(conn, offsets["compiles"])
-            unindex(conn, "compiles", rewritten, verb="")  # (back in the index as they are now)
+            unindex(conn, "compiles", CONTINUED_IN_PLACE, verb="")  # (back in the index as they are now)
             if complete is not None:
                 complete(conn, file_id)
             if attach is not None:
