@@ -91,6 +91,9 @@ async def crawl(client, conn: sqlite3.Connection, database: str, per_route: int 
             continue
         parser = _Links()
         parser.feed(response.text)
+        if twins and found[0].kind != "fragment" and not any(urljoin(url, link) == urljoin(url, twins[0])
+                                                             for link in parser.found):
+            result.errors.append((url, response.status_code, "the page does not link its JSON twin"))
         for link in parser.found:
             target = urlsplit(urljoin(url, link))
             path = target.path + (f"?{target.query}" if target.query else "")

@@ -262,12 +262,14 @@ def test_the_crawl_counts_only_pages_that_answered():
     from crawl import crawl
 
     class Answer:
-        def __init__(self, status: int):
-            self.status_code, self.text, self.headers = status, "", {"content-type": "text/html"}
+        def __init__(self, status: int, text: str = ""):
+            self.status_code, self.text, self.headers = status, text, {"content-type": "text/html"}
 
     class Client:
         async def get(self, url: str) -> Answer:
-            return Answer(200 if url.endswith("/-/tlindex/glossary") else 404)
+            if url.endswith("/-/tlindex/glossary"):  # (a page links its JSON twin)
+                return Answer(200, '<a href="/traces/-/tlindex/glossary.json">json</a>')
+            return Answer(404)
 
     conn = sqlite3.connect(":memory:")
     conn.executescript("CREATE TABLE runs (id); CREATE TABLE compiles (id); CREATE TABLE piece_compiles (id);"

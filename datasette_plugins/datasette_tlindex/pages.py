@@ -116,6 +116,9 @@ def handler(page: Page):
                 "content-disposition": f'attachment; filename="{digest}.txt"'})
 
         async def render_template(template: str, context: dict) -> str:
+            if page.json_twin:  # (linked beside the crumbs)
+                context = {**context, "json_url": request.path + ".json" + (
+                    f"?{request.query_string}" if request.query_string else "")}
             return await datasette.render_template(template, context, request=request)
 
         if page.name == "runs":  # a server that takes uploads: a form to drop a log on (uploads.py)
