@@ -24,6 +24,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import textwrap
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -490,24 +491,19 @@ def test_a_stop_swallowed_by_the_read_only_authorizer_is_raised_again():
             proc.kill()
 
 
-CARRIES_ON = """
-import os, signal, click
-from tlindex.cli import Commands
+def command_script(name: str, body: str) -> str:
+    """A program whose one command, of a click group with tlindex's Commands, runs `body`."""
+    return ("import os, signal, click\nfrom tlindex.cli import Commands\n\n@click.group(cls=Commands)\ndef cli():\n"
+            f"    pass\n\n@cli.command()\ndef {name}():\n{textwrap.indent(textwrap.dedent(body), '    ')}\ncli()\n")
 
-@click.group(cls=Commands)
-def cli():
-    pass
 
-@cli.command()
-def swallow():
+CARRIES_ON = command_script("swallow", """
     try:
         os.kill(os.getpid(), signal.SIGTERM)
     except KeyboardInterrupt:
         pass  # code that carries on from a stop
     print("carried on", flush=True)
-
-cli()
-"""
+""")
 
 
 def test_a_command_that_carries_on_from_a_stop_still_exits_as_stopped():
@@ -517,20 +513,9 @@ def test_a_command_that_carries_on_from_a_stop_still_exits_as_stopped():
     assert "tlindex swallow: stopped (SIGTERM)" in result.stderr
 
 
-STOPPED_IN_EXEC = """
-import os, signal, click
-from tlindex.cli import Commands
-
-@click.group(cls=Commands)
-def cli():
-    pass
-
-@cli.command()
-def made():
+STOPPED_IN_EXEC = command_script("made", """
     exec("import os, signal; os.kill(os.getpid(), signal.SIGTERM)", {})  # as a dataclass is made, at an import
-
-cli()
-"""
+""")
 
 
 def test_a_command_stopped_inside_a_strings_exec_exits_as_stopped(tmp_path):
