@@ -13,7 +13,7 @@ import sqlite3
 from typing import Callable
 
 from tlindex.ingest.fingerprints import write_prints
-from tlindex.ingest.text_index import FTS_COLUMNS, unindex
+from tlindex.ingest.text_index import FTS_COLUMNS, reindex, unindex
 from tlindex.store.db import immediate
 from tlindex.store.tables import COLUMNS, METRICS_CONFIGS
 
@@ -72,7 +72,8 @@ def merge_statements(conn: sqlite3.Connection) -> tuple[list[str], dict[str, int
     return statements, offsets
 
 
-CONTINUED_IN_PLACE = "id IN (SELECT -id FROM staging.compiles WHERE id < 0)"  # the compiles a merge rewrites
+# The compiles a merge rewrites in place (a continuation's; in any other merge, none: one indexed lookup).
+CONTINUED_IN_PLACE = "id IN (SELECT -id FROM staging.compiles WHERE id < 0)"
 
 # The payloads no record refers to any more (envelopes, and the config payloads of metrics).
 UNUSED_PAYLOADS = ("SELECT rowid FROM main.payload_data WHERE hash NOT IN (SELECT payload FROM main.envelopes "
@@ -212,7 +213,7 @@ def merge(conn: sqlite3.Connection, staging_path: str, *, replace_file: int | No
             elif continued_file is not None:
                 consolidate_volume(conn, file_id)
             fingerprint_compiles(conn, offsets["compiles"])
-            unindex(conn, "compiles", CONTINUED_IN_PLACE, verb="")  # (back in the index as they are now)
+            reindex(conn, "compiles", CONTINUED_IN_PLACE)
             if complete is not None:
                 complete(conn, file_id)
             if attach is not None:

@@ -38,29 +38,45 @@ PAYLOAD_INDEX = "payloads_fts"
 APPEND_ONLY = ("guards", "artifacts", "failed_guards", "graph_break_events")
 
 
-def unindex(conn: sqlite3.Connection, table: str, where: str, params=(), *, verb: str = "'delete', ") -> None:
-    """Take the rows of `table` (or of the payloads) that `where` picks out of its full-text index before they are
-    deleted or rewritten: those the index holds (up to its last rowid), given as they were indexed (no step rewrites
-    an indexed column once the row is indexed, but a merge that takes the row out first). `verb=""`: put them back."""
+def _has(conn: sqlite3.Connection, index: str) -> bool:
+    return conn.execute("SELECT 1 FROM main.sqlite_master WHERE name = ?", (index,)).fetchone() is not None
+
+
+def _held_rows(conn: sqlite3.Connection, table: str, where: str, params, command: str) -> None:
+    """FTS5's `command` ('delete', or none: insert) for the rows of `table` (or the payloads) that `where` picks and
+    its index holds (up to its last rowid), given their columns as they are."""
     index, columns, key = (PAYLOAD_INDEX, ["text"], "id") if table == "payloads" else \
         (f"{table}_fts", FTS_COLUMNS[table], "rowid")
-    if conn.execute("SELECT 1 FROM main.sqlite_master WHERE name = ?", (index,)).fetchone() is None:
+    if not _has(conn, index):
         return
     register(conn)  # (the payloads view inflates them)
     names = ", ".join(f"[{c}]" for c in columns)
-    conn.execute(f"INSERT INTO main.[{index}] ({f'[{index}], ' if verb else ''}rowid, {names}) SELECT {verb}{key}, "
-                 f"{names} FROM main.[{table}] WHERE ({where}) AND {key} <= "
-                 f"(SELECT coalesce(max(id), 0) FROM main.[{index}_docsize])", params)
+    first, value = (f"[{index}], ", f"'{command}', ") if command else ("", "")
+    conn.execute(f"INSERT INTO main.[{index}] ({first}rowid, {names}) SELECT {value}{key}, {names} FROM main.[{table}] "
+                 f"WHERE ({where}) AND {key} <= (SELECT coalesce(max(id), 0) FROM main.[{index}_docsize])", params)
+
+
+def unindex(conn: sqlite3.Connection, table: str, where: str, params=()) -> None:
+    """Take the rows of `table` (or of the payloads) that `where` picks out of its full-text index before they are
+    deleted or rewritten: those it holds, as they were indexed (no step rewrites an indexed column of an indexed row
+    but a merge that took it out first)."""
+    _held_rows(conn, table, where, params, "delete")
+
+
+def reindex(conn: sqlite3.Connection, table: str, where: str, params=()) -> None:
+    """Put back rows `unindex` took out and a merge rewrote, as they are now (those past the index's last rowid join
+    with the new rows after the ingest)."""
+    _held_rows(conn, table, where, params, "")
 
 
 def index_again(conn: sqlite3.Connection, table: str) -> None:
     """`table`'s index made again from its rows, if it has one (a migration rewrote indexed columns)."""
-    if conn.execute("SELECT 1 FROM main.sqlite_master WHERE name = ?", (f"{table}_fts",)).fetchone() is not None:
+    if _has(conn, f"{table}_fts"):
         conn.execute(f"INSERT INTO main.[{table}_fts] ([{table}_fts]) VALUES ('rebuild')")
 
 
 def has_payload_index(conn) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (PAYLOAD_INDEX,)).fetchone() is not None
+    return _has(conn, PAYLOAD_INDEX)
 
 
 def index_payloads(conn) -> None:
